@@ -1,0 +1,3 @@
+from kwire_cli.cli import main
+
+main()
