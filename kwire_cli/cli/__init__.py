@@ -1,0 +1,94 @@
+"""The `kwire` command: a Click group whose subcommands live one per module in this package.
+
+Subcommands load lazily (a `kwire decode` never imports PySpark). Every `KwireError` becomes one
+line on stderr and exit code 1; Click's usage errors exit 2; nothing prints a traceback unless
+KWIRE_DEBUG=1 is set.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import click
+
+from kwire_cli import __version__
+from kwire_cli.errors import KwireError
+
+# command name -> (module, attribute); a module that does not exist yet is left out of the list
+COMMANDS = {
+    "decode": ("kwire_cli.cli.decode", "decode"),
+    "encode": ("kwire_cli.cli.encode", "encode"),
+    "diff": ("kwire_cli.cli.diff", "diff"),
+    "describe": ("kwire_cli.cli.describe", "describe"),
+    "list": ("kwire_cli.cli.describe", "list_apis"),
+    "negotiate": ("kwire_cli.cli.negotiate", "negotiate"),
+    "pcap": ("kwire_cli.cli.pcap", "pcap"),
+    "spark-decode": ("kwire_cli.cli.spark_decode", "spark_decode"),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        names = []
+        for name, (mod, _) in COMMANDS.items():
+            if importlib.util.find_spec(mod) is not None:
+                names.append(name)
+        return sorted(set(names) | set(super().list_commands(ctx)))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in COMMANDS:
+            mod, attr = COMMANDS[name]
+            if importlib.util.find_spec(mod) is None:
+                return None
+            return getattr(importlib.import_module(mod), attr)
+        return super().get_command(ctx, name)
+
+
+def _use_specs(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value:
+        from kwire_cli.spec.registry import use_specs
+        use_specs(value)
+    return value
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="kwire")
+@click.option("--specs", "specs", metavar="DIR", envvar="KWIRE_SPECS", callback=_use_specs,
+              expose_value=False, is_eager=True,
+              help="Use the message specs in DIR (Kafka's JSON format, e.g. a Kafka checkout's "
+                   "clients/src/main/resources/common/message) instead of the bundled ones. "
+                   "Also read from KWIRE_SPECS.")
+def cli() -> None:
+    """Read and write the Apache Kafka wire protocol.
+
+    \b
+    Examples:
+      kwire decode 0000001d0012000300000001000d6b61666b612d707974686f6e00
+      kwire list
+      kwire pcap capture.pcap --summary
+    """
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        cli.main(args=argv, prog_name="kwire", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("kwire: aborted", err=True)
+        sys.exit(1)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except KwireError as e:
+        click.echo(f"kwire: error: {e}", err=True)
+        sys.exit(1)
+    except BrokenPipeError:
+        sys.exit(0)
+    except Exception as e:  # a bug in kwire: still one line, unless debugging
+        if os.environ.get("KWIRE_DEBUG"):
+            raise
+        click.echo(f"kwire: internal error: {type(e).__name__}: {e} (set KWIRE_DEBUG=1 for a traceback)",
+                   err=True)
+        sys.exit(1)

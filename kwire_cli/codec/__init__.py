@@ -1,0 +1,13 @@
+"""The spec-driven codec: sans-io (bytes in, values out), compiled once per (message, version).
+
+See DESIGN.md for the value tree it reads and writes.
+"""
+from kwire_cli.codec.compiler import Plan, compile_plan
+from kwire_cli.codec.headers import request_header_version, response_header_version
+from kwire_cli.codec.message import (Message, decode_body, decode_request, decode_response,
+                                     encode_body, encode_request, encode_response)
+from kwire_cli.errors import DecodeError, EncodeError, KwireError, SpecError
+
+__all__ = ["DecodeError", "EncodeError", "KwireError", "Message", "Plan", "SpecError", "compile_plan",
+           "decode_body", "decode_request", "decode_response", "encode_body", "encode_request",
+           "encode_response", "request_header_version", "response_header_version"]

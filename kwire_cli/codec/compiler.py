@@ -1,0 +1,724 @@
+"""Compile a message spec at one version into a decoder and an encoder.
+
+Like Kafka's own generator, this turns (message, version) into straight-line code, once: the
+generated Python reads consecutive fixed-size fields with one precompiled `struct.Struct`,
+arrays of fixed-size integers with one unpack, and checks every length against the bytes left
+before slicing or allocating. Plans are cached per (spec, version, records mode) and reused.
+
+Errors travel out as `DecodeError`/`EncodeError`; each enclosing field and array element adds
+itself to the error's path on the way, so the message reads
+`Topics[2].Partitions[0].ReplicaNodes: array of ... at offset 341`.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from kwire_cli.codec import primitives as P
+from kwire_cli.errors import DecodeError, EncodeError, KwireError
+from kwire_cli.spec.model import (INT_RANGES, PRIMITIVE_SIZES, FieldSpec, FieldType, MessageSpec,
+                                  StructSpec)
+
+_FMT = {"bool": "B", "int8": "b", "int16": "h", "uint16": "H", "int32": "i", "uint32": "I",
+        "int64": "q", "float64": "d", "uuid": "16s"}
+_ARRAY_FMT = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "uint32": "I",
+              "int64": "q", "float64": "d"}
+MAX_DEPTH = 64  # nesting bound for decoded structs (specs nest far less)
+
+
+@dataclass
+class Plan:
+    """A compiled codec for one message spec at one version."""
+    spec: MessageSpec
+    version: int
+    flexible: bool
+    decode: Callable[[bytes, int, int], tuple[dict, int]]
+    encode: Callable[[dict, bytearray], None]
+    default: Callable[[], dict]
+    source: str
+
+
+# ----------------------------------------------------------------------------- runtime helpers
+
+def _short(what: str, need: int, pos: int, end: int) -> DecodeError:
+    return DecodeError(f"{what} needs {need} bytes, {max(end - pos, 0)} left at offset {pos}", pos)
+
+
+def _short_group(names: tuple, sizes: tuple, pos: int, end: int) -> DecodeError:
+    p = pos
+    for name, (kind, size) in zip(names, sizes):
+        if p + size > end:
+            return _short(kind, size, p, end).prefix(name)
+        p += size
+    return _short("fields", sum(s for _, s in sizes), pos, end)  # pragma: no cover
+
+
+def _neg_len(n: int, pos: int) -> DecodeError:
+    return DecodeError(f"negative length {n} at offset {pos} (only -1 means null)", pos)
+
+
+def _not_nullable(pos: int) -> DecodeError:
+    return DecodeError(f"null at offset {pos}, but the field is not nullable in this version", pos)
+
+
+def _bad_utf8(pos: int, exc: UnicodeDecodeError) -> DecodeError:
+    return DecodeError(f"invalid UTF-8 at offset {pos + exc.start}: {exc.reason}", pos + exc.start)
+
+
+def _big_array(n: int, minsize: int, pos: int, end: int) -> DecodeError:
+    return DecodeError(f"array of {n} elements needs at least {n * minsize} bytes, "
+                       f"{max(end - pos, 0)} left at offset {pos}", pos)
+
+
+def _too_deep(pos: int) -> DecodeError:
+    return DecodeError(f"structs nested deeper than {MAX_DEPTH} levels at offset {pos}", pos)
+
+
+def _tag_size(name: str, tag: int, size: int, used: int, pos: int) -> DecodeError:
+    return DecodeError(f"tagged field {name} (tag {tag}) declares {size} bytes but its value uses {used}", pos)
+
+
+def _badkeys(v: dict, allowed: frozenset, all_fields: dict, label: str) -> EncodeError:
+    for k in v:
+        if k not in allowed:
+            if k in all_fields:
+                return EncodeError(f"{label} has no field {k} (versions {all_fields[k]})")
+            if not isinstance(k, str):
+                return EncodeError(f"{label}: field names must be strings, got {k!r}")
+            return EncodeError(f"{label} has no field {k} in any version")
+    return EncodeError(f"{label}: unexpected fields")  # pragma: no cover
+
+
+def _not_dict(v: Any) -> EncodeError:
+    return EncodeError(f"expected a mapping of fields, got {type(v).__name__} {_short_repr(v)}")
+
+
+def _short_repr(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+def _conv_float(x: Any) -> float:
+    if isinstance(x, str):
+        table = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+        if x in table:
+            return table[x]
+        return float(x)
+    return x
+
+
+def _pack_err(v: dict, fields: tuple) -> EncodeError:
+    """Find which field of a fixed-size group could not be packed, and why."""
+    for name, kind, default in fields:
+        x = v.get(name, default)
+        try:
+            _conv_fixed(kind, x)
+        except EncodeError as e:
+            return e.prefix(name) if name else e
+    return EncodeError("could not pack fixed-size fields")  # pragma: no cover
+
+
+def _conv_fixed(kind: str, x: Any) -> Any:
+    if kind == "bool":
+        if x is True or x is False:
+            return x
+        raise EncodeError(f"expected true or false, got {_short_repr(x)}")
+    if kind == "uuid":
+        return _uuid_b(x)
+    if kind == "float64":
+        try:
+            return float(_conv_float(x))
+        except (TypeError, ValueError):
+            raise EncodeError(f"expected a float64, got {_short_repr(x)}") from None
+    lo, hi = INT_RANGES[kind]
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise EncodeError(f"expected an {kind}, got {_short_repr(x)}")
+    if not lo <= x <= hi:
+        raise EncodeError(f"{x} is out of range for {kind} ({lo}..{hi})")
+    return x
+
+
+def _badbool(x: Any) -> int:
+    raise EncodeError(f"expected true or false, got {_short_repr(x)}")
+
+
+def _uuid_b(x: Any) -> bytes:
+    if isinstance(x, (bytes, bytearray)) and len(x) == 16:
+        return bytes(x)
+    try:
+        return P.uuid_from_text(x)
+    except ValueError as e:
+        raise EncodeError(str(e)) from None
+
+
+def _hexb(x: Any) -> bytes:
+    if isinstance(x, str):
+        try:
+            return bytes.fromhex(x)
+        except ValueError:
+            raise EncodeError(f"bytes must be written as hex, got {_short_repr(x)}") from None
+    if isinstance(x, (bytes, bytearray, memoryview)):
+        return bytes(x)
+    raise EncodeError(f"expected hex bytes, got {type(x).__name__} {_short_repr(x)}")
+
+
+def _strb(x: Any) -> bytes:
+    if isinstance(x, str):
+        try:
+            return x.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise EncodeError(f"string cannot be encoded as UTF-8: {e.reason}") from None
+    raise EncodeError(f"expected a string, got {type(x).__name__} {_short_repr(x)}")
+
+
+def _recb(x: Any) -> bytes:
+    if isinstance(x, (str, bytes, bytearray, memoryview)):
+        return _hexb(x)
+    if isinstance(x, (dict, list)):
+        try:
+            from kwire_cli.records import encode_records
+        except ImportError:  # pragma: no cover
+            raise EncodeError("records given as values, but the records codec is not available") from None
+        try:
+            return encode_records(x)
+        except EncodeError:
+            raise
+        except KwireError as e:
+            raise EncodeError(str(e)) from None
+    raise EncodeError(f"records must be hex or a records value, got {type(x).__name__}")
+
+
+def _list(x: Any) -> list:
+    if isinstance(x, (list, tuple)):
+        return x
+    raise EncodeError(f"expected a list, got {type(x).__name__} {_short_repr(x)}")
+
+
+def _unknown_tags(unk: Any, known: frozenset, tags: list) -> None:
+    if not isinstance(unk, dict):
+        raise EncodeError("_unknown_tags must map tag numbers to hex").prefix("_unknown_tags")
+    for k, h in unk.items():
+        try:
+            t = int(k)
+        except (TypeError, ValueError):
+            raise EncodeError(f"tag {k!r} is not a number").prefix("_unknown_tags") from None
+        if t < 0 or t > 0xFFFFFFFF:
+            raise EncodeError(f"tag {t} is out of range").prefix("_unknown_tags")
+        if t in known:
+            raise EncodeError(f"tag {t} belongs to a known field; set the field instead").prefix("_unknown_tags")
+        tags.append((t, _hexb(h)))
+
+
+def _write_tags(out: bytearray, tags: list) -> None:
+    tags.sort(key=lambda t: t[0])
+    P.write_uvarint(out, len(tags))
+    last = -1
+    for t, b in tags:
+        if t == last:
+            raise EncodeError(f"tag {t} appears twice")
+        last = t
+        P.write_uvarint(out, t)
+        P.write_uvarint(out, len(b))
+        out += b
+
+
+def _min_size(ft: FieldType, flexible: bool, nullable: bool, seen: tuple = ()) -> int:
+    if ft.kind in PRIMITIVE_SIZES:
+        return PRIMITIVE_SIZES[ft.kind]
+    if ft.kind == "string":
+        return 1 if flexible else 2
+    if ft.kind in ("bytes", "records", "array"):
+        return 1 if flexible else 4
+    return 1  # structs: at least a presence byte or a field; kept at 1 so counts stay bounded
+
+
+# ----------------------------------------------------------------------------- code generator
+
+class _Gen:
+    def __init__(self, spec: MessageSpec, version: int, records_mode: str):
+        self.spec = spec
+        self.v = version
+        self.flexible = spec.flexible(version)
+        self.records_mode = records_mode
+        self.lines: list[str] = []
+        self.ns: dict[str, Any] = {
+            "_DE": DecodeError, "_EE": EncodeError, "_short": _short, "_short_group": _short_group,
+            "_neg_len": _neg_len, "_not_nullable": _not_nullable, "_bad_utf8": _bad_utf8,
+            "_big_array": _big_array, "_tag_size": _tag_size, "_ruv": P.read_uvarint,
+            "_wuv": P.write_uvarint, "_uuid_t": P.uuid_to_text, "_uuid_b": _uuid_b,
+            "_hexb": _hexb, "_strb": _strb, "_recb": _recb, "_list": _list, "_badkeys": _badkeys,
+            "_not_dict": _not_dict, "_pack_err": _pack_err, "_badbool": _badbool,
+            "_conv_float": _conv_float, "_unknown_tags": _unknown_tags, "_write_tags": _write_tags,
+            "_unpack_from": struct.unpack_from, "_pack": struct.pack, "_serr": struct.error,
+            "_I16": struct.Struct(">h").unpack_from, "_I32": struct.Struct(">i").unpack_from,
+            "_P16": struct.Struct(">h").pack, "_P32": struct.Struct(">i").pack,
+            "_KE": KwireError, "_M": _MISSING, "_too_deep": _too_deep,
+        }
+        self.ns["_rec"] = _records_decoder(records_mode)
+        self.struct_ids: dict[int, int] = {}
+        self.pending: list[tuple[StructSpec, int]] = []
+        self.counter = 0
+        self.tag_defaults: list[tuple[str, str, Any]] = []
+
+    # -- helpers
+    def name(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def const(self, value: Any, prefix: str = "_c") -> str:
+        n = self.name(prefix)
+        self.ns[n] = value
+        return n
+
+    def struct_id(self, s: StructSpec) -> int:
+        key = id(s)
+        if key not in self.struct_ids:
+            self.struct_ids[key] = len(self.struct_ids)
+            self.pending.append((s, self.struct_ids[key]))
+        return self.struct_ids[key]
+
+    def compact(self, f: FieldSpec) -> bool:
+        if f.flexible_versions is not None:
+            return self.v in f.flexible_versions
+        return self.flexible
+
+    def label(self) -> str:
+        kind = self.spec.type
+        if kind in ("request", "response"):
+            return f"{self.spec.api_name} v{self.v} {kind}"
+        return f"{self.spec.name} v{self.v}"
+
+    def default_expr(self, f: FieldSpec) -> str:
+        d = f.default
+        if f.type.kind == "struct":
+            return "None" if d is None else f"dflt{self.struct_id(f.struct)}()"
+        if isinstance(d, list):
+            return "[]"
+        if isinstance(d, float):
+            return self.const(d)
+        return repr(d)
+
+    # -- driver
+    def build(self) -> Plan:
+        root = self.spec.struct
+        self.struct_id(root)
+        done: set[int] = set()
+        while self.pending:
+            s, sid = self.pending.pop(0)
+            if sid in done:
+                continue
+            done.add(sid)
+            self.gen_struct(s, sid)
+        src = "\n".join(self.lines)
+        code = compile(src, f"<kwire {self.spec.name} v{self.v}>", "exec")
+        exec(code, self.ns)
+        for var, fn, default in self.tag_defaults:
+            b = bytearray()
+            self.ns[fn](default() if callable(default) else default, b)
+            self.ns[var] = bytes(b)
+        return Plan(self.spec, self.v, self.flexible, self.ns["dec0"], self.ns["enc0"],
+                    self.ns["dflt0"], src)
+
+    def emit(self, ind: int, line: str) -> None:
+        self.lines.append("    " * ind + line)
+
+    def gen_struct(self, s: StructSpec, sid: int) -> None:
+        v = self.v
+        present = [f for f in s.fields if v in f.versions]
+        regular = [f for f in present if not f.tagged_in(v)]
+        tagged = [f for f in present if f.tagged_in(v)]
+        # ---- default value
+        self.emit(0, f"def dflt{sid}():")
+        items = ", ".join(f"{f.name!r}: {self.default_expr(f)}" for f in present)
+        self.emit(1, f"return {{{items}}}")
+        # ---- decoder
+        self.emit(0, f"def dec{sid}(buf, pos, end, depth=0):")
+        if sid != 0:
+            self.emit(1, f"if depth > {MAX_DEPTH}: raise _too_deep(pos)")
+        self.emit(1, "d = {}")
+        group: list[FieldSpec] = []
+        for f in present:
+            if f.tagged_in(v):
+                self.flush_group(group, 1)
+                group = []
+                self.emit(1, f"d[{f.name!r}] = {self.default_expr(f)}")
+            elif f.type.kind in _FMT:
+                group.append(f)
+            else:
+                self.flush_group(group, 1)
+                group = []
+                self.emit(1, "try:")
+                self.read_value(f.type, f.nullable_in(v), self.compact(f), f"d[{f.name!r}]", 2, "end", f)
+                self.emit(1, "except _DE as e:")
+                self.emit(2, f"raise e.prefix({f.name!r})")
+        self.flush_group(group, 1)
+        if self.flexible:
+            self.read_tags(tagged, 1)
+        self.emit(1, "return d, pos")
+        # ---- encoder
+        all_fields = {f.name: str(f.versions) for f in s.fields}
+        allowed = frozenset([f.name for f in present] + (["_unknown_tags"] if self.flexible else []))
+        self.emit(0, f"def enc{sid}(v, out):")
+        self.emit(1, "if v.__class__ is not dict: raise _not_dict(v)")
+        self.emit(1, f"if not v.keys() <= {self.const(allowed, '_keys')}: "
+                     f"raise _badkeys(v, {self.const(allowed, '_keys')}, {self.const(all_fields, '_all')}, "
+                     f"{self.label()!r})")
+        group = []
+        for f in regular:
+            if f.type.kind in _FMT:
+                group.append(f)
+                continue
+            self.flush_pack(group, 1)
+            group = []
+            self.emit(1, "try:")
+            self.get_value(f, "x", 2)
+            self.write_value(f.type, f.nullable_in(v), self.compact(f), "x", 2, "out", f)
+            self.emit(1, "except _EE as e:")
+            self.emit(2, f"raise e.prefix({f.name!r})")
+        self.flush_pack(group, 1)
+        if self.flexible:
+            self.write_tags(tagged, 1)
+
+    def get_value(self, f: FieldSpec, var: str, ind: int) -> None:
+        d = f.default
+        if isinstance(d, (list, dict)) or (f.type.kind == "struct" and d is not None):
+            self.emit(ind, f"{var} = v.get({f.name!r}, _M)")
+            self.emit(ind, f"if {var} is _M: {var} = {self.default_expr(f)}")
+        else:
+            self.emit(ind, f"{var} = v.get({f.name!r}, {self.default_expr(f)})")
+
+    # -- fixed-size groups
+    def flush_group(self, group: list[FieldSpec], ind: int) -> None:
+        if not group:
+            return
+        fmt = ">" + "".join(_FMT[f.type.kind] for f in group)
+        st = struct.Struct(fmt)
+        un = self.const(st.unpack_from, "_un")
+        names = tuple(f.name for f in group)
+        sizes = tuple((f.type.kind, PRIMITIVE_SIZES[f.type.kind]) for f in group)
+        self.emit(ind, f"if pos + {st.size} > end: raise _short_group({names!r}, {sizes!r}, pos, end)")
+        if len(group) == 1:
+            self.emit(ind, f"t = {un}(buf, pos)[0]")
+            refs = ["t"]
+        else:
+            self.emit(ind, f"t = {un}(buf, pos)")
+            refs = [f"t[{i}]" for i in range(len(group))]
+        for f, r in zip(group, refs):
+            if f.type.kind == "bool":
+                r = f"{r} != 0"
+            elif f.type.kind == "uuid":
+                r = f"_uuid_t({r})"
+            self.emit(ind, f"d[{f.name!r}] = {r}")
+        self.emit(ind, f"pos += {st.size}")
+
+    def flush_pack(self, group: list[FieldSpec], ind: int) -> None:
+        if not group:
+            return
+        fmt = ">" + "".join(_FMT[f.type.kind] for f in group)
+        pk = self.const(struct.Struct(fmt).pack, "_pk")
+        args = []
+        for i, f in enumerate(group):
+            get = f"v.get({f.name!r}, {self.default_expr(f)})"
+            k = f.type.kind
+            if k == "bool":
+                args.append(f"(1 if (b{i} := {get}) is True else 0 if b{i} is False else _badbool(b{i}))")
+            elif k == "uuid":
+                args.append(f"_uuid_b({get})")
+            elif k == "float64":
+                args.append(f"_conv_float({get})")
+            else:
+                args.append(get)
+        spec = tuple((f.name, f.type.kind, f.default) for f in group)
+        self.emit(ind, "try:")
+        self.emit(ind + 1, f"out += {pk}({', '.join(args)})")
+        self.emit(ind, "except (_serr, TypeError, ValueError):")
+        self.emit(ind + 1, f"raise _pack_err(v, {self.const(spec, '_grp')})")
+
+    # -- reading one value
+    def read_uvarint(self, var: str, ind: int, end: str, what: str) -> None:
+        self.emit(ind, f"if pos >= {end}: raise _short({what!r}, 1, pos, {end})")
+        self.emit(ind, f"{var} = buf[pos]")
+        self.emit(ind, f"if {var} < 128: pos += 1")
+        self.emit(ind, f"else: {var}, pos = _ruv(buf, pos, {end})")
+
+    def read_length(self, kind: str, nullable: bool, compact: bool, ind: int, end: str) -> None:
+        """Leave the length in `n`; n == -1 means null (already checked to be allowed)."""
+        if compact:
+            self.read_uvarint("n", ind, end, f"{kind} length")
+            self.emit(ind, "n -= 1")
+            if not nullable:
+                self.emit(ind, "if n < 0: raise _not_nullable(pos - 1)")
+        else:
+            size, un = (2, "_I16") if kind == "string" else (4, "_I32")
+            self.emit(ind, f"if pos + {size} > {end}: raise _short({kind + ' length'!r}, {size}, pos, {end})")
+            self.emit(ind, f"n = {un}(buf, pos)[0]")
+            self.emit(ind, f"pos += {size}")
+            self.emit(ind, "if n < 0:")
+            if nullable:
+                self.emit(ind + 1, f"if n != -1: raise _neg_len(n, pos - {size})")
+            else:
+                self.emit(ind + 1, f"raise (_not_nullable(pos - {size}) if n == -1 else _neg_len(n, pos - {size}))")
+
+    def read_value(self, ft: FieldType, nullable: bool, compact: bool, target: str, ind: int,
+                   end: str, f: FieldSpec | None) -> None:
+        k = ft.kind
+        if k in _FMT:
+            st = struct.Struct(">" + _FMT[k])
+            un = self.const(st.unpack_from, "_un")
+            self.emit(ind, f"if pos + {st.size} > {end}: raise _short({k!r}, {st.size}, pos, {end})")
+            conv = {"bool": "{} != 0", "uuid": "_uuid_t({})"}.get(k, "{}")
+            self.emit(ind, f"{target} = " + conv.format(f"{un}(buf, pos)[0]"))
+            self.emit(ind, f"pos += {st.size}")
+        elif k in ("string", "bytes", "records"):
+            self.read_length(k, nullable, compact, ind, end)
+            body = ind
+            if nullable:
+                self.emit(ind, f"if n < 0: {target} = None")
+                self.emit(ind, "else:")
+                body = ind + 1
+            self.emit(body, "e = pos + n")
+            self.emit(body, f"if e > {end}: raise _short('{k} of ' + str(n) + ' bytes', n, pos, {end})")
+            if k == "string":
+                self.emit(body, "try:")
+                self.emit(body + 1, f"{target} = buf[pos:e].decode('utf-8')")
+                self.emit(body, "except UnicodeDecodeError as x:")
+                self.emit(body + 1, "raise _bad_utf8(pos, x)")
+            elif k == "bytes":
+                self.emit(body, f"{target} = buf[pos:e].hex()")
+            else:
+                self.emit(body, "try:")
+                self.emit(body + 1, f"{target} = _rec(buf[pos:e])")
+                self.emit(body, "except _KE as x:")
+                self.emit(body + 1, "raise _DE(str(x), pos)")
+            self.emit(body, "pos = e")
+        elif k == "struct":
+            sid = self.struct_id(f.struct if f else None)
+            if nullable:
+                self.emit(ind, f"if pos >= {end}: raise _short('struct presence byte', 1, pos, {end})")
+                self.emit(ind, "pos += 1")
+                self.emit(ind, f"if buf[pos - 1] >= 128: {target} = None")
+                self.emit(ind, f"else: {target}, pos = dec{sid}(buf, pos, {end}, depth + 1)")
+            else:
+                self.emit(ind, f"{target}, pos = dec{sid}(buf, pos, {end}, depth + 1)")
+        elif k == "array":
+            el = ft.element
+            if compact:
+                self.read_uvarint("cnt", ind, end, "array length")
+                self.emit(ind, "cnt -= 1")
+            else:
+                self.emit(ind, f"if pos + 4 > {end}: raise _short('array length', 4, pos, {end})")
+                self.emit(ind, "cnt = _I32(buf, pos)[0]")
+                self.emit(ind, "pos += 4")
+                self.emit(ind, "if cnt < -1: raise _neg_len(cnt, pos - 4)")
+            body = ind
+            if nullable:
+                self.emit(ind, f"if cnt < 0: {target} = None")
+                self.emit(ind, "else:")
+                body = ind + 1
+            else:
+                self.emit(ind, f"if cnt < 0: raise _not_nullable(pos - {1 if compact else 4})")
+            ms = max(1, _min_size(el, compact, False))
+            self.emit(body, f"if cnt * {ms} > {end} - pos: raise _big_array(cnt, {ms}, pos, {end})")
+            if el.kind in _ARRAY_FMT:
+                size = struct.calcsize(">" + _ARRAY_FMT[el.kind])
+                self.emit(body, f"{target} = list(_unpack_from('>%d{_ARRAY_FMT[el.kind]}' % cnt, buf, pos))")
+                self.emit(body, f"pos += cnt * {size}")
+            elif el.kind == "bool":
+                self.emit(body, f"{target} = [b != 0 for b in buf[pos:pos + cnt]]")
+                self.emit(body, "pos += cnt")
+            else:
+                lst = self.name("lst")
+                self.emit(body, f"{lst} = []")
+                self.emit(body, "i = 0")
+                self.emit(body, "try:")
+                self.emit(body + 1, "for i in range(cnt):")
+                self.read_value(el, False, compact, "x", body + 2, end, f)
+                self.emit(body + 2, f"{lst}.append(x)")
+                self.emit(body, "except _DE as e:")
+                self.emit(body + 1, "raise e.prefix('[%d]' % i)")
+                self.emit(body, f"{target} = {lst}")
+        else:  # pragma: no cover
+            raise AssertionError(k)
+
+    def read_tags(self, tagged: list[FieldSpec], ind: int) -> None:
+        self.read_uvarint("nt", ind, "end", "tagged field count")
+        self.emit(ind, "if nt:")
+        b = ind + 1
+        self.emit(b, "if nt * 2 > end - pos: raise _DE('%d tagged fields need at least %d bytes, %d left at "
+                     "offset %d' % (nt, nt * 2, end - pos, pos), pos)")
+        self.emit(b, "unk = None")
+        self.emit(b, "for _ in range(nt):")
+        self.emit(b + 1, "tag, pos = _ruv(buf, pos, end)")
+        self.emit(b + 1, "sz, pos = _ruv(buf, pos, end)")
+        self.emit(b + 1, "e2 = pos + sz")
+        self.emit(b + 1, "if e2 > end: raise _short('tagged field ' + str(tag), sz, pos, end)")
+        first = True
+        for f in sorted(tagged, key=lambda f: f.tag):
+            self.emit(b + 1, f"{'if' if first else 'elif'} tag == {f.tag}:")
+            first = False
+            self.emit(b + 2, "try:")
+            self.read_value(f.type, f.nullable_in(self.v), self.compact(f), f"d[{f.name!r}]", b + 3, "e2", f)
+            self.emit(b + 3, f"if pos != e2: raise _tag_size({f.name!r}, tag, sz, sz - (e2 - pos), pos)")
+            self.emit(b + 2, "except _DE as e:")
+            self.emit(b + 3, f"raise e.prefix({f.name!r})")
+        if first:
+            self.emit(b + 1, "if True:")
+        else:
+            self.emit(b + 1, "else:")
+        self.emit(b + 2, "if unk is None: unk = {}")
+        self.emit(b + 2, "unk[str(tag)] = buf[pos:e2].hex()")
+        self.emit(b + 2, "pos = e2")
+        self.emit(b, "if unk: d['_unknown_tags'] = unk")
+
+    # -- writing one value
+    def write_len(self, n: str, compact: bool, size_kind: str, ind: int, out: str) -> None:
+        if compact:
+            self.emit(ind, f"ln = {n} + 1")
+            self.emit(ind, f"if ln < 128: {out}.append(ln)")
+            self.emit(ind, f"else: _wuv({out}, ln)")
+        elif size_kind == "string":
+            self.emit(ind, f"if {n} > 32767: raise _EE('string of %d bytes is longer than 32767' % {n})")
+            self.emit(ind, f"{out} += _P16({n})")
+        else:
+            self.emit(ind, f"if {n} > 2147483647: raise _EE('too long for an int32 length')")
+            self.emit(ind, f"{out} += _P32({n})")
+
+    def write_null(self, kind: str, compact: bool, ind: int, out: str) -> None:
+        if compact:
+            self.emit(ind, f"{out}.append(0)")
+        elif kind == "string":
+            self.emit(ind, f"{out} += b'\\xff\\xff'")
+        else:
+            self.emit(ind, f"{out} += b'\\xff\\xff\\xff\\xff'")
+
+    def write_value(self, ft: FieldType, nullable: bool, compact: bool, var: str, ind: int, out: str,
+                    f: FieldSpec | None) -> None:
+        k = ft.kind
+        nulltext = (f"null is not allowed here (nullable in versions {f.nullable_versions})"
+                    if f is not None else "null is not allowed here")
+        if k in _FMT:
+            pk = self.const(struct.Struct(">" + _FMT[k]).pack, "_pk")
+            conv = {"bool": "(1 if {0} is True else 0 if {0} is False else _badbool({0}))",
+                    "uuid": "_uuid_b({0})", "float64": "_conv_float({0})"}.get(k, "{0}")
+            spec = self.const((("", k, None),), "_grp")
+            self.emit(ind, "try:")
+            self.emit(ind + 1, f"{out} += {pk}({conv.format(var)})")
+            self.emit(ind, "except (_serr, TypeError, ValueError):")
+            self.emit(ind + 1, f"raise _pack_err({{'': {var}}}, {spec})")
+            return
+        if k in ("string", "bytes", "records") or k == "array" or k == "struct":
+            self.emit(ind, f"if {var} is None:")
+            if nullable:
+                if k == "struct":
+                    self.emit(ind + 1, f"{out}.append(255)")
+                else:
+                    self.write_null(k, compact, ind + 1, out)
+            else:
+                self.emit(ind + 1, f"raise _EE({nulltext!r})")
+            self.emit(ind, "else:")
+            b = ind + 1
+        if k in ("string", "bytes", "records"):
+            conv = {"string": "_strb", "bytes": "_hexb", "records": "_recb"}[k]
+            self.emit(b, f"bb = {conv}({var})")
+            self.write_len("len(bb)", compact, k, b, out)
+            self.emit(b, f"{out} += bb")
+        elif k == "struct":
+            sid = self.struct_id(f.struct)
+            if nullable:
+                self.emit(b, f"{out}.append(1)")
+            self.emit(b, f"enc{sid}({var}, {out})")
+        elif k == "array":
+            el = ft.element
+            self.emit(b, f"{var} = _list({var})")
+            self.write_len(f"len({var})", compact, "array", b, out)
+            if el.kind in _ARRAY_FMT and el.kind != "float64":
+                ch = _ARRAY_FMT[el.kind]
+                self.emit(b, "try:")
+                self.emit(b + 1, f"{out} += _pack('>%d{ch}' % len({var}), *{var})")
+                self.emit(b, "except (_serr, TypeError):")
+                self.emit(b + 1, "pass")
+                self.emit(b + 1, f"for i, y in enumerate({var}):")
+                self.emit(b + 2, "try:")
+                self.emit(b + 3, f"if y is True or y is False or not isinstance(y, int): raise _EE('expected an {el.kind}, got %r' % (y,))")
+                lo, hi = INT_RANGES[el.kind]
+                self.emit(b + 3, f"if not {lo} <= y <= {hi}: raise _EE('%d is out of range for {el.kind}' % y)")
+                self.emit(b + 2, "except _EE as e:")
+                self.emit(b + 3, "raise e.prefix('[%d]' % i)")
+            else:
+                el_var = self.name("y")
+                self.emit(b, "i = 0")
+                self.emit(b, "try:")
+                self.emit(b + 1, f"for i, {el_var} in enumerate({var}):")
+                self.write_value(el, False, compact, el_var, b + 2, out, f if el.kind == "struct" else None)
+                self.emit(b, "except _EE as e:")
+                self.emit(b + 1, "raise e.prefix('[%d]' % i)")
+
+    def write_tags(self, tagged: list[FieldSpec], ind: int) -> None:
+        known = frozenset(f.tag for f in tagged)
+        if not tagged:
+            self.emit(ind, "unk = v.get('_unknown_tags')")
+            self.emit(ind, "if not unk: out.append(0)")
+            self.emit(ind, "else:")
+            self.emit(ind + 1, "tg = []")
+            self.emit(ind + 1, f"_unknown_tags(unk, {self.const(known, '_kn')}, tg)")
+            self.emit(ind + 1, "_write_tags(out, tg)")
+            return
+        self.emit(ind, "tg = []")
+        for f in sorted(tagged, key=lambda f: f.tag):
+            fn = self.name("enctag")
+            dvar = self.name("_tagdef")
+            # a small encoder for this field, used for the value and (once) for its default
+            saved = self.lines
+            self.lines = []
+            self.emit(0, f"def {fn}(x, out):")
+            self.write_value(f.type, f.nullable_in(self.v), self.compact(f), "x", 1, "out", f)
+            fn_lines = self.lines
+            self.lines = saved
+            self.lines[:0] = fn_lines  # define before use (module level)
+            default = f.default
+            if f.type.kind == "struct" and default is not None:
+                sid = self.struct_id(f.struct)
+                default = (lambda sid=sid: self.ns[f"dflt{sid}"]())
+            self.tag_defaults.append((dvar, fn, default))
+            self.emit(ind, f"x = v.get({f.name!r}, _M)")
+            self.emit(ind, "if x is not _M:")
+            self.emit(ind + 1, "tb = bytearray()")
+            self.emit(ind + 1, "try:")
+            self.emit(ind + 2, f"{fn}(x, tb)")
+            self.emit(ind + 1, "except _EE as e:")
+            self.emit(ind + 2, f"raise e.prefix({f.name!r})")
+            self.emit(ind + 1, f"if tb != {dvar}: tg.append(({f.tag}, tb))")
+        self.emit(ind, "unk = v.get('_unknown_tags')")
+        self.emit(ind, f"if unk: _unknown_tags(unk, {self.const(known, '_kn')}, tg)")
+        self.emit(ind, "if tg: _write_tags(out, tg)")
+        self.emit(ind, "else: out.append(0)")
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+_MISSING = _Missing()
+
+
+def _records_decoder(mode: str) -> Callable[[bytes], Any]:
+    if mode == "hex":
+        return bytes.hex
+    from kwire_cli.records import decode_records
+    return decode_records
+
+
+_cache: dict[tuple[int, int, str], tuple[MessageSpec, Plan]] = {}
+
+
+def compile_plan(spec: MessageSpec, version: int, records_mode: str = "hex") -> Plan:
+    """The cached plan for (spec, version, records mode): compiled on first use, then reused."""
+    key = (id(spec), version, records_mode)
+    hit = _cache.get(key)
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    plan = _Gen(spec, version, records_mode).build()
+    _cache[key] = (spec, plan)
+    return plan

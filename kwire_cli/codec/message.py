@@ -1,0 +1,185 @@
+"""Whole messages: header + body, with or without the size prefix.
+
+A request names itself in its header (api key and version), so it decodes from its bytes
+alone; a response does not, so it needs (api key, version), as a client knows them from the
+request it sent.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from kwire_cli.codec.compiler import Plan, compile_plan
+from kwire_cli.codec.framing import frame, unframe
+from kwire_cli.codec.headers import request_header_version, response_header_version
+from kwire_cli.errors import DecodeError, EncodeError, KwireError
+from kwire_cli.spec.registry import Api, registry
+
+_PEEK = struct.Struct(">hh")
+KINDS = ("request", "response")
+
+
+@dataclass
+class Message:
+    api_key: int
+    api_name: str
+    api_version: int
+    kind: str
+    header: dict | None
+    body: dict
+    size: int  # bytes of header + body, without the size prefix
+
+    def to_json(self) -> dict[str, Any]:
+        return {"api_key": self.api_key, "api_name": self.api_name, "api_version": self.api_version,
+                "kind": self.kind, "header": self.header, "body": self.body, "size": self.size}
+
+
+def _default_records_mode() -> str:
+    try:
+        import kwire_cli.records  # noqa: F401
+        from kwire_cli.records import decode_records  # noqa: F401
+    except ImportError:
+        return "hex"
+    return "decode"
+
+
+RECORDS_MODE = _default_records_mode()
+
+
+def _check_version(api: Api, version: int, kind: str) -> None:
+    spec = api.spec(kind)
+    if version not in spec.valid_versions:
+        raise DecodeError(f"{api.name} v{version} is not a valid version "
+                          f"(valid: {spec.valid_versions}; api key {api.key})")
+
+
+def body_plan(api: Api, version: int, kind: str, records: str | None = None) -> Plan:
+    _check_version(api, version, kind)
+    return compile_plan(api.spec(kind), version, records or RECORDS_MODE)
+
+
+def header_plan(kind: str, header_version: int) -> Plan:
+    spec = registry().schema("RequestHeader" if kind == "request" else "ResponseHeader")
+    return compile_plan(spec, header_version, "hex")
+
+
+def _label(api: Api, version: int, kind: str) -> str:
+    return f"{api.name} v{version} {kind}"
+
+
+def _run(plan: Plan, data: bytes, pos: int, end: int, label: str) -> tuple[dict, int]:
+    try:
+        return plan.decode(data, pos, end)
+    except DecodeError as e:
+        if not e.context:
+            e.context = label
+        raise
+    except RecursionError:
+        raise DecodeError(f"nesting too deep at offset {pos}", pos, context=label) from None
+
+
+def _finish(pos: int, end: int, label: str) -> None:
+    if pos != end:
+        raise DecodeError(f"{end - pos} trailing bytes after a complete message at offset {pos}",
+                          pos, context=label)
+
+
+def decode_request(data: bytes, *, size_prefixed: bool | None = None, records: str | None = None) -> Message:
+    data = bytes(data)
+    start, end = unframe(data, size_prefixed)
+    if end - start < 4:
+        raise DecodeError(f"request header needs at least 4 bytes (api key, version), "
+                          f"{end - start} left at offset {start}", start)
+    key, version = _PEEK.unpack_from(data, start)
+    try:
+        api = registry().api(key)
+    except KwireError:
+        raise DecodeError(f"unknown API key {key} in the request header at offset {start}", start) from None
+    _check_version(api, version, "request")
+    label = _label(api, version, "request")
+    header, pos = _run(header_plan("request", request_header_version(api, version)), data, start, end,
+                       label + " header")
+    body, pos = _run(body_plan(api, version, "request", records), data, pos, end, label)
+    _finish(pos, end, label)
+    return Message(api.key, api.name, version, "request", header, body, end - start)
+
+
+def decode_response(data: bytes, api_key: int | str, api_version: int, *,
+                    size_prefixed: bool | None = None, records: str | None = None) -> Message:
+    data = bytes(data)
+    api = registry().api(api_key)
+    _check_version(api, api_version, "response")
+    start, end = unframe(data, size_prefixed)
+    label = _label(api, api_version, "response")
+    header, pos = _run(header_plan("response", response_header_version(api, api_version)), data, start,
+                       end, label + " header")
+    body, pos = _run(body_plan(api, api_version, "response", records), data, pos, end, label)
+    _finish(pos, end, label)
+    return Message(api.key, api.name, api_version, "response", header, body, end - start)
+
+
+def decode_body(data: bytes, api_key: int | str, api_version: int, kind: str, *,
+                records: str | None = None) -> Message:
+    """A bare body: no size prefix, no header."""
+    data = bytes(data)
+    api = registry().api(api_key)
+    label = _label(api, api_version, kind)
+    body, pos = _run(body_plan(api, api_version, kind, records), data, 0, len(data), label)
+    _finish(pos, len(data), label)
+    return Message(api.key, api.name, api_version, kind, None, body, len(data))
+
+
+def _encode(plan: Plan, value: Any, out: bytearray, label: str) -> None:
+    try:
+        plan.encode(value if value is not None else {}, out)
+    except EncodeError as e:
+        if not e.context:
+            e.context = label
+        raise
+    except RecursionError:
+        raise EncodeError("value nested too deep", context=label) from None
+
+
+def encode_body(api_key: int | str, api_version: int, kind: str, body: dict | None) -> bytes:
+    api = registry().api(api_key)
+    out = bytearray()
+    _encode(body_plan(api, api_version, kind), body, out, _label(api, api_version, kind))
+    return bytes(out)
+
+
+def encode_request(api_key: int | str, api_version: int, header: dict | None, body: dict | None, *,
+                   size_prefix: bool = True) -> bytes:
+    api = registry().api(api_key)
+    try:
+        _check_version(api, api_version, "request")
+    except DecodeError as e:
+        raise EncodeError(str(e)) from None
+    hv = request_header_version(api, api_version)
+    h = dict(header or {})
+    for k, want in (("RequestApiKey", api.key), ("RequestApiVersion", api_version)):
+        if k in h and h[k] != want:
+            raise EncodeError(f"header {k} is {h[k]!r} but the message is {api.name} v{api_version}")
+        h[k] = want
+    if hv == 0:
+        h.pop("ClientId", None)
+    label = _label(api, api_version, "request")
+    out = bytearray()
+    _encode(header_plan("request", hv), h, out, label + " header")
+    _encode(body_plan(api, api_version, "request"), body, out, label)
+    return frame(bytes(out)) if size_prefix else bytes(out)
+
+
+def encode_response(api_key: int | str, api_version: int, header: dict | None, body: dict | None, *,
+                    size_prefix: bool = True) -> bytes:
+    api = registry().api(api_key)
+    try:
+        _check_version(api, api_version, "response")
+    except DecodeError as e:
+        raise EncodeError(str(e)) from None
+    label = _label(api, api_version, "response")
+    out = bytearray()
+    _encode(header_plan("response", response_header_version(api, api_version)), header or {}, out,
+            label + " header")
+    _encode(body_plan(api, api_version, "response"), body, out, label)
+    return frame(bytes(out)) if size_prefix else bytes(out)
