@@ -1,0 +1,345 @@
+"""Kafka's compression codecs, with a hard cap on decompressed size.
+
+Codec ids are the ones in the batch / message attributes (bits 0-2):
+0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd.
+
+* gzip: RFC 1952 members (concatenated members are read, as Java's GZIPInputStream does);
+  decompressed with ``zlib.decompressobj(...).decompress(data, max_length)`` so output never grows
+  past the cap.
+* snappy: the xerial / snappy-java framing Java clients write (``\\x82SNAPPY\\x00``, int32 version,
+  int32 compatible version, then ``[int32 big-endian length][raw snappy block]...``) and plain raw
+  snappy (librdkafka, Sarama). Each raw block's uncompressed length is read from its preamble and
+  checked against the cap before anything is allocated.
+* lz4: the LZ4 frame format, parsed here block by block (each block is at most 4 MiB, decompressed
+  with ``cramjam.lz4.decompress_block_into``), so the cap is checked between blocks. The frame
+  descriptor checksum (HC) is checked both ways: the correct one, and the one early Kafka wrote for
+  magic 0 messages (KAFKA-1493 / KAFKA-3160: xxh32 taken over the 4 magic bytes as well). Frames
+  with linked blocks fall back to cramjam's whole-frame decoder with a growing, capped buffer.
+* zstd: ``cramjam.zstd.decompress_into`` into a buffer that grows geometrically up to cap + 1 byte;
+  zstd stops as soon as the buffer is full, so a bomb costs at most cap + 1 bytes.
+
+``decompress`` returns ``(bytes, framing)`` where framing names what was found
+("xerial" / "raw" for snappy, "frame" / "frame-kafka-legacy-hc" / "frame-bad-hc" for lz4, else
+None); ``compress`` takes the same framing name back so a re-encode keeps it.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import cramjam
+
+CODEC_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
+CODEC_IDS = {name: i for i, name in enumerate(CODEC_NAMES)}
+
+
+class CompressionError(Exception):
+    """A compressed payload that cannot be decompressed (corrupt, truncated, unsupported)."""
+
+
+class DecompressedTooLarge(CompressionError):
+    """The decompressed payload would exceed the configured cap."""
+
+
+# ---------------------------------------------------------------------------------------------
+# xxh32 (only ever run over the few bytes of an LZ4 frame descriptor)
+
+_P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+_M32 = 0xFFFFFFFF
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def xxh32(data: bytes, seed: int = 0) -> int:
+    """XXH32 of ``data`` (pure Python; meant for short inputs such as frame descriptors)."""
+    n = len(data)
+    pos = 0
+    if n >= 16:
+        v1 = (seed + _P1 + _P2) & _M32
+        v2 = (seed + _P2) & _M32
+        v3 = seed & _M32
+        v4 = (seed - _P1) & _M32
+        limit = n - 16
+        while pos <= limit:
+            a, b, c, d = struct.unpack_from("<IIII", data, pos)
+            v1 = (_rotl((v1 + a * _P2) & _M32, 13) * _P1) & _M32
+            v2 = (_rotl((v2 + b * _P2) & _M32, 13) * _P1) & _M32
+            v3 = (_rotl((v3 + c * _P2) & _M32, 13) * _P1) & _M32
+            v4 = (_rotl((v4 + d * _P2) & _M32, 13) * _P1) & _M32
+            pos += 16
+        acc = (_rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)) & _M32
+    else:
+        acc = (seed + _P5) & _M32
+    acc = (acc + n) & _M32
+    while pos + 4 <= n:
+        (w,) = struct.unpack_from("<I", data, pos)
+        acc = (_rotl((acc + w * _P3) & _M32, 17) * _P4) & _M32
+        pos += 4
+    while pos < n:
+        acc = (_rotl((acc + data[pos] * _P5) & _M32, 11) * _P1) & _M32
+        pos += 1
+    acc ^= acc >> 15
+    acc = (acc * _P2) & _M32
+    acc ^= acc >> 13
+    acc = (acc * _P3) & _M32
+    acc ^= acc >> 16
+    return acc
+
+
+# ---------------------------------------------------------------------------------------------
+# decompression
+
+def _too_large(cap: int) -> DecompressedTooLarge:
+    return DecompressedTooLarge(f"decompressed size exceeds the cap of {cap} bytes")
+
+
+def _gunzip(payload: bytes, cap: int) -> bytes:
+    out = []
+    total = 0
+    data = payload
+    member = 0
+    while True:
+        d = zlib.decompressobj(47)  # 32 + 15: gzip or zlib header, auto-detected
+        while True:
+            try:
+                chunk = d.decompress(data, cap + 1 - total)
+            except zlib.error as e:
+                raise CompressionError(f"gzip member {member}: {e}") from None
+            total += len(chunk)
+            if total > cap:
+                raise _too_large(cap)
+            out.append(chunk)
+            if d.eof:
+                break
+            data = d.unconsumed_tail
+            if not data and not chunk:
+                raise CompressionError(f"gzip member {member}: stream truncated (no end of stream)")
+        rest = d.unused_data
+        if rest[:2] == b"\x1f\x8b":
+            data = rest
+            member += 1
+            continue
+        # anything else after the last member is ignored, as java.util.zip.GZIPInputStream does
+        return b"".join(out)
+
+
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+
+
+def _unsnappy_raw(block, cap: int, total: int, where: str) -> bytes:
+    try:
+        n = cramjam.snappy.decompress_raw_len(block)
+    except Exception as e:  # cramjam.DecompressionError and friends
+        raise CompressionError(f"snappy{where}: {e}") from None
+    if total + n > cap:
+        raise _too_large(cap)
+    try:
+        return bytes(cramjam.snappy.decompress_raw(block))
+    except Exception as e:
+        raise CompressionError(f"snappy{where}: {e}") from None
+
+
+def _unsnappy(payload: bytes, cap: int) -> tuple[bytes, str]:
+    if len(payload) >= 16 and payload[:8] == _XERIAL_MAGIC:
+        out = []
+        total = 0
+        pos = 16
+        n = len(payload)
+        index = 0
+        while pos < n:
+            if pos + 4 > n:
+                raise CompressionError(
+                    f"snappy (xerial) block {index} at byte {pos}: length cut short ({n - pos} of 4 bytes)")
+            (size,) = struct.unpack_from(">i", payload, pos)
+            if size < 0 or pos + 4 + size > n:
+                raise CompressionError(
+                    f"snappy (xerial) block {index} at byte {pos}: length {size} runs past the end "
+                    f"of the {n}-byte payload")
+            block = payload[pos + 4:pos + 4 + size]
+            chunk = _unsnappy_raw(block, cap, total, f" (xerial) block {index} at byte {pos}")
+            total += len(chunk)
+            out.append(chunk)
+            pos += 4 + size
+            index += 1
+        return b"".join(out), "xerial"
+    return _unsnappy_raw(payload, cap, 0, " (raw)"), "raw"
+
+
+_LZ4_MAGIC = b"\x04\x22\x4d\x18"
+_LZ4_BLOCK_MAX = {4: 1 << 16, 5: 1 << 18, 6: 1 << 20, 7: 1 << 22}
+
+
+def _grow_into(fn, payload, cap: int, name: str) -> bytes:
+    size = min(cap + 1, max(1 << 16, len(payload) * 8))
+    while True:
+        buf = bytearray(size)
+        try:
+            n = fn(payload, buf)
+        except Exception as e:  # cramjam.DecompressionError
+            msg = str(e)
+            if "failed to write whole buffer" in msg:
+                if size > cap:
+                    raise _too_large(cap) from None
+                size = min(cap + 1, size * 4)
+                continue
+            raise CompressionError(f"{name}: {msg}") from None
+        if n > cap:
+            raise _too_large(cap)
+        del buf[n:]
+        return bytes(buf)
+
+
+def _unlz4(payload: bytes, cap: int) -> tuple[bytes, str]:
+    n = len(payload)
+    if n < 7:
+        raise CompressionError(f"lz4: frame of {n} bytes is shorter than a frame header")
+    if payload[:4] != _LZ4_MAGIC:
+        raise CompressionError(f"lz4: bad frame magic {payload[:4].hex()} (expected 04224d18)")
+    flg = payload[4]
+    bd = payload[5]
+    if flg >> 6 != 1:
+        raise CompressionError(f"lz4: unsupported frame version {flg >> 6}")
+    independent = bool(flg & 0x20)
+    block_checksum = bool(flg & 0x10)
+    content_checksum = bool(flg & 0x04)
+    desc_end = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
+    if desc_end >= n:
+        raise CompressionError("lz4: frame descriptor cut short")
+    block_max = _LZ4_BLOCK_MAX.get((bd >> 4) & 7)
+    if block_max is None:
+        raise CompressionError(f"lz4: bad block maximum size code {(bd >> 4) & 7}")
+    hc = payload[desc_end]
+    right_hc = (xxh32(payload[4:desc_end]) >> 8) & 0xFF
+    if hc == right_hc:
+        framing = "frame"
+    elif hc == (xxh32(payload[0:desc_end]) >> 8) & 0xFF:
+        framing = "frame-kafka-legacy-hc"
+    else:
+        framing = "frame-bad-hc"
+    if not independent:
+        fixed = payload if framing == "frame" else (
+            payload[:desc_end] + bytes((right_hc,)) + payload[desc_end + 1:])
+        return _grow_into(cramjam.lz4.decompress_into, fixed, cap, "lz4 (linked blocks)"), framing
+
+    out = []
+    total = 0
+    pos = desc_end + 1
+    scratch = bytearray(block_max)
+    index = 0
+    unpack_from = struct.unpack_from
+    decompress_block_into = cramjam.lz4.decompress_block_into
+    while True:
+        if pos + 4 > n:
+            raise CompressionError(f"lz4: frame truncated at byte {pos} (no end mark)")
+        (size,) = unpack_from("<I", payload, pos)
+        pos += 4
+        if size == 0:
+            if content_checksum and pos + 4 > n:
+                raise CompressionError("lz4: content checksum cut short")
+            break
+        stored = size & 0x80000000
+        size &= 0x7FFFFFFF
+        if size > block_max:
+            raise CompressionError(
+                f"lz4: block {index} at byte {pos - 4}: size {size} exceeds the frame's block maximum {block_max}")
+        if pos + size > n:
+            raise CompressionError(
+                f"lz4: block {index} at byte {pos - 4}: {size} bytes run past the end of the {n}-byte payload")
+        if stored:
+            chunk = payload[pos:pos + size]
+        else:
+            try:
+                got = decompress_block_into(payload[pos:pos + size], scratch)
+            except Exception as e:
+                raise CompressionError(f"lz4: block {index} at byte {pos - 4}: {e}") from None
+            chunk = bytes(scratch[:got])
+        total += len(chunk)
+        if total > cap:
+            raise _too_large(cap)
+        out.append(chunk)
+        pos += size + (4 if block_checksum else 0)
+        index += 1
+    return b"".join(out), framing
+
+
+def decompress(codec: int, payload: bytes, cap: int) -> tuple[bytes, str | None]:
+    """Decompress ``payload`` with Kafka codec id ``codec``; never produce more than ``cap`` bytes.
+
+    Raises CompressionError (DecompressedTooLarge when over the cap).
+    """
+    if codec == 1:
+        return _gunzip(payload, cap), None
+    if codec == 2:
+        return _unsnappy(payload, cap)
+    if codec == 3:
+        return _unlz4(payload, cap)
+    if codec == 4:
+        return _grow_into(cramjam.zstd.decompress_into, payload, cap, "zstd"), None
+    raise CompressionError(f"unknown compression codec {codec}")
+
+
+# ---------------------------------------------------------------------------------------------
+# compression
+
+def _lz4_frame(data: bytes, legacy_hc: bool) -> bytes:
+    flg = 0x60  # version 01, independent blocks, no checksums, no content size
+    bd = 0x40   # 64 KiB blocks, as Kafka's Java client writes
+    desc = bytes((flg, bd))
+    if legacy_hc:
+        hc = (xxh32(_LZ4_MAGIC + desc) >> 8) & 0xFF
+    else:
+        hc = (xxh32(desc) >> 8) & 0xFF
+    parts = [_LZ4_MAGIC, desc, bytes((hc,))]
+    mv = memoryview(data)
+    compress_block = cramjam.lz4.compress_block
+    for i in range(0, len(data), 1 << 16):
+        raw = mv[i:i + (1 << 16)]
+        block = bytes(compress_block(bytes(raw), store_size=False))
+        if len(block) >= len(raw):
+            parts.append(struct.pack("<I", len(raw) | 0x80000000))
+            parts.append(bytes(raw))
+        else:
+            parts.append(struct.pack("<I", len(block)))
+            parts.append(block)
+    parts.append(b"\x00\x00\x00\x00")
+    return b"".join(parts)
+
+
+def _xerial(data: bytes) -> bytes:
+    parts = [_XERIAL_MAGIC, struct.pack(">ii", 1, 1)]
+    compress_raw = cramjam.snappy.compress_raw
+    for i in range(0, len(data), 32 * 1024):
+        block = bytes(compress_raw(data[i:i + 32 * 1024]))
+        parts.append(struct.pack(">i", len(block)))
+        parts.append(block)
+    return b"".join(parts)
+
+
+def compress(codec: int, data: bytes, *, magic: int = 2, framing: str | None = None) -> bytes:
+    """Compress ``data`` with Kafka codec id ``codec``.
+
+    snappy: xerial framing (what Java clients write) unless framing == "raw".
+    lz4: a standard frame, or the old-Kafka header checksum when framing ==
+    "frame-kafka-legacy-hc" or (no framing given and magic == 0).
+    """
+    if codec == 1:
+        return _gzip(data)
+    if codec == 2:
+        if framing == "raw":
+            return bytes(cramjam.snappy.compress_raw(data))
+        return _xerial(data)
+    if codec == 3:
+        legacy = framing == "frame-kafka-legacy-hc" or (framing is None and magic == 0)
+        return _lz4_frame(data, legacy)
+    if codec == 4:
+        return bytes(cramjam.zstd.compress(data))
+    raise CompressionError(f"unknown compression codec {codec}")
+
+
+def _gzip(data: bytes) -> bytes:
+    c = zlib.compressobj(6, zlib.DEFLATED, 31)  # wbits 31: gzip header and trailer
+    return c.compress(data) + c.flush()
+

@@ -1,0 +1,484 @@
+"""Decoding of a Kafka ``records`` field: record batches (magic 2) and legacy message sets (magic 0/1).
+
+See the package docstring (``kwire_cli.records``) for the output shape.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+from crc32c import crc32c as _crc32c
+
+from .compression import CODEC_NAMES, CompressionError, DecompressedTooLarge, decompress
+from .errors import RecordsError
+
+DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024
+
+_V2_HEADER = struct.Struct(">qiibIhiqqqhii")   # 61 bytes, through the record count
+_V2_HEADER_SIZE = _V2_HEADER.size
+_LEGACY_HEADER = struct.Struct(">qiIbb")        # offset, message size, crc, magic, attributes: 18 bytes
+_LOG_OVERHEAD = 12                              # offset int64 + length int32, common to every magic
+_MIN_MESSAGE_SIZE = 14                          # Kafka's LegacyRecord.RECORD_OVERHEAD_V0
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_HH = struct.Struct(">hh")
+_HI = struct.Struct(">hi")
+
+CONTROL_TYPES = {
+    0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER", 4: "SNAPSHOT_FOOTER",
+    5: "KRAFT_VERSION", 6: "KRAFT_VOTERS",
+}
+
+# \t \n \r count as printable for the text form (str.isprintable() says they are not)
+_WS_STRIP = str.maketrans("", "", "\t\n\r")
+
+
+class _Bad(Exception):
+    """Internal: one record / message could not be decoded; (message, byte position)."""
+
+
+def show_bytes(b: bytes):
+    """Key/value form: {"text": s} for valid, printable UTF-8; {"hex": ...} otherwise."""
+    try:
+        s = b.decode()
+    except UnicodeDecodeError:
+        return {"hex": b.hex()}
+    if s.isprintable() or s.translate(_WS_STRIP).isprintable():
+        return {"text": s}
+    return {"hex": b.hex()}
+
+
+def _varint_slow(buf, pos):
+    """Zig-zag varint/varlong of any length (up to 10 bytes) starting at ``pos``."""
+    result = 0
+    shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise _Bad(f"varint longer than 10 bytes at byte {pos - 10}")
+
+
+def _control(key, value):
+    """Decode a control record's key (version, type) and, for commit/abort markers, its value."""
+    if key is None or len(key) < 4:
+        return {"error": f"control record key of {0 if key is None else len(key)} bytes (need 4)"}
+    version, ctype = _HH.unpack_from(key, 0)
+    out = {"Version": version, "Type": CONTROL_TYPES.get(ctype, "UNKNOWN"), "TypeId": ctype}
+    if ctype in (0, 1):
+        if value is None or len(value) < 6:
+            out["error"] = (f"end transaction marker value of {0 if value is None else len(value)} bytes "
+                            "(need 6)")
+        else:
+            mversion, epoch = _HI.unpack_from(value, 0)
+            out["MarkerVersion"] = mversion
+            out["CoordinatorEpoch"] = epoch
+    return out
+
+
+def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_append, is_control,
+                       recs):
+    """Append ``count`` decoded records from rb[p:rend] to ``recs``; return the end position.
+
+    Raises _Bad(message) with the record index and byte position.
+    """
+    append = recs.append
+    varint = _varint_slow
+    ws = _WS_STRIP
+    i = 0
+    rec_start = p
+    try:
+        for i in range(count):
+            rec_start = p
+            if p >= rend:
+                raise _Bad(f"batch says {count} records but the records end after {i}")
+            b = rb[p]
+            if b < 0x80:
+                ln = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                ln, p = varint(rb, p)
+            rec_end = p + ln
+            if ln < 6:
+                raise _Bad(f"record length {ln} is below the 6-byte minimum")
+            if rec_end > rend:
+                raise _Bad(f"record length {ln} runs {rec_end - rend} bytes past the end of the records")
+            rattr = rb[p]
+            b = rb[p + 1]
+            if b < 0x80:
+                tsd = (b >> 1) ^ -(b & 1)
+                p += 2
+            else:
+                tsd, p = varint(rb, p + 1)
+            b = rb[p]
+            if b < 0x80:
+                od = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                od, p = varint(rb, p)
+            # key
+            b = rb[p]
+            if b < 0x80:
+                kl = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                kl, p = varint(rb, p)
+            if kl >= 0:
+                e = p + kl
+                if e > rec_end:
+                    raise _Bad(f"key length {kl} runs past the end of the record")
+                kb = rb[p:e]
+                p = e
+                try:
+                    s = kb.decode()
+                    if s.isprintable() or s.translate(ws).isprintable():
+                        key = {"text": s}
+                    else:
+                        key = {"hex": kb.hex()}
+                except UnicodeDecodeError:
+                    key = {"hex": kb.hex()}
+            elif kl == -1:
+                kb = key = None
+            else:
+                raise _Bad(f"key length {kl} is negative")
+            # value
+            b = rb[p]
+            if b < 0x80:
+                vl = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                vl, p = varint(rb, p)
+            if vl >= 0:
+                e = p + vl
+                if e > rec_end:
+                    raise _Bad(f"value length {vl} runs past the end of the record")
+                vb = rb[p:e]
+                p = e
+                try:
+                    s = vb.decode()
+                    if s.isprintable() or s.translate(ws).isprintable():
+                        value = {"text": s}
+                    else:
+                        value = {"hex": vb.hex()}
+                except UnicodeDecodeError:
+                    value = {"hex": vb.hex()}
+            elif vl == -1:
+                vb = value = None
+            else:
+                raise _Bad(f"value length {vl} is negative")
+            # headers
+            b = rb[p]
+            if b < 0x80:
+                hc = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                hc, p = varint(rb, p)
+            headers = []
+            if hc:
+                if hc < 0 or 2 * hc > rec_end - p:
+                    raise _Bad(f"header count {hc} does not fit in the record")
+                happend = headers.append
+                for h in range(hc):
+                    b = rb[p]
+                    if b < 0x80:
+                        hl = (b >> 1) ^ -(b & 1)
+                        p += 1
+                    else:
+                        hl, p = varint(rb, p)
+                    e = p + hl
+                    if hl < 0 or e > rec_end:
+                        raise _Bad(f"header {h} key length {hl} is invalid")
+                    hkb = rb[p:e]
+                    p = e
+                    try:
+                        hk = hkb.decode()
+                    except UnicodeDecodeError:
+                        hk = {"hex": hkb.hex()}
+                    b = rb[p]
+                    if b < 0x80:
+                        hl = (b >> 1) ^ -(b & 1)
+                        p += 1
+                    else:
+                        hl, p = varint(rb, p)
+                    if hl >= 0:
+                        e = p + hl
+                        if e > rec_end:
+                            raise _Bad(f"header {h} value length {hl} runs past the end of the record")
+                        hvb = rb[p:e]
+                        p = e
+                        try:
+                            s = hvb.decode()
+                            if s.isprintable() or s.translate(ws).isprintable():
+                                hv = {"text": s}
+                            else:
+                                hv = {"hex": hvb.hex()}
+                        except UnicodeDecodeError:
+                            hv = {"hex": hvb.hex()}
+                    elif hl == -1:
+                        hv = None
+                    else:
+                        raise _Bad(f"header {h} value length {hl} is negative")
+                    happend({"Key": hk, "Value": hv})
+            if p != rec_end:
+                raise _Bad(f"record length {ln} but its fields take {p - rec_end + ln} bytes")
+            rec = {
+                "Length": ln,
+                "Attributes": rattr,
+                "TimestampDelta": tsd,
+                "Timestamp": max_ts if log_append else base_ts + tsd,
+                "OffsetDelta": od,
+                "Offset": base_offset + od,
+                "Key": key,
+                "Value": value,
+                "Headers": headers,
+            }
+            if is_control:
+                rec["Control"] = _control(kb, vb)
+            append(rec)
+    except _Bad as e:
+        raise _Bad(f"record {i} at byte {rec_start}: {e}") from None
+    except IndexError:
+        raise _Bad(f"record {i} at byte {rec_start}: cut short by the end of the records") from None
+    return p
+
+
+def _batch_error(batch, index, pos, end, buf, msg):
+    offset = batch.get("BaseOffset", batch.get("Offset"))
+    batch["error"] = f"batch {index} at byte {pos} (offset {offset}): {msg}"
+    batch["RawHex"] = buf[pos:end].hex()
+    return batch
+
+
+def _decode_v2(buf, pos, end, index, cap):
+    if end - pos < _V2_HEADER_SIZE:
+        batch = {"ByteOffset": pos, "BaseOffset": _I64.unpack_from(buf, pos)[0],
+                 "BatchLength": end - pos - _LOG_OVERHEAD, "Magic": 2}
+        return _batch_error(batch, index, pos, end, buf,
+                            f"batch length {end - pos - _LOG_OVERHEAD} is shorter than the "
+                            f"{_V2_HEADER_SIZE - _LOG_OVERHEAD} bytes of a v2 batch header")
+    (base_offset, batch_length, leader_epoch, magic, crc, attrs, last_offset_delta, base_ts, max_ts,
+     producer_id, producer_epoch, base_sequence, count) = _V2_HEADER.unpack_from(buf, pos)
+    computed = _crc32c(memoryview(buf)[pos + 21:end])
+    codec = attrs & 7
+    batch = {
+        "ByteOffset": pos,
+        "BaseOffset": base_offset,
+        "BatchLength": batch_length,
+        "PartitionLeaderEpoch": leader_epoch,
+        "Magic": magic,
+        "Crc": crc,
+        "CrcComputed": computed,
+        "CrcValid": crc == computed,
+        "Attributes": attrs,
+        "Compression": CODEC_NAMES[codec] if codec < 5 else f"unknown({codec})",
+        "TimestampType": "LogAppendTime" if attrs & 0x08 else "CreateTime",
+        "IsTransactional": bool(attrs & 0x10),
+        "IsControlBatch": bool(attrs & 0x20),
+        "HasDeleteHorizonMs": bool(attrs & 0x40),
+        "LastOffsetDelta": last_offset_delta,
+        "BaseTimestamp": base_ts,
+        "MaxTimestamp": max_ts,
+        "ProducerId": producer_id,
+        "ProducerEpoch": producer_epoch,
+        "BaseSequence": base_sequence,
+        "RecordCount": count,
+    }
+    records = []
+    batch["Records"] = records
+    if count < 0:
+        return _batch_error(batch, index, pos, end, buf, f"record count {count} is negative")
+    start = pos + _V2_HEADER_SIZE
+    where = ""
+    if codec == 0:
+        rb, p, rend = buf, start, end
+    elif codec > 4:
+        return _batch_error(batch, index, pos, end, buf, f"unknown compression codec {codec}")
+    else:
+        batch["CompressedSize"] = end - start
+        try:
+            rb, framing = decompress(codec, buf[start:end], cap)
+        except DecompressedTooLarge as e:
+            return _batch_error(batch, index, pos, end, buf, f"{CODEC_NAMES[codec]}: {e}")
+        except CompressionError as e:
+            return _batch_error(batch, index, pos, end, buf, f"corrupt {CODEC_NAMES[codec]} payload: {e}")
+        batch["DecompressedSize"] = len(rb)
+        if framing is not None:
+            batch["CompressionFraming"] = framing
+        p, rend = 0, len(rb)
+        where = " of the decompressed payload"
+    try:
+        p = _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, attrs & 0x08,
+                               attrs & 0x20, records)
+    except _Bad as e:
+        return _batch_error(batch, index, pos, end, buf, _where(str(e), where))
+    if p != rend:
+        return _batch_error(batch, index, pos, end, buf,
+                            f"{rend - p} bytes left after the last of {count} records{where}")
+    return batch
+
+
+def _where(msg, where):
+    """Insert ``where`` (" of the decompressed payload") after the first byte position."""
+    if not where:
+        return msg
+    head, sep, tail = msg.partition(": ")
+    return f"{head}{where}{sep}{tail}"
+
+
+# ---------------------------------------------------------------------------------------------
+# legacy message sets (magic 0 and 1)
+
+def _legacy_message(buf, pos, end, cap, nested):
+    """Decode one legacy message occupying buf[pos:end]. Raises _Bad(msg) on a broken message;
+    returns the dict otherwise (which may carry "error" for a failed decompression)."""
+    offset, size, crc, magic, attrs = _LEGACY_HEADER.unpack_from(buf, pos)
+    codec = attrs & 7
+    m = {
+        "ByteOffset": pos,
+        "Offset": offset,
+        "MessageSize": size,
+        "Crc": crc,
+        "CrcComputed": zlib.crc32(memoryview(buf)[pos + 16:end]),
+        "Magic": magic,
+        "Attributes": attrs,
+        "Compression": CODEC_NAMES[codec] if codec < 5 else f"unknown({codec})",
+    }
+    m["CrcValid"] = m["Crc"] == m["CrcComputed"]
+    p = pos + 18
+    if magic == 1:
+        if p + 8 > end:
+            raise _Bad("message too short for its timestamp")
+        m["TimestampType"] = "LogAppendTime" if attrs & 0x08 else "CreateTime"
+        m["Timestamp"] = _I64.unpack_from(buf, p)[0]
+        p += 8
+    fields = {}
+    for name in ("Key", "Value"):
+        if p + 4 > end:
+            raise _Bad(f"{name.lower()} length cut short by the end of the message")
+        (ln,) = _I32.unpack_from(buf, p)
+        p += 4
+        if ln == -1:
+            fields[name] = None
+        elif ln < 0 or p + ln > end:
+            raise _Bad(f"{name.lower()} length {ln} runs past the end of the {size}-byte message")
+        else:
+            fields[name] = buf[p:p + ln]
+            p += ln
+    if p != end:
+        raise _Bad(f"{end - p} bytes left after the value")
+    m["Key"] = None if fields["Key"] is None else show_bytes(fields["Key"])
+    if codec == 0:
+        m["Value"] = None if fields["Value"] is None else show_bytes(fields["Value"])
+        return m
+    if nested:
+        raise _Bad("compressed message inside a compressed message set")
+    if codec > 3:
+        raise _Bad(f"compression codec {codec} is not valid for magic {magic}")
+    payload = fields["Value"] or b""
+    m["CompressedSize"] = len(payload)
+    try:
+        inner_buf, framing = decompress(codec, payload, cap)
+    except DecompressedTooLarge as e:
+        m["error"] = f"{CODEC_NAMES[codec]}: {e}"
+        return m
+    except CompressionError as e:
+        m["error"] = f"corrupt {CODEC_NAMES[codec]} payload: {e}"
+        return m
+    m["DecompressedSize"] = len(inner_buf)
+    if framing is not None:
+        m["CompressionFraming"] = framing
+    inner = []
+    m["Messages"] = inner
+    q = 0
+    n = len(inner_buf)
+    j = 0
+    while q < n:
+        if q + _LOG_OVERHEAD > n:
+            m["error"] = f"inner message {j} at byte {q} of the decompressed payload: cut short"
+            return m
+        (isize,) = _I32.unpack_from(inner_buf, q + 8)
+        iend = q + _LOG_OVERHEAD + isize
+        if isize < _MIN_MESSAGE_SIZE or iend > n:
+            m["error"] = (f"inner message {j} at byte {q} of the decompressed payload: "
+                          f"size {isize} is invalid for the {n - q} bytes left")
+            return m
+        try:
+            inner.append(_legacy_message(inner_buf, q, iend, cap, True))
+        except _Bad as e:
+            m["error"] = f"inner message {j} at byte {q} of the decompressed payload: {e}"
+            return m
+        q = iend
+        j += 1
+    # absolute offsets: magic 1 wrappers carry the offset of the last inner message and the inner
+    # offsets are relative (0..n-1); magic 0 inner messages carry absolute offsets already.
+    if inner:
+        if magic >= 1:
+            base = offset - inner[-1]["Offset"]
+            for im in inner:
+                im["AbsoluteOffset"] = base + im["Offset"]
+        else:
+            for im in inner:
+                im["AbsoluteOffset"] = im["Offset"]
+    return m
+
+
+def _decode_legacy(buf, pos, end, index, cap):
+    try:
+        m = _legacy_message(buf, pos, end, cap, False)
+    except _Bad as e:
+        offset, size, crc, magic, attrs = _LEGACY_HEADER.unpack_from(buf, pos)
+        batch = {"ByteOffset": pos, "Offset": offset, "MessageSize": size, "Magic": magic,
+                 "Attributes": attrs}
+        return _batch_error(batch, index, pos, end, buf, str(e))
+    if "error" in m:
+        m["error"] = f"batch {index} at byte {pos} (offset {m['Offset']}): {m['error']}"
+        m["RawHex"] = buf[pos:end].hex()
+    return m
+
+
+# ---------------------------------------------------------------------------------------------
+
+def decode_records(data, *, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> dict:
+    """Decode a ``records`` field (record batches and/or legacy messages). See the package docstring."""
+    if data is None:
+        return None
+    buf = data if type(data) is bytes else bytes(data)
+    n = len(buf)
+    pos = 0
+    index = 0
+    batches = []
+    partial = None
+    cap = int(max_decompressed)
+    unpack_i32 = _I32.unpack_from
+    while pos < n:
+        remaining = n - pos
+        if remaining < _LOG_OVERHEAD:
+            partial = {"offset": pos, "bytes": remaining, "hex": buf[pos:].hex()}
+            break
+        (length,) = unpack_i32(buf, pos + 8)
+        if length < _MIN_MESSAGE_SIZE:
+            raise RecordsError(
+                f"records: batch {index} at byte {pos}: length {length} is below the minimum of "
+                f"{_MIN_MESSAGE_SIZE} bytes, so the batches after it cannot be found")
+        end = pos + _LOG_OVERHEAD + length
+        if end > n:
+            partial = {"offset": pos, "bytes": remaining, "hex": buf[pos:].hex()}
+            break
+        magic = buf[pos + 16]
+        if magic == 2:
+            batches.append(_decode_v2(buf, pos, end, index, cap))
+        elif magic < 2:
+            batches.append(_decode_legacy(buf, pos, end, index, cap))
+        else:
+            magic = magic - 256 if magic > 127 else magic
+            batch = {"ByteOffset": pos, "BaseOffset": _I64.unpack_from(buf, pos)[0],
+                     "BatchLength": length, "Magic": magic}
+            batches.append(_batch_error(batch, index, pos, end, buf, f"unknown magic {magic}"))
+        pos = end
+        index += 1
+    return {"batches": batches, "partial_trailing_batch": partial}
