@@ -244,7 +244,7 @@ def test_yaml_that_is_another_message_says_what_it_is(tmp_path):
     p.write_text("api_key: 3\napi_name: Metadata\napi_version: 12\nkind: response\nbody: {Brokers: []}\n")
     with pytest.raises(NegotiationError) as ei:
         load_broker_file(p)
-    assert str(ei.value) == f"{p}: this is a Metadata response v12 (api key 3), not an ApiVersionsResponse"
+    assert str(ei.value) == f"{p}: this is a response: Metadata v12 (api key 3), not an ApiVersionsResponse"
 
 
 def test_yaml_entry_missing_field(tmp_path):

@@ -159,7 +159,8 @@ def decode_api_versions_bytes(data: bytes, address: str, source: str = "<input>"
     only when it consumes every byte. ApiVersionsResponse always has response header v0 (just
     the int32 correlation id), even in its flexible versions.
     """
-    from kwire_cli.codec import decode_response  # lazy: the codec is optional for other forms
+    from kwire_cli.codec import decode_body, decode_response  # lazy: other forms need no codec
+    from kwire_cli.codec.framing import has_size_prefix
     from kwire_cli.spec import registry
 
     if len(data) < 6:
@@ -168,40 +169,46 @@ def decode_api_versions_bytes(data: bytes, address: str, source: str = "<input>"
     vv = registry().api(API_VERSIONS_KEY).response.valid_versions
     versions = list(range(vv.lo, vv.hi + 1))
 
-    bodies: list[tuple[str, bytes]] = []
-    if len(data) >= 4 and int.from_bytes(data[:4], "big", signed=True) == len(data) - 4:
-        bodies.append(("size prefix, header", data[4:]))
-        bodies.append(("size prefix, no header", b"\x00\x00\x00\x00" + data[4:]))
-    bodies.append(("no size prefix, header", data))
-    bodies.append(("no size prefix, no header", b"\x00\x00\x00\x00" + data))
+    def with_header(prefixed: bool):
+        return lambda v: decode_response(data, API_VERSIONS_KEY, v, size_prefixed=prefixed)
+
+    def body_only(payload: bytes):
+        return lambda v: decode_body(payload, API_VERSIONS_KEY, v, "response")
+
+    layouts = []
+    if has_size_prefix(data):
+        layouts += [("size prefix, header", with_header(True)),
+                    ("size prefix, no header", body_only(data[4:]))]
+    layouts += [("no size prefix, header", with_header(False)),
+                ("no size prefix, no header", body_only(data))]
 
     first_error: str | None = None
-    for layout, candidate in bodies:
+    for layout, decode in layouts:
         matches = []
         for v in versions:
             try:
-                msg = decode_response(candidate, api_key=API_VERSIONS_KEY, api_version=v)
+                matches.append((v, decode(v)))
             except KwireError as e:
                 if first_error is None:
-                    first_error = f"v{v} ({layout}): {e}"
-                continue
-            if getattr(msg, "size", len(candidate)) != len(candidate):
-                continue
-            matches.append((v, msg))
+                    first_error = f"v{v}, {layout}: {e}"
         if matches:
             v, msg = _pick(matches)
-            same = [m for m, _ in matches if m != v]
             answer = answer_from_body(msg.body, address=address, source=source, form=form)
             answer.api_version = v
+            same = sorted(m for m, _ in matches)
             desc = f"decoded as ApiVersionsResponse v{v} ({layout}"
-            if same:
-                desc += "; v" + ", v".join(str(s) for s in sorted(set(same) | {v})) + \
-                        " share this layout"
+            if len(same) > 1:
+                desc += "; v" + ", v".join(str(s) for s in same) + " share this layout"
             desc += ")"
+            if msg.header:
+                desc += f", correlation id {msg.header.get('CorrelationId')}"
             answer.notes.insert(0, desc)
             return answer
-    raise NegotiationError(f"{source}: {_what_is_it(data)}; no ApiVersionsResponse layout (v{versions[0]}-"
-                           f"v{versions[-1]}, with/without size prefix and header) consumes all "
+    what = _request_description(data)
+    if what is not None:
+        raise NegotiationError(f"{source}: this is {what}, not an ApiVersionsResponse")
+    raise NegotiationError(f"{source}: not an ApiVersionsResponse: no layout (v{versions[0]}-"
+                           f"v{versions[-1]}, with or without size prefix and header) reads all "
                            f"{len(data)} bytes (first failure: {first_error})")
 
 
@@ -211,16 +218,14 @@ def _pick(matches: list) -> tuple[int, Any]:
     return min(matches, key=lambda m: m[0])
 
 
-def _what_is_it(data: bytes) -> str:
-    """Best effort to say what bytes that are not an ApiVersionsResponse are."""
+def _request_description(data: bytes) -> str | None:
+    """When bytes meant as an ApiVersionsResponse are in fact a request, say which one."""
     try:
         from kwire_cli.codec import decode_request
         msg = decode_request(data)
-    except Exception:  # noqa: BLE001 - only a hint for the message
-        return "not an ApiVersionsResponse"
-    name = getattr(msg, "api_name", None) or f"api key {msg.api_key}"
-    return (f"this is a {name} request v{msg.api_version} (api key {msg.api_key}), "
-            f"not an ApiVersionsResponse")
+    except KwireError:
+        return None
+    return f"a request: {msg.api_name} v{msg.api_version} (api key {msg.api_key})"
 
 
 def answer_from_body(body: dict, address: str, source: str = "<input>",
@@ -510,9 +515,9 @@ def parse_yaml_answers(text: str, source: str = "<input>") -> list[BrokerAnswer]
             key, kind = doc.get("api_key"), doc.get("kind")
             if key is not None and int(key) != API_VERSIONS_KEY or kind == "request":
                 name = doc.get("api_name") or f"api key {key}"
-                raise NegotiationError(f"{where}: this is a {name} {kind or 'message'}"
-                                       f"{' v' + str(doc['api_version']) if 'api_version' in doc else ''}"
-                                       f" (api key {key}), not an ApiVersionsResponse")
+                version = f" v{doc['api_version']}" if "api_version" in doc else ""
+                raise NegotiationError(f"{where}: this is a {kind or 'message'}: {name}{version} "
+                                       f"(api key {key}), not an ApiVersionsResponse")
             body = doc["body"]
         ans = answer_from_body(body, address=address, source=where,
                                form="json" if text.lstrip().startswith(("{", "[")) else "yaml")

@@ -1,0 +1,138 @@
+"""ApiVersionsResponse bytes as broker input: answers recorded from a real tansu broker."""
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from kwire_cli.codec import encode_request, encode_response
+from kwire_cli.negotiation import (NegotiationError, decode_api_versions_bytes, kwire_api_names,
+                                   kwire_client_ranges, load_broker_file, negotiate,
+                                   parse_broker_input)
+
+FIX = Path(__file__).resolve().parent.parent / "fixtures" / "negotiate"
+
+
+def tansu(version) -> bytes:
+    return bytes.fromhex((FIX / f"tansu-apiversions-v{version}.hex").read_text().strip())
+
+
+def v0_ranges_by_hand(data: bytes) -> dict[int, tuple[int, int]]:
+    """Independent reading of the v0 layout: size, correlation id, error, int32 count, entries."""
+    size, _corr, err, n = struct.unpack_from(">iihi", data, 0)
+    assert size == len(data) - 4 and err == 0
+    out = {}
+    for i in range(n):
+        k, lo, hi = struct.unpack_from(">hhh", data, 14 + 6 * i)
+        out[k] = (lo, hi)
+    assert 14 + 6 * n == len(data)
+    return out
+
+
+def test_every_recorded_version_decodes_to_the_same_ranges():
+    expected = v0_ranges_by_hand(tansu(0))
+    assert len(expected) > 20 and 18 in expected
+    seen = {}
+    for v in (0, 1, 2, 3, 4):
+        (a,) = load_broker_file(FIX / f"tansu-apiversions-v{v}.hex")
+        assert a.form == "hex" and a.complete and a.error is None
+        assert a.ranges == expected
+        seen[v] = a.api_version
+        assert a.notes[0].startswith(f"decoded as ApiVersionsResponse v{a.api_version} (size prefix, header")
+        assert a.notes[0].endswith(f"correlation id {v + 1}")
+    # v1/v2 and v3/v4 share a layout: the lowest version that reads the bytes is reported
+    assert seen == {0: 0, 1: 1, 2: 1, 3: 3, 4: 3}
+
+
+def test_without_size_prefix_and_without_header():
+    data = tansu(4)
+    full = decode_api_versions_bytes(data, "t")
+    no_prefix = decode_api_versions_bytes(data[4:], "t")
+    body_only = decode_api_versions_bytes(data[8:], "t")
+    assert full.ranges == no_prefix.ranges == body_only.ranges
+    assert "(no size prefix, header" in no_prefix.notes[0]
+    assert "(no size prefix, no header" in body_only.notes[0]
+    # v0 body alone: error code, count, entries
+    assert decode_api_versions_bytes(tansu(0)[8:], "t").ranges == v0_ranges_by_hand(tansu(0))
+
+
+def test_raw_binary_and_spaced_hex_are_accepted(tmp_path):
+    raw = tmp_path / "answer.bin"
+    raw.write_bytes(tansu(1))
+    (a,) = load_broker_file(raw)
+    assert a.form == "raw" and a.address == "answer.bin"
+    spaced = " ".join(tansu(1).hex()[i:i + 2] for i in range(0, len(tansu(1)) * 2, 2))
+    (b,) = parse_broker_input(spaced, "x")
+    assert a.ranges == b.ranges == v0_ranges_by_hand(tansu(0))
+
+
+def test_tansu_answers_a_v127_request_without_unsupported_version():
+    # Recorded fact: tansu 0.6.0 does not follow KIP-511 here; it answers error 0 with its full
+    # list in the v3 layout, where Kafka would answer UNSUPPORTED_VERSION in the v0 layout.
+    (a,) = load_broker_file(FIX / "tansu-apiversions-v127.hex")
+    assert a.error is None and a.api_version == 3
+    assert a.ranges == v0_ranges_by_hand(tansu(0))
+
+
+def test_kip511_unsupported_version_answer_is_explained_not_failed():
+    (a,) = load_broker_file(FIX / "kip511-unsupported-version.hex")
+    assert a.api_version == 0
+    assert a.error == "UNSUPPORTED_VERSION (35)" and a.error_code == 35 and not a.complete
+    assert a.ranges == {18: (0, 3)}
+    assert any("KIP-511" in n and "retries with v3" in n for n in a.notes)
+    result = negotiate(kwire_client_ranges(), [a], None, kwire_api_names())
+    api18 = next(e for e in result["apis"] if e["api_key"] == 18)
+    assert api18["common"] == [0, 3] and api18["chosen"] == 3
+    produce = next(e for e in result["apis"] if e["api_key"] == 0)
+    assert produce["brokers"] == {} and produce["chosen"] is None
+    assert produce["reason"] == "no broker answer lists this API (the answers given are incomplete)"
+
+
+def test_negotiation_against_tansu_matches_a_hand_computation():
+    (a,) = load_broker_file(FIX / "tansu-apiversions-v4.hex")
+    client = kwire_client_ranges()
+    result = negotiate(client, [a], None, kwire_api_names())
+    broker = v0_ranges_by_hand(tansu(0))
+    for e in result["apis"]:
+        k = e["api_key"]
+        if k in broker and k in client:
+            lo = max(broker[k][0], client[k][0])
+            hi = min(broker[k][1], client[k][1])
+            assert e["chosen"] == (hi if lo <= hi else None), e
+        elif k not in broker:
+            assert e["chosen"] is None and e["brokers"] == {a.address: None}
+
+
+def test_features_in_a_v3_answer_are_kept():
+    body = {"ErrorCode": 0,
+            "ApiKeys": [{"ApiKey": 18, "MinVersion": 0, "MaxVersion": 4}],
+            "ThrottleTimeMs": 0,
+            "SupportedFeatures": [{"Name": "metadata.version", "MinVersion": 1, "MaxVersion": 25},
+                                  {"Name": "kraft.version", "MinVersion": 0, "MaxVersion": 1}],
+            "FinalizedFeaturesEpoch": 17,
+            "FinalizedFeatures": [{"Name": "metadata.version", "MaxVersionLevel": 22,
+                                   "MinVersionLevel": 22}]}
+    data = encode_response(18, 4, {"CorrelationId": 9}, body)
+    a = decode_api_versions_bytes(data, "k:9092")
+    assert a.supported_features == {"metadata.version": (1, 25), "kraft.version": (0, 1)}
+    assert a.finalized_features == {"metadata.version": (22, 22)} and a.finalized_epoch == 17
+
+
+def test_a_request_is_named_instead_of_decoded():
+    req = encode_request(18, 3, {"CorrelationId": 1, "ClientId": "kwire"},
+                         {"ClientSoftwareName": "kwire", "ClientSoftwareVersion": "0.1.0"})
+    with pytest.raises(NegotiationError) as ei:
+        parse_broker_input(req.hex(), "req.hex")
+    assert str(ei.value) == "req.hex: this is a request: ApiVersions v3 (api key 18), not an ApiVersionsResponse"
+
+
+def test_bytes_that_are_no_apiversions_response():
+    with pytest.raises(NegotiationError) as ei:
+        parse_broker_input("00000004deadbeef", "bad.hex")
+    msg = str(ei.value)
+    assert msg.startswith("bad.hex: not an ApiVersionsResponse: no layout (v0-v4, with or without size "
+                          "prefix and header) reads all 8 bytes (first failure: ")
+    assert "\n" not in msg
+    with pytest.raises(NegotiationError, match="too short"):
+        parse_broker_input("0000", "short.hex")
