@@ -43,7 +43,8 @@ Legacy message (magic 0/1)::
     compressed wrapper: Key, CompressedSize, DecompressedSize, CompressionFraming and
       Messages: [inner messages, same shape, plus AbsoluteOffset] instead of Value.
       For magic 1 inner offsets are relative: AbsoluteOffset = wrapper Offset - last inner Offset
-      + inner Offset; for magic 0 inner offsets are already absolute.
+      + inner Offset (left as stored when that base is negative, e.g. a producer's wrapper offset 0,
+      as Java's and kafka-python's readers do); for magic 0 inner offsets are already absolute.
 
 Key, Value and header values: ``None`` for null, ``{"text": s}`` when the bytes are valid UTF-8
 and printable (tab, CR and LF allowed), else ``{"hex": "lowercase hex"}``. Either form gives back the

@@ -416,14 +416,11 @@ def _legacy_message(buf, pos, end, cap, nested):
         j += 1
     # absolute offsets: magic 1 wrappers carry the offset of the last inner message and the inner
     # offsets are relative (0..n-1); magic 0 inner messages carry absolute offsets already.
-    if inner:
-        if magic >= 1:
-            base = offset - inner[-1]["Offset"]
-            for im in inner:
-                im["AbsoluteOffset"] = base + im["Offset"]
-        else:
-            for im in inner:
-                im["AbsoluteOffset"] = im["Offset"]
+    # (as Java's and kafka-python's readers do, a negative base - a producer's wrapper offset of 0 -
+    # leaves the inner offsets as they are)
+    base = offset - inner[-1]["Offset"] if inner and magic >= 1 else -1
+    for im in inner:
+        im["AbsoluteOffset"] = base + im["Offset"] if base >= 0 else im["Offset"]
     return m
 
 
