@@ -1,0 +1,193 @@
+"""The little Kafka knowledge the capture layer needs, without the codec.
+
+* ``looks_like_request`` / ``find_request_start``: is there a plausible request header here
+  (size, api_key, api_version, correlation id, client id)? Used to resynchronise a client->broker
+  byte stream and to tell which side of a connection is the client.
+* ``find_response_start``: the next offset where a response to one of the open requests starts.
+* ``produce_acks``: the acks of a Produce request (acks=0 means no response will come).
+* ``broker_side``: which endpoint of a connection is the broker.
+"""
+from __future__ import annotations
+
+import re
+import struct
+from typing import Callable, Iterable
+
+DEFAULT_MAX_FRAME = 100 << 20   # 100 MiB
+MAX_API_KEY = 100
+MAX_API_VERSION = 30
+PRODUCE = 0
+
+_REQ_HEAD = struct.Struct(">ihhih")   # size, api_key, api_version, correlation_id, client_id len
+_PREFIX = struct.Struct(">hhi")
+_I32 = struct.Struct(">i")
+_H16 = struct.Struct(">h")
+
+# Candidate request starts: size < 2^27 (first byte 0..7), api_key 0..127 (0x00, 0x00-0x7f),
+# api_version 0..31 (0x00, 0x00-0x1f). Verified precisely in Python afterwards.
+_REQ_CANDIDATE = re.compile(rb"[\x00-\x07][\x00-\xff]{3}\x00[\x00-\x7f]\x00[\x00-\x1f]", re.DOTALL)
+_PRINTABLE = bytes(range(0x20, 0x7F))
+
+# Callable the caller may pass to tighten resync: (api_key, api_version) -> bool
+ApiCheck = Callable[[int, int], bool]
+
+
+def _plausible_at(buf, i: int, max_frame: int, api_check: ApiCheck | None) -> int:
+    """1: plausible request header at buf[i:], 0: not, -1: cannot tell yet (need more bytes)."""
+    n = len(buf)
+    if n - i < 14:
+        return -1
+    size, ak, av, corr, cid = _REQ_HEAD.unpack_from(buf, i)
+    if not (10 <= size <= max_frame and 0 <= ak <= MAX_API_KEY and 0 <= av <= MAX_API_VERSION
+            and corr >= 0 and -1 <= cid <= size - 10):
+        return 0
+    if api_check is not None and not api_check(ak, av):
+        return 0
+    if cid > 0:
+        if n - i < 14 + cid:
+            return -1
+        if bytes(buf[i + 14:i + 14 + cid]).translate(None, _PRINTABLE):
+            return 0
+    return 1
+
+
+def looks_like_request(data, max_frame: int = DEFAULT_MAX_FRAME, api_check: ApiCheck | None = None) -> bool:
+    """True if ``data`` (size prefix included) starts with a plausible Kafka request header."""
+    return _plausible_at(data, 0, max_frame, api_check) == 1
+
+
+def find_request_start(buf, start: int = 0, max_frame: int = DEFAULT_MAX_FRAME,
+                       api_check: ApiCheck | None = None) -> tuple[int, bool]:
+    """Scan ``buf`` from ``start`` for a plausible request start.
+
+    Returns ``(offset, True)`` for a confirmed start, ``(offset, False)`` when a candidate at
+    ``offset`` needs more bytes to judge, or ``(keep_from, False)`` with nothing found: bytes before
+    ``keep_from`` can never start a request (the last 13 bytes are kept for the next look).
+    """
+    n = len(buf)
+    i = start
+    search = _REQ_CANDIDATE.search
+    while True:
+        m = search(buf, i)
+        if m is None:
+            return max(start, n - 13), False
+        i = m.start()
+        r = _plausible_at(buf, i, max_frame, api_check)
+        if r == 1:
+            return i, True
+        if r == -1:
+            return i, False
+        i += 1
+
+
+def find_response_start(buf, open_ids: Iterable[int], start: int = 0,
+                        max_frame: int = DEFAULT_MAX_FRAME) -> tuple[int, bool]:
+    """First offset >= ``start`` where a response to one of ``open_ids`` plausibly starts.
+
+    Returns ``(offset, True)`` when found, else ``(keep_from, False)``: nothing before
+    ``keep_from`` can start such a response (the last 7 bytes are kept).
+    """
+    n = len(buf)
+    best = -1
+    for corr in open_ids:
+        pat = _I32.pack(corr)
+        j = buf.find(pat, start + 4)
+        while j != -1:
+            if best != -1 and j - 4 >= best:
+                break
+            size = _I32.unpack_from(buf, j - 4)[0]
+            if 4 <= size <= max_frame:
+                best = j - 4
+                break
+            j = buf.find(pat, j + 1)
+    if best != -1:
+        return best, True
+    return max(start, n - 7), False
+
+
+def request_prefix(data) -> tuple[int, int, int] | None:
+    """``(api_key, api_version, correlation_id)`` of a request frame (no size prefix), or None."""
+    if len(data) < 8:
+        return None
+    return _PREFIX.unpack_from(data, 0)
+
+
+def _uvarint(data, off: int) -> tuple[int, int]:
+    v = 0
+    shift = 0
+    n = len(data)
+    while True:
+        if off >= n or shift > 28:
+            raise ValueError("varint")
+        b = data[off]
+        off += 1
+        v |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return v, off
+        shift += 7
+
+
+def produce_acks(data, api_version: int | None = None) -> int | None:
+    """The ``acks`` of a Produce request frame (without size prefix); None if it cannot be read.
+
+    Request header: api_key, api_version, correlation_id, client_id (int16-length nullable string),
+    and for header v2 (Produce v9+) a tagged-field section. Body: v0-2 start with acks; v3-8 with a
+    nullable string transactional_id then acks; v9+ with a compact nullable string then acks.
+    """
+    try:
+        n = len(data)
+        if n < 10:
+            return None
+        if api_version is None:
+            api_version = _H16.unpack_from(data, 2)[0]
+        off = 8
+        cid = _H16.unpack_from(data, off)[0]
+        off += 2
+        if cid > 0:
+            off += cid
+        if api_version >= 9:
+            count, off = _uvarint(data, off)
+            for _ in range(count):
+                _tag, off = _uvarint(data, off)
+                size, off = _uvarint(data, off)
+                off += size
+            tlen, off = _uvarint(data, off)
+            if tlen > 0:
+                off += tlen - 1
+        elif api_version >= 3:
+            if off + 2 > n:
+                return None
+            tlen = _H16.unpack_from(data, off)[0]
+            off += 2
+            if tlen > 0:
+                off += tlen
+        if off + 2 > n:
+            return None
+        return _H16.unpack_from(data, off)[0]
+    except (ValueError, struct.error):
+        return None
+
+
+def broker_side(a: tuple[str, int], b: tuple[str, int], broker_ports: Iterable[int] = (9092,), *,
+                known_brokers: Iterable[tuple[str, int]] = (), request_from: int | None = None,
+                syn_receiver: int | None = None) -> tuple[int, str]:
+    """Which of two endpoints (``(ip, port)``) is the broker: ``(0 or 1, reason)``.
+
+    In order: exactly one side on a broker port (``"port"``); exactly one side a broker endpoint
+    already learned on another connection (``"known-broker"``); the other side sent a plausible
+    request header (``request_from`` is that sender's index; ``"request-header"``); the side that
+    received the SYN (``"syn"``); else the lower port (``"lower-port"``, ties: ``b``).
+    """
+    ports = broker_ports if isinstance(broker_ports, (set, frozenset)) else set(broker_ports)
+    pa, pb = a[1] in ports, b[1] in ports
+    if pa != pb:
+        return (0 if pa else 1), "port"
+    known = known_brokers if isinstance(known_brokers, (set, frozenset, dict)) else set(known_brokers)
+    ka, kb = a in known, b in known
+    if ka != kb:
+        return (0 if ka else 1), "known-broker"
+    if request_from is not None:
+        return 1 - request_from, "request-header"
+    if syn_receiver is not None:
+        return syn_receiver, "syn"
+    return (0 if a[1] < b[1] else 1), "lower-port"
