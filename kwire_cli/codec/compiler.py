@@ -432,7 +432,7 @@ class _Gen:
         spec = tuple((f.name, f.type.kind, f.default) for f in group)
         self.emit(ind, "try:")
         self.emit(ind + 1, f"out += {pk}({', '.join(args)})")
-        self.emit(ind, "except (_serr, TypeError, ValueError):")
+        self.emit(ind, "except (_serr, TypeError, ValueError, _EE):")
         self.emit(ind + 1, f"raise _pack_err(v, {self.const(spec, '_grp')})")
 
     # -- reading one value
@@ -604,7 +604,7 @@ class _Gen:
             spec = self.const((("", k, None),), "_grp")
             self.emit(ind, "try:")
             self.emit(ind + 1, f"{out} += {pk}({conv.format(var)})")
-            self.emit(ind, "except (_serr, TypeError, ValueError):")
+            self.emit(ind, "except (_serr, TypeError, ValueError, _EE):")
             self.emit(ind + 1, f"raise _pack_err({{'': {var}}}, {spec})")
             return
         if k in ("string", "bytes", "records") or k == "array" or k == "struct":
