@@ -109,6 +109,8 @@ def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_app
             if rec_end > rend:
                 raise _Bad(f"record length {ln} runs {rec_end - rend} bytes past the end of the records")
             rattr = rb[p]
+            if rattr > 127:
+                rattr -= 256
             b = rb[p + 1]
             if b < 0x80:
                 tsd = (b >> 1) ^ -(b & 1)
