@@ -4,11 +4,13 @@
 Starts its own tansu broker on a free loopback port (or uses --bootstrap HOST:PORT),
 sends ApiVersionsRequest v0..v4 and one v127 request (to get the UNSUPPORTED_VERSION
 answer, KIP-511) over a raw socket, and writes each response, size prefix included, as hex to
-fixtures/negotiate/tansu-apiversions-v<N>.hex.
+fixtures/negotiate/tansu-apiversions-v<N>.hex. With --pcap FILE, tcpdump records the same
+exchanges on the loopback interface (needs tcpdump and the right to capture).
 
 The requests are built by hand here on purpose: the recording must not depend on kwire's codec.
 
     python scripts/record_apiversions.py [--bootstrap 127.0.0.1:9092] [--out fixtures/negotiate]
+                                         [--pcap fixtures/negotiate/tansu-apiversions.pcap]
 """
 from __future__ import annotations
 
@@ -93,6 +95,7 @@ def main() -> int:
     ap.add_argument("--bootstrap", help="HOST:PORT of a running broker (default: start tansu)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent.parent
                                          / "fixtures" / "negotiate"))
+    ap.add_argument("--pcap", help="also capture the exchanges with tcpdump into this file")
     args = ap.parse_args()
 
     proc = None
@@ -104,13 +107,26 @@ def main() -> int:
         host = "127.0.0.1"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    dump = None
     try:
+        if args.pcap:
+            dump = subprocess.Popen(["tcpdump", "-i", "lo", "-U", "-s", "0", "-w", args.pcap,
+                                     f"tcp port {port}"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            time.sleep(1.5)  # let tcpdump open the interface
+            if dump.poll() is not None:
+                raise RuntimeError(f"tcpdump failed: {dump.stderr.read().decode(errors='replace')}")
         for n, version in enumerate([0, 1, 2, 3, 4, 127], start=1):
             data = exchange(host, port, version, correlation_id=n)
             path = out / f"tansu-apiversions-v{version}.hex"
             path.write_text(data.hex() + "\n")
             print(f"v{version}: {len(data)} bytes -> {os.path.relpath(path)}")
+        if dump is not None:
+            time.sleep(0.5)
     finally:
+        if dump is not None:
+            dump.terminate()
+            dump.wait(timeout=10)
         if proc is not None:
             proc.terminate()
             try:

@@ -136,3 +136,26 @@ def test_bytes_that_are_no_apiversions_response():
     assert "\n" not in msg
     with pytest.raises(NegotiationError, match="too short"):
         parse_broker_input("0000", "short.hex")
+
+
+def test_capture_of_the_same_exchanges():
+    # tcpdump recording of scripts/record_apiversions.py against tansu: six connections, one
+    # ApiVersions exchange each (v0-v4 and v127); the capture reader pairs each answer with its
+    # request, so the v127 answer (tansu replies in the v3 layout) falls back to layout detection.
+    (a,) = load_broker_file(FIX / "tansu-apiversions.pcap")
+    assert a.form == "capture" and a.address.startswith("127.0.0.1:")
+    assert a.ranges == v0_ranges_by_hand(tansu(0))
+    assert a.api_version == 3
+    assert a.notes[0] == "the request was ApiVersions v127; the answer does not decode at that version"
+    assert "6 ApiVersions answers from this broker in the capture" in a.notes[-1]
+
+
+def test_capture_as_bytes_and_a_capture_without_apiversions(tmp_path):
+    data = (FIX / "tansu-apiversions.pcap").read_bytes()
+    (a,) = parse_broker_input(data, "cap")
+    assert a.ranges == v0_ranges_by_hand(tansu(0))
+    # keep only the pcap global header: a valid capture with no packets
+    empty = tmp_path / "empty.pcap"
+    empty.write_bytes(data[:24])
+    with pytest.raises(NegotiationError, match=r"empty.pcap: the capture holds no ApiVersions answer$"):
+        load_broker_file(empty)
