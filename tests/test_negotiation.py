@@ -298,3 +298,28 @@ def test_kwire_client_ranges_come_from_the_specs():
     assert ranges[18][0] == 0 and ranges[18][1] >= 3   # ApiVersions
     assert ranges[0][1] >= 9                            # Produce
     assert kwire_api_names()[18] == "ApiVersions"
+
+
+def test_pasted_text_that_lost_its_tabs_still_reads():
+    text = ("h:9092 (id: 1 rack: null) -> (\n"
+            "Produce(0): 0 to 9 [usable: 9],\n"
+            "[2024-05-02 10:15:01,456] INFO something logged in the middle (x.y.Z)\n"
+            "Fetch(1): 4 to 12 [usable: 12]\n"
+            ")\n")
+    (a,) = parse_kafka_broker_api_versions(text, "p.txt")
+    assert a.ranges == {0: (0, 9), 1: (4, 12)}
+    noise = "[2024-05-02 10:15:01,456] INFO something logged in the middle (x.y.Z)"
+    assert a.notes == [f"p.txt:3: skipped a line that is not an API entry: {noise[:60]!r}"]
+
+
+def test_hex_with_comment_lines():
+    form, payload = detect_form("# answer of broker 1\n00 00 00 06\n00000000 0000\n")
+    assert form == "hex"
+    assert payload.replace(" ", "").replace("\n", "") == "00000006000000000000"
+
+
+def test_librdkafka_lines_mentioning_apikey_without_versions_are_not_errors():
+    extra = ("%3|1795237431.000|ERROR|rdkafka#producer-1| [thrd:main]: 10.1.1.2:9092/2: "
+             "ApiKey Fetch rejected by broker\n")
+    answers = parse_librdkafka_log(RDK_LOG + extra, "rdk.log")
+    assert [a.address for a in answers] == ["127.0.0.1:47555", "10.1.1.2:9092"]

@@ -132,3 +132,15 @@ def test_usage_errors_exit_2():
     assert r.exit_code == 2 and "no such file: missing.yaml" in r.output
     r = run(B1, "--format", "xml")
     assert r.exit_code == 2
+
+
+def test_same_file_name_twice_gets_distinct_columns(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    for d in ("a", "b"):
+        (tmp_path / d / "broker.yaml").write_text(Path(B1).read_text().replace("address: B1\n", ""))
+    r = run(str(tmp_path / "a" / "broker.yaml"), str(tmp_path / "b" / "broker.yaml"), "--format", "json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert list(_api(out, 0)["brokers"]) == ["broker.yaml", "broker.yaml#2"]
+    assert _api(out, 0)["chosen"] == 3

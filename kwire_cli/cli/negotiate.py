@@ -38,6 +38,7 @@ def negotiate(brokers: tuple[str, ...], client_file: str | None, require_file: s
     from kwire_cli.negotiation import (kwire_api_names, kwire_client_ranges, load_broker_file,
                                        load_client_file, load_requirements, negotiate as run,
                                        parse_broker_input)
+    from kwire_cli.negotiation.parse import unique_addresses
     from kwire_cli.negotiation.render import render_json, render_table, render_yaml
 
     for name, path in (("--client", client_file), ("--require", require_file)):
@@ -54,6 +55,7 @@ def negotiate(brokers: tuple[str, ...], client_file: str | None, require_file: s
             answers.extend(parse_broker_input(b, source=f"argument {i}"))
         else:
             raise click.BadParameter(f"no such file: {b}", param_hint="'BROKER...'")
+    unique_addresses(answers)
     names = kwire_api_names()
     client = load_client_file(client_file) if client_file else kwire_client_ranges()
     required = load_requirements(require_file, names) if require_file else None

@@ -139,8 +139,10 @@ def detect_form(data: bytes | str, source: str = "<input>") -> tuple[str, Any]:
     stripped = text.strip()
     if not stripped:
         raise NegotiationError(f"{source}: empty input")
-    if _HEX_RE.match(stripped) and len(_clean_hex(stripped)) >= 2:
-        return "hex", stripped
+    uncommented = "\n".join(line for line in stripped.splitlines()
+                            if not line.lstrip().startswith("#")).strip()
+    if uncommented and _HEX_RE.match(uncommented) and len(_clean_hex(uncommented)) >= 2:
+        return "hex", uncommented
     if _KBAV_HEADER.search(text):
         return "kafka-broker-api-versions", text
     if _RDK_ENTRY.search(text) or _RDK_START.search(text):
@@ -337,9 +339,9 @@ def _add_range(ans: BrokerAnswer, key: int, lo: int, hi: int, where: str) -> Non
 _KBAV_HEADER = re.compile(
     r"^(?P<host>\S+):(?P<port>\d+)(?:\s+\((?P<props>[^)]*)\))?\s+->\s+(?P<rest>\(|ERROR:.*)\s*$",
     re.MULTILINE)
-_KBAV_ENTRY_START = re.compile(r"^\s+(?:[A-Za-z][A-Za-z0-9_]*|UNKNOWN)\(-?\d+\)\s*:")
+_KBAV_ENTRY_START = re.compile(r"^\s*(?:[A-Za-z][A-Za-z0-9_]*|UNKNOWN)\(-?\d+\)\s*:")
 _KBAV_ENTRY = re.compile(
-    r"^\s+(?P<name>[A-Za-z][A-Za-z0-9_]*)\((?P<key>-?\d+)\):\s*"
+    r"^\s*(?P<name>[A-Za-z][A-Za-z0-9_]*)\((?P<key>-?\d+)\):\s*"
     r"(?:(?P<unsupported>UNSUPPORTED)"
     r"|(?P<min>-?\d+)(?:\s+to\s+(?P<max>-?\d+))?"
     r"(?:\s+\[(?:usable:\s*-?\d+|unusable:\s*node too (?:new|old))\])?)"
@@ -403,7 +405,7 @@ def parse_kafka_broker_api_versions(text: str, source: str = "<input>") -> list[
     if current is not None:
         raise NegotiationError(f"{source}:{start_line}: broker block of {current.address} is not closed "
                                "with ')' before the end of the input")
-    _dedupe_addresses(answers)
+    unique_addresses(answers)
     return answers
 
 
@@ -429,7 +431,7 @@ _RDK_START = re.compile(r"(?P<broker>[^\s\[\]]+): Broker API support:\s*$", re.M
 _RDK_ENTRY = re.compile(
     r"(?P<broker>[^\s\[\]]+):\s+ApiKey (?P<name>\S+) \((?P<key>-?\d+)\) "
     r"Versions (?P<min>-?\d+)\.\.(?P<max>-?\d+)\s*$", re.MULTILINE)
-_RDK_LOOSE = re.compile(r":\s+ApiKey\s")
+_RDK_LOOSE = re.compile(r":\s+ApiKey\s.*\bVersions\b")
 
 
 def parse_librdkafka_log(text: str, source: str = "<input>") -> list[BrokerAnswer]:
@@ -535,7 +537,7 @@ def parse_yaml_answers(text: str, source: str = "<input>") -> list[BrokerAnswer]
             except (TypeError, ValueError):
                 pass
         answers.append(ans)
-    _dedupe_addresses(answers)
+    unique_addresses(answers)
     return answers
 
 
@@ -623,7 +625,8 @@ def _default_address(source: str) -> str:
     return Path(source).name
 
 
-def _dedupe_addresses(answers: Iterable[BrokerAnswer]) -> None:
+def unique_addresses(answers: Iterable[BrokerAnswer]) -> None:
+    """Rename answers whose address repeats (`addr#2`, ...), noting it, so each is a column."""
     seen: dict[str, int] = {}
     for a in answers:
         n = seen.get(a.address, 0)
