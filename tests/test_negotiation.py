@@ -208,6 +208,10 @@ def test_librdkafka_recorded_fixture():
         assert 18 in a.ranges  # every broker advertises ApiVersions
         lo, hi = a.ranges[18]
         assert 0 <= lo <= hi
+    # librdkafka talked to a tansu 0.6.0 broker: what it logged is what tansu's ApiVersionsResponse
+    # bytes (recorded separately, decoded by kwire's codec) say
+    (tansu,) = load_broker_file(FIX / "tansu-apiversions-v0.hex")
+    assert any(a.ranges == tansu.ranges for a in answers)
 
 
 # ------------------------------------------------------------------------------------------
