@@ -471,3 +471,21 @@ def test_encode_errors_name_the_path():
 
 def test_default_cap_is_generous_and_finite():
     assert 64 * 1024 * 1024 <= DEFAULT_MAX_DECOMPRESSED < 1 << 40
+
+
+def test_multi_byte_varints_large_deltas_and_sizes():
+    records = [
+        (0, TS0, b"a", b"small", []),
+        (70, TS0 - 5, None, b"x" * 200, [("k" * 70, b"v" * 300)]),          # negative ts delta, 2-byte varints
+        (20_000, TS0 + 10**9, b"k" * 20_000, b"y" * 70_000, []),               # 3-byte varints
+        (2**31 - 1, TS0 + 2**40, b"", b"", [("", b"")] * 3),                  # 5-byte / 6-byte varints
+    ]
+    for codec in (0, 4):
+        data = _v2_batch(codec, records, base_offset=2**40)
+        decoded = decode_records(data)
+        assert _ours(decoded) == _kp_records(data)
+        recs = decoded["batches"][0]["Records"]
+        assert [r["TimestampDelta"] for r in recs] == [0, -5, 10**9, 2**40]
+        assert [r["OffsetDelta"] for r in recs] == [0, 70, 20_000, 2**31 - 1]
+        if codec == 0:
+            assert encode_records(decoded) == data

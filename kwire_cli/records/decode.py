@@ -102,7 +102,13 @@ def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_app
                 ln = (b >> 1) ^ -(b & 1)
                 p += 1
             else:
-                ln, p = varint(rb, p)
+                b2 = rb[p + 1]
+                if b2 < 0x80:
+                    b = (b & 0x7F) | (b2 << 7)
+                    ln = (b >> 1) ^ -(b & 1)
+                    p += 2
+                else:
+                    ln, p = varint(rb, p)
             rec_end = p + ln
             if ln < 6:
                 raise _Bad(f"record length {ln} is below the 6-byte minimum")
@@ -116,20 +122,38 @@ def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_app
                 tsd = (b >> 1) ^ -(b & 1)
                 p += 2
             else:
-                tsd, p = varint(rb, p + 1)
+                b2 = rb[p + 2]
+                if b2 < 0x80:
+                    b = (b & 0x7F) | (b2 << 7)
+                    tsd = (b >> 1) ^ -(b & 1)
+                    p += 3
+                else:
+                    tsd, p = varint(rb, p + 1)
             b = rb[p]
             if b < 0x80:
                 od = (b >> 1) ^ -(b & 1)
                 p += 1
             else:
-                od, p = varint(rb, p)
+                b2 = rb[p + 1]
+                if b2 < 0x80:
+                    b = (b & 0x7F) | (b2 << 7)
+                    od = (b >> 1) ^ -(b & 1)
+                    p += 2
+                else:
+                    od, p = varint(rb, p)
             # key
             b = rb[p]
             if b < 0x80:
                 kl = (b >> 1) ^ -(b & 1)
                 p += 1
             else:
-                kl, p = varint(rb, p)
+                b2 = rb[p + 1]
+                if b2 < 0x80:
+                    b = (b & 0x7F) | (b2 << 7)
+                    kl = (b >> 1) ^ -(b & 1)
+                    p += 2
+                else:
+                    kl, p = varint(rb, p)
             if kl >= 0:
                 e = p + kl
                 if e > rec_end:
@@ -154,7 +178,13 @@ def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_app
                 vl = (b >> 1) ^ -(b & 1)
                 p += 1
             else:
-                vl, p = varint(rb, p)
+                b2 = rb[p + 1]
+                if b2 < 0x80:
+                    b = (b & 0x7F) | (b2 << 7)
+                    vl = (b >> 1) ^ -(b & 1)
+                    p += 2
+                else:
+                    vl, p = varint(rb, p)
             if vl >= 0:
                 e = p + vl
                 if e > rec_end:
@@ -179,7 +209,13 @@ def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_app
                 hc = (b >> 1) ^ -(b & 1)
                 p += 1
             else:
-                hc, p = varint(rb, p)
+                b2 = rb[p + 1]
+                if b2 < 0x80:
+                    b = (b & 0x7F) | (b2 << 7)
+                    hc = (b >> 1) ^ -(b & 1)
+                    p += 2
+                else:
+                    hc, p = varint(rb, p)
             headers = []
             if hc:
                 if hc < 0 or 2 * hc > rec_end - p:
@@ -191,7 +227,13 @@ def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_app
                         hl = (b >> 1) ^ -(b & 1)
                         p += 1
                     else:
-                        hl, p = varint(rb, p)
+                        b2 = rb[p + 1]
+                        if b2 < 0x80:
+                            b = (b & 0x7F) | (b2 << 7)
+                            hl = (b >> 1) ^ -(b & 1)
+                            p += 2
+                        else:
+                            hl, p = varint(rb, p)
                     e = p + hl
                     if hl < 0 or e > rec_end:
                         raise _Bad(f"header {h} key length {hl} is invalid")
@@ -206,7 +248,13 @@ def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_app
                         hl = (b >> 1) ^ -(b & 1)
                         p += 1
                     else:
-                        hl, p = varint(rb, p)
+                        b2 = rb[p + 1]
+                        if b2 < 0x80:
+                            b = (b & 0x7F) | (b2 << 7)
+                            hl = (b >> 1) ^ -(b & 1)
+                            p += 2
+                        else:
+                            hl, p = varint(rb, p)
                     if hl >= 0:
                         e = p + hl
                         if e > rec_end:
