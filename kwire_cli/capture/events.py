@@ -144,7 +144,7 @@ class CaptureStats:
     files: int = 0
     packets: int = 0            # capture records read (every record gets a packet number)
     tcp_packets: int = 0
-    payload_bytes: int = 0      # captured TCP payload bytes
+    payload_bytes: int = 0      # captured TCP payload bytes fed to the StreamAssembler
     skipped: dict = field(default_factory=dict)       # reason -> packet count (non-tcp etc.)
     delivered_bytes: int = 0    # in-order stream bytes handed to the framer
     duplicate_bytes: int = 0    # retransmitted / overlapping bytes dropped (first copy wins)

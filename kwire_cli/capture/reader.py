@@ -588,7 +588,6 @@ def iter_packets(path_or_fileobj, file_label: str | None = None, *, stats: Captu
                 ipcache.clear()
             d = ipcache[dst] = _ntoa(dst) if len(dst) == 4 else _ntop6(dst)
         stats.tcp_packets += 1
-        stats.payload_bytes += len(payload)
         yield Packet(label, frame, ts, s, sport, d, dport, seq, ack, offfl & 0xFF, payload, wire_len)
 
 

@@ -132,6 +132,7 @@ class StreamAssembler:
         file, frame, ts, sip, sport, dip, dport, seq, ack, flags, payload, wire_len = pkt
         key = (sip, sport, dip, dport)
         ent = self._flows.get(key)
+        self.stats.payload_bytes += len(payload)
         if ts > self._now:
             self._now = ts
         self._count += 1

@@ -1,0 +1,185 @@
+"""Display filters over decoded frames, in the spirit of tshark's.
+
+    api=Metadata            api=3              api~Offset         (name, key, or part of a name)
+    version>=9              version=9-12       kind=response
+    client=rdkafka          client~python      corr=42  frame>100  size>1000  latency>5
+    error                   error=UNKNOWN_TOPIC_OR_PARTITION       error=3
+    undecodable             conn=127.0.0.1:9092   conn=9092   src=...   dst=...
+    combined with and / or / not (also && || ! and a comma for and) and parentheses.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+from kwire_cli.errors import KwireError
+
+_TOKEN = re.compile(r"""\s*(?:(?P<lp>\()|(?P<rp>\))|(?P<op>==|!=|>=|<=|=|>|<|~)|(?P<and>&&|,)|(?P<or>\|\|)|(?P<not>!)
+                        |"(?P<q>[^"]*)"|(?P<word>[^\s()=!<>~,&|"]+))""", re.X)
+FIELDS = ("api", "version", "kind", "client", "error", "undecodable", "conn", "src", "dst", "corr",
+          "frame", "size", "latency", "file")
+_NUMERIC = {"version": "api_version", "corr": "correlation_id", "frame": "frame", "size": "size",
+            "latency": "latency_ms"}
+
+Predicate = Callable[[dict], bool]
+
+
+class FilterError(KwireError):
+    pass
+
+
+def _tokens(text: str) -> list[tuple[str, str, int]]:
+    out, pos = [], 0
+    while pos < len(text):
+        if text[pos:].strip() == "":
+            break
+        m = _TOKEN.match(text, pos)
+        if not m:
+            raise FilterError(f"filter: cannot read {text[pos:].strip()[:20]!r} at position {pos}")
+        kind = m.lastgroup
+        value = m.group(kind)
+        if kind == "word" and value.lower() in ("and", "or", "not"):
+            kind = value.lower()
+        if kind == "q":
+            kind = "word"
+        out.append((kind, value, m.start(kind)))
+        pos = m.end()
+    return out
+
+
+def _cmp(op: str, a: Any, b: Any) -> bool:
+    if a is None:
+        return op == "!="
+    return {"=": a == b, "==": a == b, "!=": a != b, ">": a > b, "<": a < b, ">=": a >= b,
+            "<=": a <= b}[op]
+
+
+def _endpoint_match(value: str, ep: str | None) -> bool:
+    if ep is None:
+        return False
+    if value.isdigit():
+        return ep.rsplit(":", 1)[-1] == value
+    return ep == value or ep.rsplit(":", 1)[0].strip("[]") == value.strip("[]")
+
+
+def _term(name: str, op: str | None, value: str | None, pos: int) -> Predicate:
+    name = name.lower()
+    if name not in FIELDS:
+        raise FilterError(f"filter: unknown field {name!r} at position {pos} (known: {', '.join(FIELDS)})")
+    if op is None:
+        if name == "error":
+            return lambda r: bool(r.get("error_codes"))
+        if name == "undecodable":
+            return lambda r: r.get("error") is not None
+        raise FilterError(f"filter: {name} needs a comparison, e.g. {name}=... (position {pos})")
+    if value is None:
+        raise FilterError(f"filter: {name}{op} needs a value (position {pos})")
+    if name == "api":
+        if value.isdigit():
+            return lambda r: _cmp(op, r.get("api_key"), int(value))
+        low = value.lower()
+        if op == "~":
+            return lambda r: low in (r.get("api_name") or "").lower()
+        return lambda r: _cmp(op, (r.get("api_name") or "").lower(), low)
+    if name == "version" and op in ("=", "==", "!=") and re.fullmatch(r"\d+-\d+", value):
+        lo, hi = map(int, value.split("-"))
+        inside = lambda r: r.get("api_version") is not None and lo <= r["api_version"] <= hi  # noqa: E731
+        return inside if op != "!=" else (lambda r: not inside(r))
+    if name in _NUMERIC:
+        try:
+            num = float(value) if name == "latency" else int(value)
+        except ValueError:
+            raise FilterError(f"filter: {name} takes a number, got {value!r} (position {pos})") from None
+        key = _NUMERIC[name]
+        return lambda r: _cmp(op, r.get(key), num)
+    if name in ("kind", "client", "file"):
+        key = {"kind": "kind", "client": "client_id", "file": "file"}[name]
+        if op == "~":
+            return lambda r: value in (r.get(key) or "")
+        return lambda r: _cmp(op, r.get(key), value)
+    if name == "error":
+        want = value.upper()
+        if value.lstrip("-").isdigit():
+            from kwire_cli.protocol_errors import error_name
+            want = error_name(int(value))
+        has = lambda r: want in (r.get("error_codes") or [])  # noqa: E731
+        return has if op != "!=" else (lambda r: not has(r))
+    if name in ("conn", "src", "dst"):
+        keys = ("src", "dst") if name == "conn" else (name,)
+        has = lambda r: any(_endpoint_match(value, r.get(k)) for k in keys)  # noqa: E731
+        return has if op != "!=" else (lambda r: not has(r))
+    raise FilterError(f"filter: {name} does not take {op} (position {pos})")  # pragma: no cover
+
+
+class _Parser:
+    def __init__(self, text: str):
+        self.text = text
+        self.toks = _tokens(text)
+        self.i = 0
+
+    def peek(self) -> tuple[str, str, int] | None:
+        return self.toks[self.i] if self.i < len(self.toks) else None
+
+    def take(self) -> tuple[str, str, int]:
+        t = self.toks[self.i]
+        self.i += 1
+        return t
+
+    def parse(self) -> Predicate:
+        if not self.toks:
+            return lambda r: True
+        p = self.or_()
+        if self.peek() is not None:
+            k, v, pos = self.peek()
+            raise FilterError(f"filter: unexpected {v!r} at position {pos}")
+        return p
+
+    def or_(self) -> Predicate:
+        parts = [self.and_()]
+        while self.peek() and self.peek()[0] == "or":
+            self.take()
+            parts.append(self.and_())
+        return parts[0] if len(parts) == 1 else (lambda r: any(p(r) for p in parts))
+
+    def and_(self) -> Predicate:
+        parts = [self.not_()]
+        while self.peek() and self.peek()[0] == "and":
+            self.take()
+            parts.append(self.not_())
+        return parts[0] if len(parts) == 1 else (lambda r: all(p(r) for p in parts))
+
+    def not_(self) -> Predicate:
+        if self.peek() and self.peek()[0] == "not":
+            self.take()
+            inner = self.not_()
+            return lambda r: not inner(r)
+        return self.atom()
+
+    def atom(self) -> Predicate:
+        t = self.peek()
+        if t is None:
+            raise FilterError(f"filter: expression ends too early: {self.text!r}")
+        kind, value, pos = t
+        if kind == "lp":
+            self.take()
+            p = self.or_()
+            if not self.peek() or self.peek()[0] != "rp":
+                raise FilterError(f"filter: missing ) for the ( at position {pos}")
+            self.take()
+            return p
+        if kind != "word":
+            raise FilterError(f"filter: expected a field name at position {pos}, got {value!r}")
+        self.take()
+        op = val = None
+        if self.peek() and self.peek()[0] == "op":
+            op = self.take()[1]
+            if self.peek() and self.peek()[0] == "word":
+                val = self.take()[1]
+        return _term(value, op, val, pos)
+
+
+def compile_filter(text: str | None) -> Predicate:
+    """A predicate over pcap records (the dicts `kwire pcap --format jsonl` writes)."""
+    if not text:
+        return lambda r: True
+    return _Parser(text).parse()
