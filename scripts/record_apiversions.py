@@ -43,6 +43,14 @@ def build_request(version: int, correlation_id: int) -> bytes:
     return struct.pack(">i", len(payload)) + payload
 
 
+def build_metadata_v0_request(correlation_id: int) -> bytes:
+    """MetadataRequest v0 for all topics (an empty topic array), size-prefixed: its answer is a real
+    response that is *not* an ApiVersionsResponse, for the negative tests."""
+    header = struct.pack(">hhi", 3, 0, correlation_id) + struct.pack(">h", len(CLIENT_ID)) + CLIENT_ID
+    payload = header + struct.pack(">i", 0)
+    return struct.pack(">i", len(payload)) + payload
+
+
 def read_exact(sock: socket.socket, n: int) -> bytes:
     buf = b""
     while len(buf) < n:
@@ -53,9 +61,9 @@ def read_exact(sock: socket.socket, n: int) -> bytes:
     return buf
 
 
-def exchange(host: str, port: int, version: int, correlation_id: int) -> bytes:
+def exchange(host: str, port: int, version: int, correlation_id: int, request: bytes | None = None) -> bytes:
     with socket.create_connection((host, port), timeout=10) as sock:
-        sock.sendall(build_request(version, correlation_id))
+        sock.sendall(request if request is not None else build_request(version, correlation_id))
         size_bytes = read_exact(sock, 4)
         (size,) = struct.unpack(">i", size_bytes)
         return size_bytes + read_exact(sock, size)
@@ -121,6 +129,10 @@ def main() -> int:
             path = out / f"tansu-apiversions-v{version}.hex"
             path.write_text(data.hex() + "\n")
             print(f"v{version}: {len(data)} bytes -> {os.path.relpath(path)}")
+        data = exchange(host, port, 0, correlation_id=99, request=build_metadata_v0_request(99))
+        path = out / "tansu-metadata-v0-response.hex"
+        path.write_text(data.hex() + "\n")
+        print(f"Metadata v0 response: {len(data)} bytes -> {os.path.relpath(path)}")
         if dump is not None:
             time.sleep(0.5)
     finally:

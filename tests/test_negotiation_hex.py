@@ -159,3 +159,12 @@ def test_capture_as_bytes_and_a_capture_without_apiversions(tmp_path):
     empty.write_bytes(data[:24])
     with pytest.raises(NegotiationError, match=r"empty.pcap: the capture holds no ApiVersions answer$"):
         load_broker_file(empty)
+
+
+def test_a_real_metadata_response_is_named_instead_of_decoded():
+    # tansu's answer to a MetadataRequest v0 (recorded): a response carries no API key, so kwire
+    # says which responses the bytes read as
+    with pytest.raises(NegotiationError) as ei:
+        load_broker_file(FIX / "tansu-metadata-v0-response.hex")
+    assert str(ei.value) == (f"{FIX / 'tansu-metadata-v0-response.hex'}: this is probably a response: "
+                             "Metadata v0 (api key 3), not an ApiVersionsResponse")

@@ -214,7 +214,7 @@ def decode_api_versions_bytes(data: bytes, address: str, source: str = "<input>"
                 desc += f", correlation id {msg.header.get('CorrelationId')}"
             answer.notes.insert(0, desc)
             return answer
-    what = _request_description(data)
+    what = _request_description(data) or _response_description(data)
     if what is not None:
         raise NegotiationError(f"{source}: this is {what}, not an ApiVersionsResponse")
     raise NegotiationError(f"{source}: not an ApiVersionsResponse: no layout (v{versions[0]}-"
@@ -236,6 +236,39 @@ def _request_description(data: bytes) -> str | None:
     except KwireError:
         return None
     return f"a request: {msg.api_name} v{msg.api_version} (api key {msg.api_key})"
+
+
+def _response_description(data: bytes, most: int = 3) -> str | None:
+    """Which other responses these bytes read as completely (header included), when few do.
+
+    A response does not name its API, so this is a guess: every (API, version) whose layout
+    consumes all the bytes. Silent when none or more than `most` APIs match.
+    """
+    from kwire_cli.codec import decode_response
+    from kwire_cli.spec import registry
+
+    hits: dict[int, list[int]] = {}
+    for key, api in registry().apis.items():
+        if key == API_VERSIONS_KEY:
+            continue
+        vv = api.response.valid_versions
+        for v in range(vv.lo, vv.hi + 1):
+            try:
+                decode_response(data, key, v)
+            except KwireError:
+                continue
+            hits.setdefault(key, []).append(v)
+            if len(hits) > most:
+                return None
+    if not hits:
+        return None
+    reg = registry()
+    parts = []
+    for key, vs in hits.items():
+        span = f"v{vs[0]}" if len(vs) == 1 else f"v{vs[0]}-{vs[-1]}" if vs == list(
+            range(vs[0], vs[-1] + 1)) else "v" + ", v".join(map(str, vs))
+        parts.append(f"{reg.api_name(key)} {span} (api key {key})")
+    return "probably a response: " + " or ".join(parts)
 
 
 def answer_from_body(body: dict, address: str, source: str = "<input>",
