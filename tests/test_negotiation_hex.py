@@ -168,3 +168,30 @@ def test_a_real_metadata_response_is_named_instead_of_decoded():
         load_broker_file(FIX / "tansu-metadata-v0-response.hex")
     assert str(ei.value) == (f"{FIX / 'tansu-metadata-v0-response.hex'}: this is probably a response: "
                              "Metadata v0 (api key 3), not an ApiVersionsResponse")
+
+
+CAPTURES = FIX.parent / "captures"
+
+
+def _client_captures():
+    manifest = CAPTURES / "manifest.json"
+    if not manifest.exists():
+        return []
+    import json
+    m = json.loads(manifest.read_text())
+    if (m.get("broker", {}).get("name"), m.get("broker", {}).get("version")) != ("tansu", "0.6.0"):
+        return []
+    return sorted(name for name, c in m.get("captures", {}).items()
+                  if any(k.startswith("18:") for k in c.get("requests", {})) and (CAPTURES / name).exists())
+
+
+@pytest.mark.skipif(not _client_captures(), reason="no client captures of tansu 0.6.0 recorded")
+@pytest.mark.parametrize("name", _client_captures())
+def test_client_captures_agree_with_the_recorded_answer(name):
+    # kafka-python, confluent-kafka and kafkajs each asked tansu 0.6.0 with their own ApiVersions
+    # version; every answer must list what tansu's answer recorded by our script lists
+    answers = load_broker_file(CAPTURES / name)
+    assert len(answers) == 1
+    (a,) = answers
+    assert a.form == "capture" and a.complete
+    assert a.ranges == v0_ranges_by_hand(tansu(0))
