@@ -144,3 +144,19 @@ def test_same_file_name_twice_gets_distinct_columns(tmp_path):
     out = json.loads(r.output)
     assert list(_api(out, 0)["brokers"]) == ["broker.yaml", "broker.yaml#2"]
     assert _api(out, 0)["chosen"] == 3
+
+
+def test_broker_features_are_shown(tmp_path):
+    p = tmp_path / "kraft.yaml"
+    p.write_text("address: k1:9092\nErrorCode: 0\n"
+                 "ApiKeys: [{ApiKey: 18, MinVersion: 0, MaxVersion: 4}]\n"
+                 "SupportedFeatures: [{Name: metadata.version, MinVersion: 1, MaxVersion: 25},\n"
+                 "                    {Name: kraft.version, MinVersion: 0, MaxVersion: 1}]\n"
+                 "FinalizedFeaturesEpoch: 17\n"
+                 "FinalizedFeatures: [{Name: metadata.version, MaxVersionLevel: 22, MinVersionLevel: 22}]\n")
+    r = run(str(p))
+    assert r.exit_code == 0, r.output
+    assert "  SupportedFeatures: metadata.version 1-25, kraft.version 0-1" in r.output.splitlines()
+    assert "  FinalizedFeatures (epoch 17): metadata.version 22" in r.output.splitlines()
+    out = json.loads(run(str(p), "--format", "json").output)
+    assert out["brokers"][0]["finalized_features"] == {"metadata.version": [22, 22]}
