@@ -128,7 +128,13 @@ class Conversation:
             rec["header"], rec["body"] = msg.header, msg.body
         except KwireError as e:
             rec["error"] = str(e)
-            return rec
+            decoded = getattr(e, "decoded", None)  # complete message followed by stray bytes
+            if decoded is None:
+                return rec
+            rec["api_version"] = decoded.api_version
+            rec["header"], rec["body"] = decoded.header, decoded.body
+            if f.kind == "request":
+                rec["client_id"] = decoded.header.get("ClientId")
         body = rec["body"]
         rec["error_codes"] = error_codes(body)
         name = rec["api_name"]

@@ -79,10 +79,14 @@ def _run(plan: Plan, data: bytes, pos: int, end: int, label: str) -> tuple[dict,
         raise DecodeError(f"nesting too deep at offset {pos}", pos, context=label) from None
 
 
-def _finish(pos: int, end: int, label: str) -> None:
+def _finish(pos: int, end: int, label: str, msg: Message) -> Message:
+    """Trailing bytes are an error; the error still carries the complete message (`.decoded`)."""
     if pos != end:
-        raise DecodeError(f"{end - pos} trailing bytes after a complete message at offset {pos}",
-                          pos, context=label)
+        e = DecodeError(f"{end - pos} trailing bytes after a complete message at offset {pos}",
+                        pos, context=label)
+        e.decoded = msg  # type: ignore[attr-defined]
+        raise e
+    return msg
 
 
 def decode_request(data: bytes, *, size_prefixed: bool | None = None, records: str | None = None) -> Message:
@@ -101,8 +105,7 @@ def decode_request(data: bytes, *, size_prefixed: bool | None = None, records: s
     header, pos = _run(header_plan("request", request_header_version(api, version)), data, start, end,
                        label + " header")
     body, pos = _run(body_plan(api, version, "request", records), data, pos, end, label)
-    _finish(pos, end, label)
-    return Message(api.key, api.name, version, "request", header, body, end - start)
+    return _finish(pos, end, label, Message(api.key, api.name, version, "request", header, body, end - start))
 
 
 def decode_response(data: bytes, api_key: int | str, api_version: int, *,
@@ -115,8 +118,8 @@ def decode_response(data: bytes, api_key: int | str, api_version: int, *,
     header, pos = _run(header_plan("response", response_header_version(api, api_version)), data, start,
                        end, label + " header")
     body, pos = _run(body_plan(api, api_version, "response", records), data, pos, end, label)
-    _finish(pos, end, label)
-    return Message(api.key, api.name, api_version, "response", header, body, end - start)
+    return _finish(pos, end, label, Message(api.key, api.name, api_version, "response", header, body,
+                                            end - start))
 
 
 def decode_body(data: bytes, api_key: int | str, api_version: int, kind: str, *,
@@ -126,8 +129,7 @@ def decode_body(data: bytes, api_key: int | str, api_version: int, kind: str, *,
     api = registry().api(api_key)
     label = _label(api, api_version, kind)
     body, pos = _run(body_plan(api, api_version, kind, records), data, 0, len(data), label)
-    _finish(pos, len(data), label)
-    return Message(api.key, api.name, api_version, kind, None, body, len(data))
+    return _finish(pos, len(data), label, Message(api.key, api.name, api_version, kind, None, body, len(data)))
 
 
 def _encode(plan: Plan, value: Any, out: bytearray, label: str) -> None:
