@@ -28,7 +28,12 @@ def negotiate(brokers: tuple[str, ...], client_file: str | None, require_file: s
     Each BROKER is a file (or `-` for stdin, or inline hex) holding one or more ApiVersions
     answers: ApiVersionsResponse hex or bytes (any version, with or without size prefix and
     header), the output of kafka-broker-api-versions.sh, librdkafka debug=feature log lines,
-    or YAML/JSON with ApiKeys (as `kwire decode` writes it).
+    YAML/JSON with ApiKeys (as `kwire decode` writes it), or a pcap/pcapng capture (its
+    ApiVersions answers, one per broker address).
+
+    For each API: the client's range, each broker's, the range common to all brokers (the max
+    of the mins, the min of the maxes) and the version chosen (the highest both sides hold), or
+    why none can be. Exit codes: 0 done, 1 unreadable input, 2 usage.
 
     \b
     Examples:
