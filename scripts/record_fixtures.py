@@ -349,8 +349,8 @@ def create_topics_uncaptured(bootstrap: str, plan: dict, topics: list[tuple[str,
 
 def select_pairs(client: str, pairs: list) -> list:
     keep = {}
-    for p in pairs:
-        keep.setdefault((p.api_key, p.api_version), p)
+    for p in pairs:  # one per (api_key, api_version), and an acks=0 Produce apart
+        keep.setdefault((p.api_key, p.api_version, p.no_response_expected), p)
     chosen = {p.seq: p for p in keep.values()}
     if client == FULL_PAIRS_CLIENT:
         fetches = 0
