@@ -1,0 +1,300 @@
+"""A slow, interpreted decoder that keeps what it read when it fails (`kwire decode --partial`).
+
+The compiled plans (compiler.py) are the codec; this walks the same spec model field by field
+with the same primitives and the same error messages, writing each value into a tree that is
+already attached to its parent, so that when a `DecodeError` stops it the tree up to the
+failure is still there. It is not on any hot path: only `--partial` after a failed decode (and
+the tests that check it agrees with the compiled codec) use it.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field as dc_field
+from typing import Any
+
+from kwire_cli.codec import compiler as C
+from kwire_cli.codec import primitives as P
+from kwire_cli.codec.framing import unframe
+from kwire_cli.codec.headers import request_header_version, response_header_version
+from kwire_cli.errors import DecodeError, KwireError
+from kwire_cli.spec.model import PRIMITIVE_SIZES, FieldSpec, FieldType, MessageSpec, StructSpec
+from kwire_cli.spec.registry import Api, registry
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_FIXED = {k: struct.Struct(">" + fmt) for k, fmt in C._FMT.items()}
+
+
+def default_value(f: FieldSpec, version: int) -> Any:
+    """What the compiled decoder puts in the tree for a field that is absent from the bytes."""
+    if f.type.kind == "struct":
+        if f.default is None:
+            return None
+        return struct_default(f.struct, version)
+    if isinstance(f.default, list):
+        return []
+    return f.default
+
+
+def struct_default(s: StructSpec, version: int) -> dict:
+    return {f.name: default_value(f, version) for f in s.fields if version in f.versions}
+
+
+class Walker:
+    """Decode one message spec at one version into caller-owned containers."""
+
+    def __init__(self, spec: MessageSpec, version: int, records_mode: str = "hex"):
+        self.spec = spec
+        self.v = version
+        self.flexible = spec.flexible(version)
+        self.rec = C._records_decoder(records_mode)
+
+    def compact(self, f: FieldSpec | None) -> bool:
+        if f is not None and f.flexible_versions is not None:
+            return self.v in f.flexible_versions
+        return self.flexible
+
+    # -- primitives, with the compiled codec's messages
+    @staticmethod
+    def uvarint(buf: bytes, pos: int, end: int, what: str) -> tuple[int, int]:
+        if pos >= end:
+            raise C._short(what, 1, pos, end)
+        return P.read_uvarint(buf, pos, end)
+
+    def length(self, kind: str, nullable: bool, compact: bool, buf: bytes, pos: int, end: int) -> tuple[int, int]:
+        if compact:
+            n, pos = self.uvarint(buf, pos, end, f"{kind} length")
+            n -= 1
+            if not nullable and n < 0:
+                raise C._not_nullable(pos - 1)
+            return n, pos
+        size, st = (2, _I16) if kind == "string" else (4, _I32)
+        if pos + size > end:
+            raise C._short(kind + " length", size, pos, end)
+        n = st.unpack_from(buf, pos)[0]
+        pos += size
+        if n < 0:
+            if nullable:
+                if n != -1:
+                    raise C._neg_len(n, pos - size)
+            else:
+                raise C._not_nullable(pos - size) if n == -1 else C._neg_len(n, pos - size)
+        return n, pos
+
+    # -- structs and values
+    def struct(self, s: StructSpec, buf: bytes, pos: int, end: int, d: dict, depth: int) -> int:
+        """Fill `d` (already in the tree) with the fields of `s`; return the new position."""
+        if depth > C.MAX_DEPTH:
+            raise C._too_deep(pos)
+        v = self.v
+        present = [f for f in s.fields if v in f.versions]
+        tagged = {f.tag: f for f in present if f.tagged_in(v)}
+        for f in present:
+            if f.tagged_in(v):
+                d[f.name] = default_value(f, v)
+                continue
+            try:
+                pos = self.value(f.type, f.nullable_in(v), self.compact(f), buf, pos, end, d, f.name, f, depth)
+            except DecodeError as e:
+                raise e.prefix(f.name)
+        if self.flexible:
+            pos = self.tags(tagged, buf, pos, end, d, depth)
+        return pos
+
+    def tags(self, tagged: dict[int, FieldSpec], buf: bytes, pos: int, end: int, d: dict, depth: int) -> int:
+        nt, pos = self.uvarint(buf, pos, end, "tagged field count")
+        if not nt:
+            return pos
+        if nt * 2 > end - pos:
+            raise DecodeError("%d tagged fields need at least %d bytes, %d left at offset %d"
+                              % (nt, nt * 2, end - pos, pos), pos)
+        for _ in range(nt):
+            tag, pos = P.read_uvarint(buf, pos, end)
+            sz, pos = P.read_uvarint(buf, pos, end)
+            e2 = pos + sz
+            if e2 > end:
+                raise C._short("tagged field " + str(tag), sz, pos, end)
+            f = tagged.get(tag)
+            if f is not None:
+                try:
+                    pos = self.value(f.type, f.nullable_in(self.v), self.compact(f), buf, pos, e2, d,
+                                     f.name, f, depth)
+                    if pos != e2:
+                        raise C._tag_size(f.name, tag, sz, sz - (e2 - pos), pos)
+                except DecodeError as e:
+                    raise e.prefix(f.name)
+            else:
+                d.setdefault("_unknown_tags", {})[str(tag)] = buf[pos:e2].hex()
+                pos = e2
+        return pos
+
+    def value(self, ft: FieldType, nullable: bool, compact: bool, buf: bytes, pos: int, end: int,
+              into: dict | list, key: Any, f: FieldSpec | None, depth: int) -> int:
+        """Read one value and store it as into[key] (or append it when `into` is a list)."""
+
+        def put(x: Any) -> None:
+            if isinstance(into, list):
+                into.append(x)
+            else:
+                into[key] = x
+
+        k = ft.kind
+        if k in _FIXED:
+            st = _FIXED[k]
+            if pos + st.size > end:
+                raise C._short(k, st.size, pos, end)
+            x = st.unpack_from(buf, pos)[0]
+            put(x != 0 if k == "bool" else P.uuid_to_text(x) if k == "uuid" else x)
+            return pos + st.size
+        if k in ("string", "bytes", "records"):
+            n, pos = self.length(k, nullable, compact, buf, pos, end)
+            if n < 0:
+                put(None)
+                return pos
+            e = pos + n
+            if e > end:
+                raise C._short(f"{k} of {n} bytes", n, pos, end)
+            if k == "string":
+                try:
+                    put(buf[pos:e].decode("utf-8"))
+                except UnicodeDecodeError as x:
+                    raise C._bad_utf8(pos, x) from None
+            elif k == "bytes":
+                put(buf[pos:e].hex())
+            else:
+                try:
+                    put(self.rec(buf[pos:e]))
+                except KwireError as x:
+                    raise DecodeError(str(x), pos) from None
+            return e
+        if k == "struct":
+            if nullable:
+                if pos >= end:
+                    raise C._short("struct presence byte", 1, pos, end)
+                pos += 1
+                if buf[pos - 1] >= 128:
+                    put(None)
+                    return pos
+            d: dict = {}
+            put(d)
+            return self.struct(f.struct, buf, pos, end, d, depth + 1)
+        if k == "array":
+            el = ft.element
+            if compact:
+                cnt, pos = self.uvarint(buf, pos, end, "array length")
+                cnt -= 1
+            else:
+                if pos + 4 > end:
+                    raise C._short("array length", 4, pos, end)
+                cnt = _I32.unpack_from(buf, pos)[0]
+                pos += 4
+                if cnt < -1:
+                    raise C._neg_len(cnt, pos - 4)
+            if cnt < 0:
+                if not nullable:
+                    raise C._not_nullable(pos - (1 if compact else 4))
+                put(None)
+                return pos
+            ms = max(1, C._min_size(el, compact, False))
+            if cnt * ms > end - pos:
+                raise C._big_array(cnt, ms, pos, end)
+            lst: list = []
+            put(lst)
+            for i in range(cnt):
+                try:
+                    pos = self.value(el, False, compact, buf, pos, end, lst, None, f, depth)
+                except DecodeError as e:
+                    raise e.prefix("[%d]" % i)
+            return pos
+        raise AssertionError(k)  # pragma: no cover
+
+
+@dataclass
+class PartialMessage:
+    """What `walk_*` read: the tree so far and, when it stopped early, the error."""
+    api: Api
+    api_version: int
+    kind: str
+    header_version: int | None
+    header: dict | None
+    body: dict | None
+    size: int
+    error: DecodeError | None = None
+    offset: int = 0  # where the message starts in the input (4 with a size prefix)
+    extra: dict = dc_field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"api_key": self.api.key, "api_name": self.api.name, "api_version": self.api_version,
+               "kind": self.kind, "header": self.header, "body": self.body, "size": self.size}
+        if self.error is not None:
+            out["partial"] = True
+            out["error"] = {"message": str(self.error), "path": self.error.field_path,
+                            "offset": self.error.offset}
+        return out
+
+
+def _walk(walker: Walker, root: StructSpec, data: bytes, pos: int, end: int, label: str,
+          d: dict) -> tuple[int, DecodeError | None]:
+    try:
+        return walker.struct(root, data, pos, end, d, 0), None
+    except DecodeError as e:
+        if not e.context:
+            e.context = label
+        return pos, e
+    except RecursionError:
+        return pos, DecodeError(f"nesting too deep at offset {pos}", pos, context=label)
+
+
+def _header_spec(kind: str) -> MessageSpec:
+    return registry().schema("RequestHeader" if kind == "request" else "ResponseHeader")
+
+
+def walk_message(data: bytes, kind: str, api_key: int | str | None = None, api_version: int | None = None,
+                 *, size_prefixed: bool | None = None, header: bool = True,
+                 records: str | None = None) -> PartialMessage:
+    """Decode like decode_request / decode_response / decode_body, but keep the partial tree.
+
+    Errors that leave nothing to show (no size prefix, unknown API, bad version) are raised.
+    """
+    from kwire_cli.codec.message import RECORDS_MODE, _check_version, _label
+    data = bytes(data)
+    records = records or RECORDS_MODE
+    if not header:
+        start, end = 0, len(data)
+    else:
+        start, end = unframe(data, size_prefixed)
+    if kind == "request" and header and api_key is None:
+        if end - start < 4:
+            raise DecodeError(f"request header needs at least 4 bytes (api key, version), "
+                              f"{end - start} left at offset {start}", start)
+        key, version = struct.unpack_from(">hh", data, start)
+        try:
+            api = registry().api(key)
+        except KwireError:
+            raise DecodeError(f"unknown API key {key} in the request header at offset {start}", start) from None
+    else:
+        api = registry().api(api_key)
+        version = api_version
+    _check_version(api, version, kind)
+    label = _label(api, version, kind)
+    pm = PartialMessage(api, version, kind, None, None, None, end - start, offset=start)
+    pos = start
+    if header:
+        hv = request_header_version(api, version) if kind == "request" else response_header_version(api, version)
+        pm.header_version = hv
+        pm.header = {}
+        pos, err = _walk(Walker(_header_spec(kind), hv, "hex"), _header_spec(kind).struct, data, pos, end,
+                         label + " header", pm.header)
+        if err:
+            pm.error = err
+            return pm
+    pm.body = {}
+    pos, err = _walk(Walker(api.spec(kind), version, records), api.spec(kind).struct, data, pos, end, label,
+                     pm.body)
+    if err:
+        pm.error = err
+        return pm
+    if pos != end:
+        pm.error = DecodeError(f"{end - pos} trailing bytes after a complete message at offset {pos}",
+                               pos, context=label)
+    return pm

@@ -1,0 +1,26 @@
+"""The Rich console kwire prints with: markup and auto-highlighting off (wire strings can hold
+brackets), colour only on a terminal, and a wide page when writing to a pipe or a file so that
+long values are not folded."""
+from __future__ import annotations
+
+import os
+import sys
+
+from rich.console import Console
+
+
+def make_console(stderr: bool = False) -> Console:
+    stream = sys.stderr if stderr else sys.stdout
+    is_tty = hasattr(stream, "isatty") and stream.isatty()
+    width = None
+    if not is_tty:
+        try:
+            width = int(os.environ.get("COLUMNS", "")) or 200
+        except ValueError:
+            width = 200
+    return Console(file=stream, markup=False, highlight=False, emoji=False, width=width,
+                   no_color=not is_tty or bool(os.environ.get("NO_COLOR")), soft_wrap=False)
+
+
+def print_renderable(renderable, stderr: bool = False) -> None:
+    make_console(stderr).print(renderable)

@@ -1,0 +1,184 @@
+"""Pretty trees of decoded messages, walked along the spec so that each field shows its type.
+
+Labels are `rich.text.Text` objects, never markup, so a topic called ``[bold]`` prints as is.
+Error codes show their Kafka names, API keys their API names, long byte strings are cut short
+(the JSON output always has all of them), and records fields show either their decoded batches
+or their hex.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.text import Text
+from rich.tree import Tree
+
+from kwire_cli.spec.model import FieldSpec, FieldType, StructSpec
+
+MAX_BYTES_SHOWN = 64      # bytes of a bytes/records value printed before cutting short
+MAX_INLINE_SCALARS = 16   # arrays of scalars up to this length print on one line
+
+S_NAME = "bold"
+S_TYPE = "dim"
+S_NULL = "italic dim"
+S_OK = "green"
+S_ERR = "bold red"
+S_NOTE = "cyan"
+
+
+def error_label(code: int) -> str:
+    try:
+        from kwire_cli.protocol_errors import error_name
+    except ImportError:  # pragma: no cover - the table ships with kwire
+        return ""
+    return error_name(code)
+
+
+def api_label(key: int) -> str:
+    from kwire_cli.spec.registry import registry
+    a = registry().apis.get(key)
+    return a.name if a else "unknown API"
+
+
+def type_text(f: FieldSpec, version: int) -> str:
+    t = str(f.type)
+    if f.nullable_in(version):
+        t += "?"
+    if f.tagged_in(version):
+        t += f" tag {f.tag}"
+    return t
+
+
+def _hex_text(h: str) -> Text:
+    n = len(h) // 2
+    if n == 0:
+        return Text("(empty)", style=S_NULL)
+    if n <= MAX_BYTES_SHOWN:
+        return Text(h) + Text(f"  ({n} bytes)", style=S_TYPE)
+    return Text(h[: MAX_BYTES_SHOWN * 2]) + Text(f"…  ({n} bytes; --format json shows all)", style=S_TYPE)
+
+
+def scalar_text(value: Any, ft: FieldType | None = None, name: str = "") -> Text:
+    if value is None:
+        return Text("null", style=S_NULL)
+    if isinstance(value, bool):
+        return Text("true" if value else "false")
+    if isinstance(value, int):
+        t = Text(str(value))
+        if name.endswith("ErrorCode") and (ft is None or ft.kind in ("int16", "int32")):
+            t.append(" " + error_label(value), style=S_OK if value == 0 else S_ERR)
+        elif name in ("ApiKey", "RequestApiKey") and (ft is None or ft.kind == "int16"):
+            t.append(" " + api_label(value), style=S_NOTE)
+        return t
+    if isinstance(value, float):
+        return Text(repr(value))
+    if isinstance(value, str):
+        if ft is not None and ft.kind in ("bytes", "records"):
+            return _hex_text(value)
+        return Text(json.dumps(value, ensure_ascii=False))
+    return Text(json.dumps(value, ensure_ascii=False, default=str))
+
+
+def _label(name: str, value: Text | None, typ: str | None) -> Text:
+    t = Text(name, style=S_NAME)
+    if value is not None:
+        t.append(": ")
+        t.append_text(value)
+    if typ:
+        t.append("  " + typ, style=S_TYPE)
+    return t
+
+
+def add_struct(node: Tree, value: dict, struct: StructSpec | None, version: int) -> None:
+    """Children of `node`: one per field of `value`, in spec order, then any extra keys."""
+    specs = {f.name: f for f in struct.fields} if struct is not None else {}
+    for key, v in value.items():
+        if key == "_unknown_tags":
+            sub = node.add(_label("unknown tagged fields", None, f"{len(v)}"))
+            for tag, h in v.items():
+                sub.add(_label(f"tag {tag}", _hex_text(h), None))
+            continue
+        f = specs.get(key)
+        if f is None:
+            add_value(node, key, v)
+        else:
+            add_field(node, f, v, version)
+
+
+def add_field(node: Tree, f: FieldSpec, v: Any, version: int) -> None:
+    ft = f.type
+    typ = type_text(f, version)
+    if v is None:
+        node.add(_label(f.name, Text("null", style=S_NULL), typ))
+    elif ft.kind == "struct" and isinstance(v, dict):
+        add_struct(node.add(_label(f.name, None, typ)), v, f.struct, version)
+    elif ft.kind == "array" and isinstance(v, list):
+        el = ft.element
+        if el.kind != "struct" and len(v) <= MAX_INLINE_SCALARS:
+            inner = Text("[")
+            for i, x in enumerate(v):
+                if i:
+                    inner.append(", ")
+                inner.append_text(scalar_text(x, el, f.name))
+            inner.append("]")
+            node.add(_label(f.name, inner, typ))
+            return
+        sub = node.add(_label(f.name, Text(f"{len(v)} item" + ("" if len(v) == 1 else "s"), style=S_TYPE), typ))
+        for i, x in enumerate(v):
+            if el.kind == "struct" and isinstance(x, dict):
+                add_struct(sub.add(Text(f"[{i}]", style=S_NAME)), x, f.struct, version)
+            else:
+                sub.add(_label(f"[{i}]", scalar_text(x, el, f.name), None))
+    elif ft.kind == "records" and isinstance(v, (dict, list)):
+        add_value(node, f.name, v, typ)
+    else:
+        node.add(_label(f.name, scalar_text(v, ft, f.name), typ))
+
+
+def add_value(node: Tree, name: str, v: Any, typ: str | None = None) -> None:
+    """A value without a spec (records batches, extra keys): dicts and lists as subtrees."""
+    if isinstance(v, dict):
+        if set(v) == {"text"} and isinstance(v["text"], str):
+            node.add(_label(name, Text(json.dumps(v["text"], ensure_ascii=False)), typ))
+            return
+        if set(v) == {"hex"} and isinstance(v["hex"], str):
+            node.add(_label(name, _hex_text(v["hex"]), typ))
+            return
+        sub = node.add(_label(name, None if v else Text("{}", style=S_TYPE), typ))
+        for k, x in v.items():
+            add_value(sub, str(k), x)
+    elif isinstance(v, list):
+        if all(not isinstance(x, (dict, list)) for x in v) and len(v) <= MAX_INLINE_SCALARS:
+            inner = Text("[")
+            for i, x in enumerate(v):
+                if i:
+                    inner.append(", ")
+                inner.append_text(scalar_text(x))
+            inner.append("]")
+            node.add(_label(name, inner, typ))
+            return
+        sub = node.add(_label(name, Text(f"{len(v)} item" + ("" if len(v) == 1 else "s"), style=S_TYPE), typ))
+        for i, x in enumerate(v):
+            add_value(sub, f"[{i}]", x)
+    else:
+        node.add(_label(name, scalar_text(v, None, name), typ))
+
+
+def message_tree(api_name: str, api_key: int, version: int, kind: str, header: dict | None,
+                 body: dict | None, size: int | None, *, header_struct: StructSpec | None = None,
+                 header_version: int | None = None, body_struct: StructSpec | None = None,
+                 error: str | None = None) -> Tree:
+    """The tree `kwire decode` prints. `error` adds a last line saying where decoding stopped."""
+    title = Text(f"{api_name} v{version} {kind}", style="bold")
+    title.append(f"  api key {api_key}", style=S_TYPE)
+    if size is not None:
+        title.append(f", {size} bytes", style=S_TYPE)
+    root = Tree(title)
+    if header is not None:
+        hv = f"header v{header_version}" if header_version is not None else "header"
+        add_struct(root.add(Text(hv, style="bold")), header, header_struct, header_version or 0)
+    if body is not None:
+        add_struct(root.add(Text("body", style="bold")), body, body_struct, version)
+    if error:
+        root.add(Text(f"✗ decoding stopped: {error}", style=S_ERR))
+    return root
