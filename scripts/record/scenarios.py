@@ -156,7 +156,7 @@ def ck_admin(bootstrap, plan):
     _call(calls, "DeleteTopics", lambda: wait_all(admin.delete_topics([t["name"] for t in topics],
                                                                          operation_timeout=10)))
     _call(calls, "Metadata(after delete)", lambda: sorted(admin.list_topics(timeout=10).topics))
-    del admin
+    admin = None  # noqa: F841 - drop the client so librdkafka closes its connections
     return {"calls": calls}
 
 
