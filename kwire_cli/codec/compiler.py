@@ -25,6 +25,15 @@ _FMT = {"bool": "B", "int8": "b", "int16": "h", "uint16": "H", "int32": "i", "ui
 _ARRAY_FMT = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "uint32": "I",
               "int64": "q", "float64": "d"}
 MAX_DEPTH = 64  # nesting bound for decoded structs (specs nest far less)
+_SMALL = 64  # arrays of fixed-size numbers shorter than this use a precompiled Struct per length
+
+
+def _array_unpackers(ch: str) -> tuple:
+    return tuple(struct.Struct(f">{n}{ch}").unpack_from for n in range(_SMALL))
+
+
+def _array_packers(ch: str) -> tuple:
+    return tuple(struct.Struct(f">{n}{ch}").pack for n in range(_SMALL))
 
 
 @dataclass
@@ -260,6 +269,7 @@ class _Gen:
         self.pending: list[tuple[StructSpec, int]] = []
         self.counter = 0
         self.tag_defaults: list[tuple[str, str, Any]] = []
+        self.tag_vars: dict[int, tuple[str, str]] = {}
 
     # -- helpers
     def name(self, prefix: str) -> str:
@@ -277,6 +287,13 @@ class _Gen:
             self.struct_ids[key] = len(self.struct_ids)
             self.pending.append((s, self.struct_ids[key]))
         return self.struct_ids[key]
+
+    def tag_names(self, f: FieldSpec) -> tuple[str, str]:
+        """(encoder function, default-bytes constant) of a tagged field, made once per field."""
+        key = id(f)
+        if key not in self.tag_vars:
+            self.tag_vars[key] = (self.name("enctag"), self.name("_tagdef"))
+        return self.tag_vars[key]
 
     def compact(self, f: FieldSpec) -> bool:
         if f.flexible_versions is not None:
@@ -336,29 +353,35 @@ class _Gen:
         self.emit(0, f"def dec{sid}(buf, pos, end, depth=0):")
         if sid != 0:
             self.emit(1, f"if depth > {MAX_DEPTH}: raise _too_deep(pos)")
-        self.emit(1, "d = {}")
+        # regular fields go to locals f0, f1, ...; the dict is built once, by one literal, in spec
+        # order (tagged fields hold their defaults there until the tag section overwrites them)
+        exprs: dict[str, str] = {}
         group: list[FieldSpec] = []
-        for f in present:
+        for i, f in enumerate(present):
             if f.tagged_in(v):
-                self.flush_group(group, 1)
+                self.flush_group(group, 1, exprs)
                 group = []
-                self.emit(1, f"d[{f.name!r}] = {self.default_expr(f)}")
+                exprs[f.name] = self.default_expr(f)
             elif f.type.kind in _FMT:
                 group.append(f)
             else:
-                self.flush_group(group, 1)
+                self.flush_group(group, 1, exprs)
                 group = []
+                local = f"f{i}"
                 self.emit(1, "try:")
-                self.read_value(f.type, f.nullable_in(v), self.compact(f), f"d[{f.name!r}]", 2, "end", f)
+                self.read_value(f.type, f.nullable_in(v), self.compact(f), local, 2, "end", f)
                 self.emit(1, "except _DE as e:")
                 self.emit(2, f"raise e.prefix({f.name!r})")
-        self.flush_group(group, 1)
+                exprs[f.name] = local
+        self.flush_group(group, 1, exprs)
+        items = ", ".join(f"{f.name!r}: {exprs[f.name]}" for f in present)
+        self.emit(1, f"d = {{{items}}}")
         if self.flexible:
             self.read_tags(tagged, 1)
         self.emit(1, "return d, pos")
         # ---- encoder
         all_fields = {f.name: str(f.versions) for f in s.fields}
-        allowed = frozenset([f.name for f in present] + (["_unknown_tags"] if self.flexible else []))
+        allowed = frozenset([f.name for f in present] + (["_unknown_tags", "_explicit_tags"] if self.flexible else []))
         self.emit(0, f"def enc{sid}(v, out):")
         self.emit(1, "if v.__class__ is not dict: raise _not_dict(v)")
         self.emit(1, f"if not v.keys() <= {self.const(allowed, '_keys')}: "
@@ -389,7 +412,8 @@ class _Gen:
             self.emit(ind, f"{var} = v.get({f.name!r}, {self.default_expr(f)})")
 
     # -- fixed-size groups
-    def flush_group(self, group: list[FieldSpec], ind: int) -> None:
+    def flush_group(self, group: list[FieldSpec], ind: int, exprs: dict[str, str]) -> None:
+        """Consecutive fixed-size fields: one bounds check, one unpack into locals g<n>_<i>."""
         if not group:
             return
         fmt = ">" + "".join(_FMT[f.type.kind] for f in group)
@@ -398,18 +422,15 @@ class _Gen:
         names = tuple(f.name for f in group)
         sizes = tuple((f.type.kind, PRIMITIVE_SIZES[f.type.kind]) for f in group)
         self.emit(ind, f"if pos + {st.size} > end: raise _short_group({names!r}, {sizes!r}, pos, end)")
-        if len(group) == 1:
-            self.emit(ind, f"t = {un}(buf, pos)[0]")
-            refs = ["t"]
-        else:
-            self.emit(ind, f"t = {un}(buf, pos)")
-            refs = [f"t[{i}]" for i in range(len(group))]
+        g = self.name("g")
+        refs = [f"{g}_{i}" for i in range(len(group))]
+        self.emit(ind, f"{', '.join(refs)}, = {un}(buf, pos)")
         for f, r in zip(group, refs):
             if f.type.kind == "bool":
                 r = f"{r} != 0"
             elif f.type.kind == "uuid":
                 r = f"_uuid_t({r})"
-            self.emit(ind, f"d[{f.name!r}] = {r}")
+            exprs[f.name] = r
         self.emit(ind, f"pos += {st.size}")
 
     def flush_pack(self, group: list[FieldSpec], ind: int) -> None:
@@ -434,6 +455,21 @@ class _Gen:
         self.emit(ind + 1, f"out += {pk}({', '.join(args)})")
         self.emit(ind, "except (_serr, TypeError, ValueError, _EE):")
         self.emit(ind + 1, f"raise _pack_err(v, {self.const(spec, '_grp')})")
+
+    def flat_struct(self, s: StructSpec) -> tuple | None:
+        """(element size, iter_unpack, field names, value expressions) when every field of `s` in
+        this version is fixed-size and untagged; None otherwise. Flexible versions add the tag count
+        byte to the format: the fast path is taken only when all of them are zero."""
+        present = [f for f in s.fields if self.v in f.versions]
+        if not present or any(f.type.kind not in _FMT or f.tagged_in(self.v) for f in present):
+            return None
+        fmt = ">" + "".join(_FMT[f.type.kind] for f in present) + ("B" if self.flexible else "")
+        st = struct.Struct(fmt)
+        exprs = []
+        for j, f in enumerate(present):
+            k = f.type.kind
+            exprs.append(f"h{j} != 0" if k == "bool" else f"_uuid_t(h{j})" if k == "uuid" else f"h{j}")
+        return st.size, self.const(st.iter_unpack, "_it"), [f.name for f in present], exprs
 
     # -- reading one value
     def read_uvarint(self, var: str, ind: int, end: str, what: str) -> None:
@@ -521,14 +557,32 @@ class _Gen:
             ms = max(1, _min_size(el, compact, False))
             self.emit(body, f"if cnt * {ms} > {end} - pos: raise _big_array(cnt, {ms}, pos, {end})")
             if el.kind in _ARRAY_FMT:
-                size = struct.calcsize(">" + _ARRAY_FMT[el.kind])
-                self.emit(body, f"{target} = list(_unpack_from('>%d{_ARRAY_FMT[el.kind]}' % cnt, buf, pos))")
+                ch = _ARRAY_FMT[el.kind]
+                size = struct.calcsize(">" + ch)
+                self.ns.setdefault(f"_AU{ch}", _array_unpackers(ch))
+                self.emit(body, f"{target} = list(_AU{ch}[cnt](buf, pos) if cnt < {_SMALL} "
+                                f"else _unpack_from('>%d{ch}' % cnt, buf, pos))")
                 self.emit(body, f"pos += cnt * {size}")
             elif el.kind == "bool":
                 self.emit(body, f"{target} = [b != 0 for b in buf[pos:pos + cnt]]")
                 self.emit(body, "pos += cnt")
             else:
                 lst = self.name("lst")
+                flat = self.flat_struct(f.struct) if el.kind == "struct" else None
+                if flat is not None:
+                    # every element has the same fixed size (and, when flexible, no tagged fields):
+                    # one iter_unpack over the whole run; otherwise the element loop below
+                    size, it, names, exprs = flat
+                    cond = f"cnt * {size} <= {end} - pos"
+                    if self.flexible:
+                        cond += f" and not any(buf[pos + {size - 1}:pos + cnt * {size}:{size}])"
+                    items = ", ".join(f"{n!r}: {x}" for n, x in zip(names, exprs))
+                    vars_ = ", ".join(f"h{j}" for j in range(len(names))) + (", _" if self.flexible else ",")
+                    self.emit(body, f"if {cond}:")
+                    self.emit(body + 1, f"{target} = [{{{items}}} for {vars_} in {it}(buf[pos:pos + cnt * {size}])]")
+                    self.emit(body + 1, f"pos += cnt * {size}")
+                    self.emit(body, "else:")
+                    body += 1
                 self.emit(body, f"{lst} = []")
                 self.emit(body, "i = 0")
                 self.emit(body, "try:")
@@ -547,7 +601,7 @@ class _Gen:
         b = ind + 1
         self.emit(b, "if nt * 2 > end - pos: raise _DE('%d tagged fields need at least %d bytes, %d left at "
                      "offset %d' % (nt, nt * 2, end - pos, pos), pos)")
-        self.emit(b, "unk = None")
+        self.emit(b, "unk = expl = None")
         self.emit(b, "for _ in range(nt):")
         self.emit(b + 1, "tag, pos = _ruv(buf, pos, end)")
         self.emit(b + 1, "sz, pos = _ruv(buf, pos, end)")
@@ -562,6 +616,10 @@ class _Gen:
             self.emit(b + 3, f"if pos != e2: raise _tag_size({f.name!r}, tag, sz, sz - (e2 - pos), pos)")
             self.emit(b + 2, "except _DE as e:")
             self.emit(b + 3, f"raise e.prefix({f.name!r})")
+            _, dvar = self.tag_names(f)
+            self.emit(b + 2, f"if buf[e2 - sz:e2] == {dvar}:")
+            self.emit(b + 3, "if expl is None: expl = []")
+            self.emit(b + 3, f"expl.append({f.tag})")
         if first:
             self.emit(b + 1, "if True:")
         else:
@@ -570,6 +628,7 @@ class _Gen:
         self.emit(b + 2, "unk[str(tag)] = buf[pos:e2].hex()")
         self.emit(b + 2, "pos = e2")
         self.emit(b, "if unk: d['_unknown_tags'] = unk")
+        self.emit(b, "if expl: d['_explicit_tags'] = expl")
 
     # -- writing one value
     def write_len(self, n: str, compact: bool, size_kind: str, ind: int, out: str) -> None:
@@ -630,12 +689,14 @@ class _Gen:
             self.emit(b, f"enc{sid}({var}, {out})")
         elif k == "array":
             el = ft.element
-            self.emit(b, f"{var} = _list({var})")
+            self.emit(b, f"if {var}.__class__ is not list: {var} = _list({var})")
             self.write_len(f"len({var})", compact, "array", b, out)
             if el.kind in _ARRAY_FMT and el.kind != "float64":
                 ch = _ARRAY_FMT[el.kind]
                 self.emit(b, "try:")
-                self.emit(b + 1, f"{out} += _pack('>%d{ch}' % len({var}), *{var})")
+                self.ns.setdefault(f"_AP{ch}", _array_packers(ch))
+                self.emit(b + 1, f"{out} += (_AP{ch}[len({var})](*{var}) if len({var}) < {_SMALL} "
+                                 f"else _pack('>%d{ch}' % len({var}), *{var}))")
                 self.emit(b, "except (_serr, TypeError):")
                 self.emit(b + 1, "pass")
                 self.emit(b + 1, f"for i, y in enumerate({var}):")
@@ -665,9 +726,9 @@ class _Gen:
             self.emit(ind + 1, "_write_tags(out, tg)")
             return
         self.emit(ind, "tg = []")
+        self.emit(ind, "expl = v.get('_explicit_tags') or ()")
         for f in sorted(tagged, key=lambda f: f.tag):
-            fn = self.name("enctag")
-            dvar = self.name("_tagdef")
+            fn, dvar = self.tag_names(f)
             # a small encoder for this field, used for the value and (once) for its default
             saved = self.lines
             self.lines = []
@@ -688,7 +749,7 @@ class _Gen:
             self.emit(ind + 2, f"{fn}(x, tb)")
             self.emit(ind + 1, "except _EE as e:")
             self.emit(ind + 2, f"raise e.prefix({f.name!r})")
-            self.emit(ind + 1, f"if tb != {dvar}: tg.append(({f.tag}, tb))")
+            self.emit(ind + 1, f"if tb != {dvar} or {f.tag} in expl: tg.append(({f.tag}, tb))")
         self.emit(ind, "unk = v.get('_unknown_tags')")
         self.emit(ind, f"if unk: _unknown_tags(unk, {self.const(known, '_kn')}, tg)")
         self.emit(ind, "if tg: _write_tags(out, tg)")
