@@ -489,3 +489,40 @@ def test_multi_byte_varints_large_deltas_and_sizes():
         assert [r["OffsetDelta"] for r in recs] == [0, 70, 20_000, 2**31 - 1]
         if codec == 0:
             assert encode_records(decoded) == data
+
+
+def test_encode_from_yaml_text_including_control_markers():
+    yaml = pytest.importorskip("yaml")
+    doc = yaml.safe_load("""
+batches:
+  - Compression: snappy
+    BaseOffset: 100
+    BaseTimestamp: 1700000000000
+    ProducerId: 5
+    ProducerEpoch: 0
+    BaseSequence: 0
+    IsTransactional: true
+    Records:
+      - {Key: order-1, Value: '{"qty": 2}', Headers: [{Key: src, Value: web}, {Key: src, Value: null}]}
+      - {Key: null, Value: null}
+  - IsTransactional: true
+    ProducerId: 5
+    ProducerEpoch: 0
+    BaseOffset: 102
+    BaseTimestamp: 1700000000100
+    Records:
+      - Control: {Type: COMMIT, CoordinatorEpoch: 3}
+""")
+    data = encode_records(doc)
+    batches = list(MemoryRecords(data))
+    assert batches[0].compression_type == 2 and batches[0].is_transactional
+    assert not batches[0].is_control_batch and batches[1].is_control_batch
+    recs = [[(r.offset, r.key, r.value, list(r.headers)) for r in b] for b in MemoryRecords(data)]
+    assert recs[0] == [(100, b"order-1", b'{"qty": 2}', [("src", b"web"), ("src", None)]),
+                       (101, None, None, [])]
+    (marker,) = [r for r in list(MemoryRecords(data))[1]]
+    assert marker.commit and marker.offset == 102
+    decoded = decode_records(data)
+    assert decoded["batches"][1]["Records"][0]["Control"]["CoordinatorEpoch"] == 3
+    control = decoded["batches"][1]
+    assert encode_records([control]) == data[control["ByteOffset"]:]  # uncompressed: byte-exact

@@ -89,6 +89,9 @@ Rules:
 * Key/Value/header values accept ``None``, a plain string (UTF-8), ``{"text": s}``, ``{"hex": h}``,
   ``{"base64": b}``, ``{"json": any}`` (compact JSON), numbers and booleans (their text).
   Headers also accept ``[key, value]`` pairs, or a mapping when keys are unique.
+* A record may give ``Control: {Type: COMMIT|ABORT|..., CoordinatorEpoch: n}`` instead of Key/Value:
+  the control key (and marker value) are built from it, and a batch whose records all do so is
+  flagged IsControlBatch unless that flag is given.
 * snappy is written with the xerial framing Java clients use unless ``CompressionFraming: raw``;
   lz4 uses a standard frame (64 KiB independent blocks) except for magic 0 or
   ``CompressionFraming: frame-kafka-legacy-hc``, which write early Kafka's header checksum.

@@ -168,6 +168,28 @@ def _headers(hs, path: str) -> bytes:
     return b"".join(out)
 
 
+_CONTROL_IDS = {"ABORT": 0, "COMMIT": 1, "LEADER_CHANGE": 2, "SNAPSHOT_HEADER": 3, "SNAPSHOT_FOOTER": 4,
+                "KRAFT_VERSION": 5, "KRAFT_VOTERS": 6}
+
+
+def _control_bytes(c, path: str):
+    """Key (and, for ABORT/COMMIT markers, value) of a control record from its decoded form."""
+    if not isinstance(c, dict):
+        raise RecordsError(f"records encode: {path}: expected {{Type, CoordinatorEpoch, ...}}")
+    ctype = _int(c, "TypeId", None, path, *_I16)
+    if ctype is None:
+        name = c.get("Type")
+        if not isinstance(name, str) or name.upper() not in _CONTROL_IDS:
+            raise RecordsError(f"records encode: {path}.Type: {name!r} is not one of {', '.join(_CONTROL_IDS)}")
+        ctype = _CONTROL_IDS[name.upper()]
+    key = struct.pack(">hh", _int(c, "Version", 0, path, *_I16), ctype)
+    value = None
+    if ctype in (0, 1):
+        value = struct.pack(">hi", _int(c, "MarkerVersion", 0, path, *_I16),
+                            _int(c, "CoordinatorEpoch", 0, path, *_I32R))
+    return key, value
+
+
 def _attrs_v2(b: dict, path: str) -> int:
     raw = _int(b, "Attributes", 0, path, *_I16)
     codec = _codec(b, path, raw & 7)
@@ -184,6 +206,10 @@ def _attrs_v2(b: dict, path: str) -> int:
 
 def _encode_v2(b: dict, path: str) -> bytes:
     attrs = _attrs_v2(b, path)
+    recs = b.get("Records")
+    if (b.get("IsControlBatch") is None and not (attrs & 0x20) and isinstance(recs, list) and recs
+            and all(isinstance(r, dict) and r.get("Control") is not None for r in recs)):
+        attrs |= 0x20  # authoring shape: records given as Control markers make a control batch
     codec = attrs & 7
     records = b.get("Records")
     if records is None:
@@ -216,8 +242,14 @@ def _encode_v2(b: dict, path: str) -> bytes:
             ts = _int(r, "Timestamp", None, rp, *_I64R)
             tsd = 0 if ts is None else ts - base_ts
         rattr = _int(r, "Attributes", 0, rp, *_I8)
-        key = to_bytes(r.get("Key"), rp + ".Key")
-        value = to_bytes(r.get("Value"), rp + ".Value")
+        control = r.get("Control")
+        if control is not None and ("Key" not in r or "Value" not in r):
+            ckey, cvalue = _control_bytes(control, rp + ".Control")
+            key = to_bytes(r["Key"], rp + ".Key") if "Key" in r else ckey
+            value = to_bytes(r["Value"], rp + ".Value") if "Value" in r else cvalue
+        else:
+            key = to_bytes(r.get("Key"), rp + ".Key")
+            value = to_bytes(r.get("Value"), rp + ".Value")
         body = [bytes((rattr & 0xFF,)), _varint(tsd), _varint(od)]
         if key is None:
             body.append(b"\x01")
