@@ -158,6 +158,7 @@ class CaptureStats:
     frame_bytes: int = 0        # size prefixes included
     paired: int = 0
     acks0_requests: int = 0
+    acks0_answered: int = 0     # acks=0 Produce requests a broker answered anyway (paired)
     connections: int = 0
     damage_count: dict = field(default_factory=dict)  # kind -> events
     damage_bytes: dict = field(default_factory=dict)  # kind -> bytes

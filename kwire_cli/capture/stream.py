@@ -79,8 +79,8 @@ class _Dir:
 class Connection:
     """One TCP connection: two directions, the broker side, the open requests."""
 
-    __slots__ = ("keys", "ends", "dirs", "broker", "reason", "label", "open", "syn_from", "last_ts",
-                 "file", "gen", "kafka", "reset")
+    __slots__ = ("keys", "ends", "dirs", "broker", "reason", "label", "open", "noreply", "syn_from",
+                 "last_ts", "file", "gen", "kafka", "reset")
 
     def __init__(self, src: tuple, dst: tuple, gen: int = 1) -> None:
         self.ends = (src, dst)
@@ -90,6 +90,7 @@ class Connection:
         self.reason = ""
         self.label = f"{endpoint(*src)}<->{endpoint(*dst)}" + (f"#{gen}" if gen > 1 else "")
         self.open: dict = {}  # correlation id -> (api_key, api_version, ts, frame)
+        self.noreply: dict = {}  # the last few acks=0 Produce requests, in case a broker answers anyway
         self.syn_from: int | None = None
         self.last_ts = 0.0
         self.file = ""
@@ -559,6 +560,10 @@ class StreamAssembler:
                 acks = produce_acks(data, av)
                 if acks == 0:
                     st.acks0_requests += 1
+                    nr = conn.noreply
+                    if len(nr) >= 64:
+                        del nr[next(iter(nr))]
+                    nr[corr] = (ak, av, ts, frame)
             if acks != 0:
                 self._open_request(conn, ak, av, corr, ts, frame, acks)
             self._out.append(KafkaFrame(file, frame, ts, d.src, d.dst, conn.label, "request", data, size,
@@ -573,6 +578,11 @@ class StreamAssembler:
             return
         corr = _I32(data, 0)[0]
         req = conn.open.pop(corr, None)
+        if req is None and conn.noreply:
+            # some brokers (tansu 0.6) answer acks=0 Produce requests: pair them all the same
+            req = conn.noreply.pop(corr, None)
+            if req is not None:
+                st.acks0_answered += 1
         if req is None:
             self._out.append(KafkaFrame(file, frame, ts, d.src, d.dst, conn.label, "response", data, size,
                                         None, None, corr, None, None, start_frame))
