@@ -7,6 +7,7 @@ import struct
 import zlib
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
@@ -526,3 +527,34 @@ batches:
     assert decoded["batches"][1]["Records"][0]["Control"]["CoordinatorEpoch"] == 3
     control = decoded["batches"][1]
     assert encode_records([control]) == data[control["ByteOffset"]:]  # uncompressed: byte-exact
+
+
+_bytes_or_none = st.one_of(st.none(), st.binary(max_size=80), st.text(max_size=30).map(str.encode))
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.tuples(_bytes_or_none, _bytes_or_none,
+                          st.lists(st.tuples(st.text(max_size=10), _bytes_or_none), max_size=4),
+                          st.integers(-10**6, 10**12)),
+                min_size=1, max_size=12),
+       st.sampled_from(sorted(CODECS)), st.integers(0, 2**40))
+def test_property_encode_decode_and_kafka_python_agree(records, codec, base_offset):
+    """Any records, any codec: our bytes are read by kafka-python as the same records, and our
+    decode of kafka-python's bytes for the same input gives them back."""
+    value = {"batches": [{"Compression": CODECS[codec], "BaseOffset": base_offset, "BaseTimestamp": TS0,
+                          "Records": [{"Key": k if k is None else {"hex": k.hex()},
+                                       "Value": v if v is None else {"hex": v.hex()},
+                                       "Timestamp": TS0 + ts,
+                                       "Headers": [{"Key": hk, "Value": hv if hv is None else {"hex": hv.hex()}}
+                                                   for hk, hv in hs]}
+                                      for k, v, hs, ts in records]}]}
+    ours = encode_records(value)
+    expected = [[(base_offset + i, TS0 + ts, k, v, hs) for i, (k, v, hs, ts) in enumerate(records)]]
+    assert _kp_records(ours) == expected
+    assert _ours(decode_records(ours)) == expected
+    theirs = _v2_batch(codec, [(i, TS0 + ts, k, v, hs) for i, (k, v, hs, ts) in enumerate(records)],
+                       base_offset=base_offset)
+    decoded = decode_records(theirs)
+    assert _ours(decoded) == expected
+    if codec == 0 or decoded["batches"][0]["Compression"] == "none":
+        assert encode_records(decoded) == theirs

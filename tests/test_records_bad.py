@@ -265,3 +265,17 @@ def test_legacy_wrapper_bomb_and_nested_compression():
     outer = struct.pack(">qiI", 0, len(msg) + 4, zlib.crc32(msg)) + msg
     d = _check_total(outer)
     assert "compressed message inside a compressed message set" in d["batches"][0]["error"]
+
+
+def test_bad_arguments_are_records_errors():
+    with pytest.raises(RecordsError, match="max_decompressed"):
+        decode_records(_v2(codec=1), max_decompressed=-1)
+    with pytest.raises(RecordsError, match="a str must be hex"):
+        decode_records("not hex")
+    with pytest.raises(RecordsError, match="expected bytes, got int"):
+        decode_records(5)
+    assert decode_records(_v2().hex()) == decode_records(_v2())
+    # a cap of 0 still decodes uncompressed batches and refuses any compressed output
+    d = decode_records(_v2() + _v2(codec=4), max_decompressed=0)
+    assert "error" not in d["batches"][0]
+    assert "exceeds the cap of 0 bytes" in d["batches"][1]["error"]

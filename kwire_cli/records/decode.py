@@ -494,13 +494,25 @@ def decode_records(data, *, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) ->
     """Decode a ``records`` field (record batches and/or legacy messages). See the package docstring."""
     if data is None:
         return None
-    buf = data if type(data) is bytes else bytes(data)
+    if type(data) is bytes:
+        buf = data
+    elif isinstance(data, str):
+        try:
+            buf = bytes.fromhex(data)
+        except ValueError as e:
+            raise RecordsError(f"records: a str must be hex: {e}") from None
+    elif isinstance(data, (bytearray, memoryview)):
+        buf = bytes(data)
+    else:
+        raise RecordsError(f"records: expected bytes, got {type(data).__name__}")
+    cap = max_decompressed
+    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
+        raise RecordsError(f"records: max_decompressed must be a byte count >= 0, got {cap!r}")
     n = len(buf)
     pos = 0
     index = 0
     batches = []
     partial = None
-    cap = int(max_decompressed)
     unpack_i32 = _I32.unpack_from
     while pos < n:
         remaining = n - pos
