@@ -558,3 +558,23 @@ def test_property_encode_decode_and_kafka_python_agree(records, codec, base_offs
     assert _ours(decoded) == expected
     if codec == 0 or decoded["batches"][0]["Compression"] == "none":
         assert encode_records(decoded) == theirs
+
+
+def test_through_the_message_codec_fetch_response_with_partial_batch():
+    codec = pytest.importorskip("kwire_cli.codec")
+    from kwire_cli.errors import KwireError
+    b0, b1 = _v2_batch(0, base_offset=0), _v2_batch(3, base_offset=40)
+    body = {"ThrottleTimeMs": 0, "ErrorCode": 0, "SessionId": 0, "Responses": [{"Topic": "t", "Partitions": [{
+        "PartitionIndex": 0, "ErrorCode": 0, "HighWatermark": 80, "LastStableOffset": 80, "LogStartOffset": 0,
+        "AbortedTransactions": [], "PreferredReadReplica": -1, "Records": (b0 + b1[:100]).hex()}]}]}
+    frame = codec.encode_response(1, 11, {"CorrelationId": 9}, body)
+    msg = codec.decode_response(frame, api_key=1, api_version=11)
+    records = msg.body["Responses"][0]["Partitions"][0]["Records"]
+    assert len(records["batches"]) == 1 and len(records["batches"][0]["Records"]) == 40
+    assert records["partial_trailing_batch"] == {"offset": len(b0), "bytes": 100, "hex": b1[:100].hex()}
+    assert codec.encode_response(1, 11, {"CorrelationId": 9}, msg.body) == frame
+    # unusable framing inside a records field: one line naming the field path, batch and byte
+    body["Responses"][0]["Partitions"][0]["Records"] = (b0 + b0[:8] + b"\x00\x00\x00\x02" + b"\x00" * 20).hex()
+    frame = codec.encode_response(1, 11, {"CorrelationId": 9}, body)
+    with pytest.raises(KwireError, match=rf"Records: records: batch 1 at byte {len(b0)}: length 2 is below"):
+        codec.decode_response(frame, api_key=1, api_version=11)
