@@ -387,6 +387,8 @@ def _legacy_message(buf, pos, end, cap, nested):
     """Decode one legacy message occupying buf[pos:end]. Raises _Bad(msg) on a broken message;
     returns the dict otherwise (which may carry "error" for a failed decompression)."""
     offset, size, crc, magic, attrs = _LEGACY_HEADER.unpack_from(buf, pos)
+    if magic not in (0, 1):
+        raise _Bad(f"magic {magic} inside a legacy message set")
     codec = attrs & 7
     m = {
         "ByteOffset": pos,
