@@ -9,6 +9,8 @@ import zlib
 import pytest
 from hypothesis import given, settings, strategies as st
 
+pytest.importorskip("kafka", reason="kafka-python (the independent record builder/reader) is not installed")
+
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
