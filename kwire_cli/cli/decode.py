@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import click
 
-from kwire_cli.cli.common import (FORMATS, KwireUsageError, check_version, emit, read_input,
-                                  resolve_api)
+from kwire_cli.cli.common import FORMATS, emit, read_input, resolve_target
 from kwire_cli.errors import DecodeError, KwireError
 
 
@@ -45,67 +44,20 @@ def decode(input, api_name, api_version, kind, request_input, no_header, size_pr
     \b
     Examples:
       kwire decode @fixtures/hex/metadata-request-v12.hex
-      kwire decode 0000001d0012000300000001000d6b61666b612d707974686f6e00 --format json
+      kwire decode 0000001d001200030000000100056b7769726500066b7769726506302e312e3000 --format json
       kwire decode @fixtures/hex/produce-response-v9.hex --api Produce --version 9
       kwire decode @fixtures/hex/produce-response-v9.hex --request @fixtures/hex/produce-request-v9.hex
       kwire decode 0000000000 --api Metadata --version 1 --kind request --no-header
     """
-    from kwire_cli.codec import decode_body, decode_request, decode_response
-
     data = read_input(input, binary=binary)
-    api = resolve_api(api_name) if api_name is not None else None
-    request_msg = None
-    if request_input is not None:
-        if input in (None, "-") and request_input == "-":
-            raise KwireUsageError("INPUT and --request cannot both read stdin")
-        try:
-            request_msg = decode_request(read_input(request_input, what="--request"))
-        except KwireError as e:
-            raise KwireError(f"--request: {e}") from None
-        if api is not None and api.key != request_msg.api_key:
-            raise KwireUsageError(f"--api {api_name} does not match the request, which is "
-                                  f"{request_msg.api_name} (api key {request_msg.api_key})")
-        if api_version is not None and api_version != request_msg.api_version:
-            raise KwireUsageError(f"--version {api_version} does not match the request, which is "
-                                  f"v{request_msg.api_version}")
-        api = resolve_api(str(request_msg.api_key))
-        api_version = request_msg.api_version
-    if kind is None:
-        kind = "response" if (api is not None or request_msg is not None) else "request"
-    if kind == "response" or no_header:
-        if api is None or api_version is None:
-            what = "a bare body" if no_header else "a response"
-            raise KwireUsageError(f"{what} does not name its API: give --api NAME --version N"
-                                  + ("" if no_header else ", or --request HEX"))
-    if api_version is not None and api is not None:
-        check_version(api, api_version, kind)
-    if no_header and size_prefix:
-        raise KwireUsageError("--no-header bodies have no size prefix; drop --size-prefix")
-
+    target = resolve_target(api_name, api_version, kind, request_input, no_header, size_prefix,
+                            input_on_stdin=input in (None, "-"))
     try:
-        if no_header:
-            msg = decode_body(data, api.key, api_version, kind, records=records_mode)
-        elif kind == "request":
-            msg = decode_request(data, size_prefixed=size_prefix, records=records_mode)
-        else:
-            msg = decode_response(data, api.key, api_version, size_prefixed=size_prefix,
-                                  records=records_mode)
+        msg = target.decode(data, records=records_mode)
     except DecodeError as e:
         if partial:
-            _show_partial(data, kind, api, api_version, size_prefix, no_header, records_mode, fmt, e)
+            _show_partial(data, target, records_mode, fmt, e)
         raise
-    if kind == "request" and not no_header:
-        if api is not None and msg.api_key != api.key:
-            raise KwireError(f"the request is {msg.api_name} (api key {msg.api_key}), not {api.name} "
-                             f"as --api says")
-        if api_version is not None and msg.api_version != api_version:
-            raise KwireError(f"the request is {msg.api_name} v{msg.api_version}, not v{api_version} "
-                             f"as --version says")
-    if request_msg is not None and msg.header and request_msg.header:
-        want, got = request_msg.header.get("CorrelationId"), msg.header.get("CorrelationId")
-        if want != got:
-            click.echo(f"kwire: warning: the response's CorrelationId {got} differs from the "
-                       f"request's {want}", err=True)
     if fmt == "pretty":
         _print_tree(msg.api_key, msg.api_name, msg.api_version, msg.kind, msg.header, msg.body, msg.size)
     else:
@@ -128,13 +80,14 @@ def _print_tree(api_key, api_name, version, kind, header, body, size, error: str
                                   header_version=hv, body_struct=api.spec(kind).struct, error=error))
 
 
-def _show_partial(data, kind, api, api_version, size_prefix, no_header, records_mode, fmt, err) -> None:
+def _show_partial(data, target, records_mode, fmt, err) -> None:
     """Print what decoded before `err` (the caller then raises it: one line on stderr, exit 1)."""
     from kwire_cli.codec.partial import walk_message
 
+    t = target
     try:
-        pm = walk_message(data, kind, None if (kind == "request" and not no_header) else api.key, api_version,
-                          size_prefixed=size_prefix, header=not no_header, records=records_mode)
+        pm = walk_message(data, t.kind, None if (t.kind == "request" and not t.no_header) else t.api.key,
+                          t.version, size_prefixed=t.size_prefix, header=not t.no_header, records=records_mode)
     except KwireError:
         return  # failed before anything decoded: there is no tree to show
     if fmt == "pretty":

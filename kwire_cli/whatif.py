@@ -1,0 +1,264 @@
+"""Byte sizes of value trees, and the ErrorCode/ErrorMessage-as-tagged-fields what-if.
+
+The proposal: in every flexible RPC, move ErrorCode and ErrorMessage into the tagged-field
+section. A tagged field costs nothing when it equals its default, and costs tag varint + size
+varint + value when set; a mandatory field always costs its value. So per struct instance that
+carries the field:
+
+* ErrorCode 0 saves 2 bytes (int16); a non-zero code costs 2 more (tag 1 + size 1 + 2 = 4).
+* ErrorMessage null saves 1 byte (compact null is one 0x00); a message of n bytes costs 2 more.
+
+The tag section itself needs no new byte: every struct of a flexible version already ends with a
+tag count, which only grows past one byte beyond 127 tagged fields (counted exactly anyway).
+Only flexible versions have tag sections; for other versions the answer is "not applicable".
+The proposed default of a field is null when it is nullable at that version, else the spec's
+default; the new tag numbers are the next free ones in each struct.
+
+`what_if_tagged` works on the codec's value tree (no re-decoding), so the capture summary can sum
+it over real traffic; `sum_what_if` adds results up.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from kwire_cli.errors import KwireError
+from kwire_cli.spec.model import PRIMITIVE_SIZES, FieldSpec, FieldType, MessageSpec, StructSpec
+
+DEFAULT_FIELDS = ("ErrorCode", "ErrorMessage")
+
+
+# --------------------------------------------------------------------------- sizes
+
+def uvarint_size(n: int) -> int:
+    size = 1
+    while n >= 0x80:
+        n >>= 7
+        size += 1
+    return size
+
+
+def _compact(f: FieldSpec | None, version: int, flexible: bool) -> bool:
+    if f is not None and f.flexible_versions is not None:
+        return version in f.flexible_versions
+    return flexible
+
+
+def _records_len(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value) // 2
+    if isinstance(value, (bytes, bytearray)):
+        return len(value)
+    from kwire_cli.records import encode_records
+    return len(encode_records(value))
+
+
+class Sizer:
+    """Encoded sizes of values of one spec at one version (what the codec would write)."""
+
+    def __init__(self, spec: MessageSpec, version: int):
+        self.spec = spec
+        self.v = version
+        self.flexible = spec.flexible(version)
+
+    def value(self, ft: FieldType, value: Any, nullable: bool, compact: bool, f: FieldSpec | None) -> int:
+        k = ft.kind
+        if k in PRIMITIVE_SIZES:
+            return PRIMITIVE_SIZES[k]
+        if k in ("string", "bytes", "records"):
+            if value is None:
+                return 1 if compact else (2 if k == "string" else 4)
+            if k == "string":
+                n = len(value.encode("utf-8"))
+            elif k == "bytes":
+                n = len(value) // 2 if isinstance(value, str) else len(value)
+            else:
+                n = _records_len(value)
+            return n + (uvarint_size(n + 1) if compact else (2 if k == "string" else 4))
+        if k == "struct":
+            if value is None:
+                return 1
+            return (1 if nullable else 0) + self.struct(f.struct, value)
+        if k == "array":
+            if value is None:
+                return 1 if compact else 4
+            n = uvarint_size(len(value) + 1) if compact else 4
+            el = ft.element
+            if el.kind in PRIMITIVE_SIZES:
+                return n + len(value) * PRIMITIVE_SIZES[el.kind]
+            return n + sum(self.value(el, x, False, compact, f) for x in value)
+        raise KwireError(f"cannot size a {k}")  # pragma: no cover
+
+    def field(self, f: FieldSpec, value: Any) -> int:
+        """Bytes of a mandatory field's value."""
+        return self.value(f.type, value, f.nullable_in(self.v), _compact(f, self.v, self.flexible), f)
+
+    def tagged_field(self, f: FieldSpec, value: Any, tag: int | None = None) -> int:
+        """Bytes of a set tagged field: tag varint + size varint + value."""
+        n = self.field(f, value)
+        return uvarint_size(f.tag if tag is None else tag) + uvarint_size(n) + n
+
+    def is_default(self, f: FieldSpec, value: Any) -> bool:
+        from kwire_cli.codec.partial import default_value
+        return value == default_value(f, self.v)
+
+    def tag_section(self, s: StructSpec, value: dict) -> int:
+        set_tags = 0
+        n = 0
+        for f in s.fields:
+            if f.tagged_in(self.v) and self.v in f.versions and f.name in value:
+                if not self.is_default(f, value[f.name]):
+                    set_tags += 1
+                    n += self.tagged_field(f, value[f.name])
+        for tag, h in (value.get("_unknown_tags") or {}).items():
+            set_tags += 1
+            ln = len(h) // 2
+            n += uvarint_size(int(tag)) + uvarint_size(ln) + ln
+        return uvarint_size(set_tags) + n
+
+    def struct(self, s: StructSpec, value: dict) -> int:
+        from kwire_cli.codec.partial import default_value
+        total = 0
+        for f in s.fields:
+            if self.v not in f.versions or f.tagged_in(self.v):
+                continue
+            total += self.field(f, value.get(f.name, default_value(f, self.v)))
+        if self.flexible:
+            total += self.tag_section(s, value)
+        return total
+
+
+def body_parts(spec: MessageSpec, version: int, body: dict) -> list[tuple[str, int]]:
+    """(part, bytes) for each top-level field of `body` in wire order, then the tag section."""
+    from kwire_cli.codec.partial import default_value
+    sz = Sizer(spec, version)
+    parts = []
+    for f in spec.fields:
+        if version in f.versions and not f.tagged_in(version):
+            parts.append((f.name, sz.field(f, body.get(f.name, default_value(f, version)))))
+    if sz.flexible:
+        parts.append(("tagged fields", sz.tag_section(spec.struct, body)))
+    return parts
+
+
+# --------------------------------------------------------------------------- the what-if
+
+def _proposed_default(f: FieldSpec, version: int) -> Any:
+    from kwire_cli.codec.partial import default_value
+    return None if f.nullable_in(version) else default_value(f, version)
+
+
+class _Acc:
+    def __init__(self, path: str, name: str):
+        self.path, self.field = path, name
+        self.instances = self.at_default = self.set = 0
+        self.bytes_now = self.bytes_tagged = 0
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "field": self.field, "instances": self.instances,
+                "at_default": self.at_default, "set": self.set, "bytes_now": self.bytes_now,
+                "bytes_tagged": self.bytes_tagged, "saving": self.bytes_now - self.bytes_tagged}
+
+
+def what_if_tagged(spec: MessageSpec, version: int, body: dict, fields: Iterable[str] = DEFAULT_FIELDS, *,
+                   size: int | None = None) -> dict:
+    """What making `fields` tagged would save (positive) or cost (negative) on this message.
+
+    `body` is the codec's value tree; `size` the message's size in bytes (default: the body's
+    encoded size). Returns {"applicable", "reason", "api_name", "kind", "version", "fields",
+    "bytes_now", "bytes_tagged", "saving", "tag_count_bytes", "per_field": [{"path", "field",
+    "instances", "at_default", "set", "bytes_now", "bytes_tagged", "saving"}]}.
+    """
+    fields = tuple(fields)
+    sz = Sizer(spec, version)
+    if size is None:
+        size = sz.struct(spec.struct, body)
+    out: dict[str, Any] = {"applicable": True, "reason": None, "api_name": spec.api_name, "kind": spec.type,
+                           "version": version, "fields": list(fields), "bytes_now": size,
+                           "bytes_tagged": size, "saving": 0, "tag_count_bytes": 0, "per_field": []}
+    if not sz.flexible:
+        out["applicable"] = False
+        out["reason"] = (f"{spec.api_name} v{version} {spec.type} is not flexible "
+                         f"(flexible versions: {spec.flexible_versions}): it has no tagged fields")
+        return out
+    accs: dict[str, _Acc] = {}
+    already: set[str] = set()
+    tag_count_delta = 0
+
+    def visit(s: StructSpec, value: dict, path: str) -> None:
+        nonlocal tag_count_delta
+        present = [f for f in s.fields if version in f.versions]
+        used = [f.tag for f in s.fields if f.tag is not None]
+        next_tag = max(used) + 1 if used else 0
+        set_now = sum(1 for f in present if f.tagged_in(version) and f.name in value
+                      and not sz.is_default(f, value[f.name])) + len(value.get("_unknown_tags") or {})
+        added = 0
+        for f in present:
+            if f.name not in fields:
+                continue
+            p = f"{path}{f.name}"
+            if f.tagged_in(version):
+                already.add(p)
+                continue
+            acc = accs.get(p)
+            if acc is None:
+                acc = accs[p] = _Acc(p, f.name)
+            v = value.get(f.name, _proposed_default(f, version))
+            acc.instances += 1
+            acc.bytes_now += sz.field(f, v)
+            if v == _proposed_default(f, version):
+                acc.at_default += 1
+            else:
+                acc.set += 1
+                acc.bytes_tagged += sz.tagged_field(f, v, next_tag)
+                added += 1
+            next_tag += 1
+        if added:
+            tag_count_delta += uvarint_size(set_now + added) - uvarint_size(set_now)
+        for f in present:
+            child = value.get(f.name)
+            if f.struct is None or child is None:
+                continue
+            if f.type.kind == "struct" and isinstance(child, dict):
+                visit(f.struct, child, f"{path}{f.name}.")
+            elif isinstance(child, list):
+                for x in child:
+                    if isinstance(x, dict):
+                        visit(f.struct, x, f"{path}{f.name}[].")
+
+    visit(spec.struct, body, "")
+    per = [a.to_json() for a in accs.values()]
+    saving = sum(a["saving"] for a in per) - tag_count_delta
+    out.update(per_field=per, saving=saving, bytes_tagged=size - saving, tag_count_bytes=tag_count_delta)
+    if not per:
+        out["applicable"] = False
+        out["reason"] = ("the fields are already tagged here" if already else
+                         f"{spec.api_name} v{version} {spec.type} has none of the fields {', '.join(fields)}")
+    return out
+
+
+def what_if_message(msg: Any, fields: Iterable[str] = DEFAULT_FIELDS) -> dict:
+    """`what_if_tagged` for a decoded `Message` (size = header + body, without the size prefix)."""
+    from kwire_cli.spec.registry import registry
+    spec = registry().api(msg.api_key).spec(msg.kind)
+    return what_if_tagged(spec, msg.api_version, msg.body, fields, size=msg.size)
+
+
+def sum_what_if(results: Iterable[dict]) -> dict:
+    """Totals over many `what_if_tagged` results (e.g. every message of a capture)."""
+    total = {"messages": 0, "applicable": 0, "bytes_now": 0, "bytes_tagged": 0, "saving": 0,
+             "per_field": {}}
+    for r in results:
+        total["messages"] += 1
+        total["bytes_now"] += r["bytes_now"]
+        total["bytes_tagged"] += r["bytes_tagged"]
+        total["saving"] += r["saving"]
+        if r["applicable"]:
+            total["applicable"] += 1
+        for p in r["per_field"]:
+            t = total["per_field"].setdefault(p["field"], {"field": p["field"], "instances": 0, "at_default": 0,
+                                                           "set": 0, "bytes_now": 0, "bytes_tagged": 0,
+                                                           "saving": 0})
+            for k in ("instances", "at_default", "set", "bytes_now", "bytes_tagged", "saving"):
+                t[k] += p[k]
+    total["per_field"] = list(total["per_field"].values())
+    return total
