@@ -409,3 +409,43 @@ def test_against_dpkt_independent_parse():
         theirs.append((ts, t.sport, t.dport, t.seq, t.ack, t.flags, bytes(t.data)))
     assert [(pytest.approx(p.ts, abs=1e-6), p.src_port, p.dst_port, p.seq, p.ack, p.flags, p.payload)
             for p in ours] == theirs
+
+
+def _all_events(data: bytes):
+    try:
+        return list(iter_capture(io.BytesIO(data), broker_ports=set()))
+    except CaptureError:
+        return None
+
+
+def test_every_truncation_point_is_handled():
+    segs, expected = conversation(mss=9)
+    for data in (write_pcap(segs[:8]), _as_pcapng(segs[:8])):
+        for cut in range(len(data)):
+            evs = _all_events(data[:cut])  # never anything but events or a CaptureError
+            if evs is not None and cut > 40:
+                assert not any(isinstance(e, Damage) and e.kind == "corrupt-block" for e in evs)
+
+
+def test_random_corruption_never_escapes_as_a_python_error():
+    import random
+    rnd = random.Random(1234)
+    segs, _ = conversation(mss=13)
+    bases = [write_pcap(segs), _as_pcapng(segs), write_pcap(segs, order=">", nanos=True),
+             write_pcap(segs, linktype=0, encap=lambda s: null(segment_bytes(s)[0], 2)),
+             write_pcap(segs, linktype=276, encap=lambda s: sll2(*segment_bytes(s)))]
+    for _ in range(400):
+        data = bytearray(rnd.choice(bases))
+        for _k in range(rnd.randint(1, 12)):
+            i = rnd.randrange(len(data))
+            op = rnd.random()
+            if op < 0.6:
+                data[i] = rnd.randrange(256)
+            elif op < 0.8:
+                del data[i:i + rnd.randint(1, 40)]
+            else:
+                data[i:i] = bytes(rnd.randrange(256) for _ in range(rnd.randint(1, 40)))
+        evs = _all_events(bytes(data))
+        if evs is not None:
+            for e in evs:
+                assert isinstance(e, (KafkaFrame, Damage))

@@ -69,6 +69,7 @@ _V6_EXT = frozenset({0, 43, 60, 135, 139, 140})     # generic (len+1)*8 extensio
 _AF_INET6 = frozenset({10, 24, 28, 30})             # Linux, OpenBSD/NetBSD, FreeBSD, Darwin
 
 _ntoa = socket.inet_ntoa
+_tnew = tuple.__new__
 
 
 def _ntop6(b: bytes) -> str:
@@ -384,13 +385,18 @@ def _pcapng_records(f, head, label, stats):
                 continue
             linktype, snaplen, _div, _tsoff = ifaces[0]
             orig = u32(buf, pos + 8)[0]
-            caplen = min(orig, blen - 16)
+            caplen = max(0, min(orig, blen - 16))
             if snaplen:
                 caplen = min(caplen, snaplen)
             start = pos + 12
             yield frame, last_ts, linktype, buf, start, start + caplen
         elif t == 2:  # obsolete Packet Block
             frame += 1
+            if blen < 32:
+                yield _damage(stats, label, frame, CORRUPT_BLOCK, blen,
+                              f"packet {frame}: packet block at offset {boff} too short ({blen})")
+                pos += blen
+                continue
             ifid, _drops, hi, lo, caplen, _orig = pb(buf, pos + 8)
             if caplen > blen - 32 or ifid >= len(ifaces):
                 yield _damage(stats, label, frame, CORRUPT_BLOCK, blen,
@@ -447,148 +453,150 @@ def iter_packets(path_or_fileobj, file_label: str | None = None, *, stats: Captu
     ipcache: dict = {}
     unsupported: set = set()
     skipped = stats.skipped
-    for rec in iter_records(path_or_fileobj, file_label, stats=stats):
-        if rec.__class__ is Damage:
-            if rec.frame is not None and rec.kind in (OVERSIZE_RECORD, CORRUPT_BLOCK):
-                stats.packets += 1
-            yield rec
-            continue
-        frame, ts, lt, buf, off, end = rec
-        stats.packets += 1
-        # ---- link layer -> (ip version, offset)
-        if lt == LT_ETHERNET:
-            if end - off < 14:
-                reason = TRUNCATED_HEADER
-                ver = 0
-            else:
-                et = _H(buf, off + 12)[0]
-                off += 14
-                while et in _VLAN_TYPES and end - off >= 4:
-                    et = _H(buf, off + 2)[0]
-                    off += 4
-                ver = 4 if et == 0x0800 else 6 if et == 0x86DD else 0
-                reason = NON_IP
-        elif lt == LT_SLL or lt == LT_SLL2:
-            hl = 16 if lt == LT_SLL else 20
-            if end - off < hl:
-                reason = TRUNCATED_HEADER
-                ver = 0
-            else:
-                et = _H(buf, off + (14 if lt == LT_SLL else 0))[0]
-                off += hl
-                while et in _VLAN_TYPES and end - off >= 4:
-                    et = _H(buf, off + 2)[0]
-                    off += 4
-                ver = 4 if et == 0x0800 else 6 if et == 0x86DD else 0
-                reason = NON_IP
-        elif lt == LT_RAW or lt == LT_RAW12 or lt == LT_RAW14 or lt == LT_IPV4 or lt == LT_IPV6:
-            ver = buf[off] >> 4 if end > off else 0
-            reason = NON_IP if end > off else TRUNCATED_HEADER
-        elif lt == LT_NULL or lt == LT_LOOP:
-            if end - off < 4:
-                reason = TRUNCATED_HEADER
-                ver = 0
-            else:
-                if lt == LT_LOOP:
-                    fam = _I_BE(buf, off)[0]
+    npk = ntcp = 0
+    try:
+        for rec in iter_records(path_or_fileobj, file_label, stats=stats):
+            if rec.__class__ is Damage:
+                if rec.frame is not None and rec.kind in (OVERSIZE_RECORD, CORRUPT_BLOCK):
+                    npk += 1
+                yield rec
+                continue
+            frame, ts, lt, buf, off, end = rec
+            npk += 1
+            # ---- link layer -> (ip version, offset)
+            if lt == 1:
+                if end - off < 14:
+                    reason = TRUNCATED_HEADER
+                    ver = 0
                 else:
-                    fam = _I_LE(buf, off)[0]
-                    if fam > 0xFFFF:
-                        fam = _I_BE(buf, off)[0]
-                off += 4
-                ver = 4 if fam == 2 else 6 if fam in _AF_INET6 else 0
-                reason = NON_IP
-        else:
-            if lt not in unsupported:
-                unsupported.add(lt)
-                yield _damage(stats, label, frame, UNSUPPORTED_LINK, 0,
-                              f"packet {frame}: link type {lt} is not supported; its packets are skipped")
-            skipped[UNSUPPORTED_LINK] = skipped.get(UNSUPPORTED_LINK, 0) + 1
-            continue
-        # ---- network layer
-        if ver == 4:
-            if end - off < 20:
-                reason = TRUNCATED_HEADER
-            else:
-                vihl, total, frag, proto = _IPV4(buf, off)
-                ihl = (vihl & 15) << 2
-                if vihl >> 4 != 4 or ihl < 20:
+                    et = _H(buf, off + 12)[0]
+                    off += 14
+                    while et in _VLAN_TYPES and end - off >= 4:
+                        et = _H(buf, off + 2)[0]
+                        off += 4
+                    ver = 4 if et == 0x0800 else 6 if et == 0x86DD else 0
                     reason = NON_IP
-                elif frag & 0x3FFF:
-                    reason = IP_FRAGMENT
-                elif proto != 6:
-                    reason = NON_TCP
-                elif end - off < ihl:
+            elif lt == LT_SLL or lt == LT_SLL2:
+                hl = 16 if lt == LT_SLL else 20
+                if end - off < hl:
+                    reason = TRUNCATED_HEADER
+                    ver = 0
+                else:
+                    et = _H(buf, off + (14 if lt == LT_SLL else 0))[0]
+                    off += hl
+                    while et in _VLAN_TYPES and end - off >= 4:
+                        et = _H(buf, off + 2)[0]
+                        off += 4
+                    ver = 4 if et == 0x0800 else 6 if et == 0x86DD else 0
+                    reason = NON_IP
+            elif lt == LT_RAW or lt == LT_RAW12 or lt == LT_RAW14 or lt == LT_IPV4 or lt == LT_IPV6:
+                ver = buf[off] >> 4 if end > off else 0
+                reason = NON_IP if end > off else TRUNCATED_HEADER
+            elif lt == LT_NULL or lt == LT_LOOP:
+                if end - off < 4:
+                    reason = TRUNCATED_HEADER
+                    ver = 0
+                else:
+                    if lt == LT_LOOP:
+                        fam = _I_BE(buf, off)[0]
+                    else:
+                        fam = _I_LE(buf, off)[0]
+                        if fam > 0xFFFF:
+                            fam = _I_BE(buf, off)[0]
+                    off += 4
+                    ver = 4 if fam == 2 else 6 if fam in _AF_INET6 else 0
+                    reason = NON_IP
+            else:
+                if lt not in unsupported:
+                    unsupported.add(lt)
+                    yield _damage(stats, label, frame, UNSUPPORTED_LINK, 0,
+                                  f"packet {frame}: link type {lt} is not supported; its packets are skipped")
+                skipped[UNSUPPORTED_LINK] = skipped.get(UNSUPPORTED_LINK, 0) + 1
+                continue
+            # ---- network layer
+            if ver == 4:
+                if end - off < 20:
                     reason = TRUNCATED_HEADER
                 else:
-                    src = buf[off + 12:off + 16]
-                    dst = buf[off + 16:off + 20]
-                    ip_end = off + total if total >= ihl else end  # 0: TSO, length not filled in
-                    off += ihl
-                    reason = None
-        elif ver == 6:
-            if end - off < 40:
-                reason = TRUNCATED_HEADER
-            else:
-                plen, nh = _IPV6(buf, off)
-                src = buf[off + 8:off + 24]
-                dst = buf[off + 24:off + 40]
-                off += 40
-                ip_end = off + plen if plen else end  # 0: jumbogram
-                reason = None
-                while nh != 6:
-                    if end - off < 8:
-                        reason = TRUNCATED_HEADER
-                        break
-                    if nh in _V6_EXT:
-                        nh, hl = buf[off], (buf[off + 1] + 1) << 3
-                    elif nh == 44:  # fragment
-                        if _H(buf, off + 2)[0] & 0xFFF9:
-                            reason = IP_FRAGMENT
-                            break
-                        nh, hl = buf[off], 8
-                    elif nh == 51:  # AH
-                        nh, hl = buf[off], (buf[off + 1] + 2) << 2
-                    else:
+                    vihl, total, frag, proto = _IPV4(buf, off)
+                    ihl = (vihl & 15) << 2
+                    if vihl >> 4 != 4 or ihl < 20:
+                        reason = NON_IP
+                    elif frag & 0x3FFF:
+                        reason = IP_FRAGMENT
+                    elif proto != 6:
                         reason = NON_TCP
-                        break
-                    off += hl
-        elif reason is not TRUNCATED_HEADER:
-            reason = NON_IP
-        if reason is not None:
-            skipped[reason] = skipped.get(reason, 0) + 1
-            if report_skipped:
-                yield Damage(label, frame, None, reason, 0, f"packet {frame}: skipped ({reason})", ts)
-            continue
-        # ---- TCP
-        if end - off < 20:
-            skipped[TRUNCATED_HEADER] = skipped.get(TRUNCATED_HEADER, 0) + 1
-            if report_skipped:
-                yield Damage(label, frame, None, TRUNCATED_HEADER, 0,
-                             f"packet {frame}: TCP header cut short", ts)
-            continue
-        sport, dport, seq, ack, offfl = _TCP(buf, off)
-        pstart = off + ((offfl >> 10) & 0x3C)
-        if pstart < off + 20:
-            skipped[TRUNCATED_HEADER] = skipped.get(TRUNCATED_HEADER, 0) + 1
-            continue
-        wire_len = ip_end - pstart
-        if wire_len < 0:
-            wire_len = 0
-        pend = ip_end if ip_end < end else end
-        payload = buf[pstart:pend] if pend > pstart else b""
-        s = ipcache.get(src)
-        if s is None:
-            if len(ipcache) > 65536:
-                ipcache.clear()
-            s = ipcache[src] = _ntoa(src) if len(src) == 4 else _ntop6(src)
-        d = ipcache.get(dst)
-        if d is None:
-            if len(ipcache) > 65536:
-                ipcache.clear()
-            d = ipcache[dst] = _ntoa(dst) if len(dst) == 4 else _ntop6(dst)
-        stats.tcp_packets += 1
-        yield Packet(label, frame, ts, s, sport, d, dport, seq, ack, offfl & 0xFF, payload, wire_len)
+                    elif end - off < ihl:
+                        reason = TRUNCATED_HEADER
+                    else:
+                        addr = buf[off + 12:off + 20]
+                        ip_end = off + total if total >= ihl else end  # 0: TSO, length not filled in
+                        off += ihl
+                        reason = None
+            elif ver == 6:
+                if end - off < 40:
+                    reason = TRUNCATED_HEADER
+                else:
+                    plen, nh = _IPV6(buf, off)
+                    addr = buf[off + 8:off + 40]
+                    off += 40
+                    ip_end = off + plen if plen else end  # 0: jumbogram
+                    reason = None
+                    while nh != 6:
+                        if end - off < 8:
+                            reason = TRUNCATED_HEADER
+                            break
+                        if nh in _V6_EXT:
+                            nh, hl = buf[off], (buf[off + 1] + 1) << 3
+                        elif nh == 44:  # fragment
+                            if _H(buf, off + 2)[0] & 0xFFF9:
+                                reason = IP_FRAGMENT
+                                break
+                            nh, hl = buf[off], 8
+                        elif nh == 51:  # AH
+                            nh, hl = buf[off], (buf[off + 1] + 2) << 2
+                        else:
+                            reason = NON_TCP
+                            break
+                        off += hl
+            elif reason is not TRUNCATED_HEADER:
+                reason = NON_IP
+            if reason is not None:
+                skipped[reason] = skipped.get(reason, 0) + 1
+                if report_skipped:
+                    yield Damage(label, frame, None, reason, 0, f"packet {frame}: skipped ({reason})", ts)
+                continue
+            # ---- TCP
+            if end - off < 20:
+                skipped[TRUNCATED_HEADER] = skipped.get(TRUNCATED_HEADER, 0) + 1
+                if report_skipped:
+                    yield Damage(label, frame, None, TRUNCATED_HEADER, 0,
+                                 f"packet {frame}: TCP header cut short", ts)
+                continue
+            sport, dport, seq, ack, offfl = _TCP(buf, off)
+            pstart = off + ((offfl >> 10) & 0x3C)
+            if pstart < off + 20:
+                skipped[TRUNCATED_HEADER] = skipped.get(TRUNCATED_HEADER, 0) + 1
+                continue
+            wire_len = ip_end - pstart
+            if wire_len < 0:
+                wire_len = 0
+            pend = ip_end if ip_end < end else end
+            payload = buf[pstart:pend] if pend > pstart else b""
+            pair = ipcache.get(addr)
+            if pair is None:
+                if len(ipcache) > 65536:
+                    ipcache.clear()
+                if len(addr) == 8:
+                    pair = ipcache[addr] = (_ntoa(addr[:4]), _ntoa(addr[4:]))
+                else:
+                    pair = ipcache[addr] = (_ntop6(addr[:16]), _ntop6(addr[16:]))
+            s, d = pair
+            ntcp += 1
+            yield _tnew(Packet, (label, frame, ts, s, sport, d, dport, seq, ack, offfl & 0xFF, payload, wire_len))
+    finally:
+        stats.packets += npk
+        stats.tcp_packets += ntcp
 
 
 def _label_of(path_or_fileobj) -> str:

@@ -48,7 +48,7 @@ _EMPTY: tuple = ()
 class _Dir:
     """One direction of a connection: reassembly state and framing state."""
 
-    __slots__ = ("base", "nxt", "ooo", "heap", "ooo_bytes", "fin_off", "last_frame", "acked",
+    __slots__ = ("base", "nxt", "ooo", "heap", "ooo_bytes", "fin_off", "last_frame", "ack_seq",
                  "buf", "start_frame", "resync", "skip", "skip_acc", "skip_from", "verify",
                  "is_request", "src", "dst")
 
@@ -60,7 +60,7 @@ class _Dir:
         self.ooo_bytes = 0
         self.fin_off: int | None = None
         self.last_frame: int | None = None
-        self.acked: int | None = None    # highest offset the peer acknowledged
+        self.ack_seq: int | None = None  # the peer's latest acknowledgement number for this direction
         self.buf = bytearray()
         self.start_frame: int | None = None
         self.resync = False
@@ -80,7 +80,7 @@ class Connection:
     """One TCP connection: two directions, the broker side, the open requests."""
 
     __slots__ = ("keys", "ends", "dirs", "broker", "reason", "label", "open", "noreply", "syn_from",
-                 "last_ts", "file", "gen", "kafka", "reset")
+                 "last_ts", "file", "gen", "kafka", "reset", "fin_seen")
 
     def __init__(self, src: tuple, dst: tuple, gen: int = 1) -> None:
         self.ends = (src, dst)
@@ -97,6 +97,7 @@ class Connection:
         self.gen = gen
         self.kafka = True
         self.reset = False
+        self.fin_seen = False
 
 
 class StreamAssembler:
@@ -125,7 +126,6 @@ class StreamAssembler:
         self._closed: dict = {}          # same key -> (close ts, generation)
         self._out: list = []
         self._count = 0
-        self._now = 0.0
 
     # ------------------------------------------------------------------ public
     def feed(self, pkt: Packet) -> list | tuple:
@@ -134,8 +134,6 @@ class StreamAssembler:
         key = (sip, sport, dip, dport)
         ent = self._flows.get(key)
         self.stats.payload_bytes += len(payload)
-        if ts > self._now:
-            self._now = ts
         self._count += 1
         if not self._count & 0xFFFF and self.idle_timeout is not None:
             self._sweep(ts)
@@ -185,11 +183,11 @@ class StreamAssembler:
                 conn.syn_from = 0
             seq = isn1
         r = conn.dirs[1 - di]
-        if flags & ACK and r.base is not None:
-            a = r.nxt + (((ack - r.base - r.nxt) + _HALF) & _M) - _HALF
-            if r.acked is None or a > r.acked:
-                r.acked = a
-                if r.heap and a >= r.heap[0] and conn.kafka:
+        if flags & ACK:
+            r.ack_seq = ack
+            if r.heap:
+                a = r.nxt + (((ack - r.base - r.nxt) + _HALF) & _M) - _HALF
+                if a >= r.heap[0]:
                     self._gaps(conn, r, file, a)
         if payload or wire_len:
             if d.base is None:
@@ -208,11 +206,11 @@ class StreamAssembler:
             end = off + (wire_len if wire_len > len(payload) else len(payload))
             if d.fin_off is None or end < d.fin_off:
                 d.fin_off = end
+            conn.fin_seen = True
         if flags & RST:
             conn.reset = True
             self._close(conn, file, "reset")
-        elif (conn.dirs[0].fin_off is not None or conn.dirs[1].fin_off is not None) and \
-                conn.dirs[0].finished() and conn.dirs[1].finished():
+        elif conn.fin_seen and conn.dirs[0].finished() and conn.dirs[1].finished():
             self._close(conn, file, "closed")
         out = self._out
         if out:
@@ -309,8 +307,10 @@ class StreamAssembler:
             return
         # out of order: keep it until the hole fills or is declared lost
         self._buffer(d, off, payload, frame, ts, lost_tail)
-        if d.acked is not None and d.acked >= d.heap[0]:
-            self._gaps(conn, d, file, d.acked)
+        if d.ack_seq is not None:
+            a = nxt + (((d.ack_seq - d.base - nxt) + _HALF) & _M) - _HALF
+            if a >= d.heap[0]:
+                self._gaps(conn, d, file, a)
         while d.ooo_bytes > self.max_buffered:
             self._gaps(conn, d, file, None, one=True)
 
