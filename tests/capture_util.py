@@ -206,8 +206,11 @@ class PcapngWriter:
         self._block(4, struct.pack(self.o + "HH", 1, 8) + socket.inet_aton("10.0.0.1") + b"abc\x00"
                     + struct.pack(self.o + "HH", 0, 0))
 
-    def interface_stats(self, ifid: int) -> None:
-        self._block(5, struct.pack(self.o + "III", ifid, 0, 0))
+    def interface_stats(self, ifid: int, ifdrop: int | None = None) -> None:
+        opts = b""
+        if ifdrop is not None:
+            opts = struct.pack(self.o + "HHQ", 5, 8, ifdrop) + struct.pack(self.o + "HH", 0, 0)
+        self._block(5, struct.pack(self.o + "III", ifid, 0, 0) + opts)
 
 
 # ---------------------------------------------------------------- conversations

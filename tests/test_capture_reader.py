@@ -197,8 +197,11 @@ def test_pcapng_two_interfaces_different_link_types(order):
         else:
             w.epb(cooked, t0 + i * 0.01, sll(*segment_bytes(s)))
         w.unknown(0x40000BAD, b"custom")
-    w.interface_stats(0)
-    fr, _ = assert_clean(f.getvalue(), expected)
+    w.interface_stats(0, ifdrop=3)
+    w.interface_stats(1)
+    w.interface_stats(0, ifdrop=7)  # cumulative: 7 in all, not 10
+    fr, st = assert_clean(f.getvalue(), expected)
+    assert st.capture_drops == 7
     assert fr[1].ts == pytest.approx(t0 + 0.04, abs=1e-6)  # a response stamped in ns resolution
     assert fr[0].frame == 4
 

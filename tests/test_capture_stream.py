@@ -343,3 +343,37 @@ def test_large_frame_spanning_many_segments():
     fr, dmg, st = run(segs)
     assert fr[0].data == big[4:] and fr[0].size == len(big) - 4 and dmg == []
     assert fr[0].start_frame == 4 and fr[0].frame == 3 + (len(big) + 1447) // 1448
+
+
+def test_header_only_capture_counts_everything_as_gap():
+    """A capture cut to the headers (snaplen 54): no payload at all, every byte a gap, no frames,
+    nothing invented; and a later full-size retransmission of a cut range is not re-delivered."""
+    c = Conversation()
+    segs = c.handshake()
+    data = REQS[0] + REQS[1]
+    parts = c.send(0, data, mss=31)
+    pk = packets(segs)
+    for i, s in enumerate(parts):
+        pk.append(Packet("f", len(pk) + 1, 2000.0 + i, s[0], s[1], s[2], s[3], s[4], s[5], s[6], b"", len(s[7])))
+    st = CaptureStats()
+    evs = list(StreamAssembler(stats=st).process(pk))
+    assert not any(isinstance(e, KafkaFrame) for e in evs)
+    assert st.damage_bytes["gap"] == len(data) and st.delivered_bytes == 0
+    assert st.reconcile()["ok"]
+
+
+def test_snaplen_cut_out_of_order_segment():
+    c = Conversation()
+    segs = c.handshake()
+    parts = c.send(0, REQS[0] + REQS[1], mss=62)
+    pk = packets(segs)
+    s1, s0 = parts[1], parts[0]
+    # request 2 arrives first, cut to 20 bytes; then request 1, whole
+    pk.append(Packet("f", 4, 2000.0, s1[0], s1[1], s1[2], s1[3], s1[4], s1[5], s1[6], s1[7][:20], 62))
+    pk.append(Packet("f", 5, 2001.0, s0[0], s0[1], s0[2], s0[3], s0[4], s0[5], s0[6], s0[7], 62))
+    st = CaptureStats()
+    evs = list(StreamAssembler(stats=st).process(pk))
+    fr = [e for e in evs if isinstance(e, KafkaFrame)]
+    assert [f.correlation_id for f in fr] == [1]
+    assert st.damage_bytes["gap"] == 42 and st.damage_bytes["partial-frame"] == 20
+    assert st.reconcile()["ok"]

@@ -3,11 +3,21 @@
 Two layers, composable separately (a Spark job groups packets by connection across rotated files
 and runs the second layer per group on executors):
 
-* ``iter_packets(fileobj, file_label)`` -> ``Packet`` tuples (and ``Damage`` for the file itself);
-* ``StreamAssembler`` (alias ``ConnectionDecoder``): ``feed(packet)`` / ``finish()`` or
-  ``process(packets)`` -> ``KafkaFrame`` and ``Damage`` events.
+* ``iter_packets(path_or_fileobj, file_label=None, *, stats=None, report_skipped=False)``
+  -> ``Packet`` tuples ``(file, frame, ts, src_ip, src_port, dst_ip, dst_port, seq, ack, flags,
+  payload, wire_len)`` in file order, mixed with ``Damage`` events about the file itself
+  (filter with ``type(x) is Packet``). Non-TCP packets are only counted (``stats.skipped``).
+* ``StreamAssembler(broker_ports=None, max_frame=100 MiB, max_buffered=4 MiB, max_open=10000,
+  idle_timeout=1800, stats=None, api_check=None, strict=False)`` (alias ``ConnectionDecoder``):
+  ``feed(packet) -> events`` then ``finish() -> events``, or ``process(packets)`` -> iterator of
+  ``KafkaFrame`` and ``Damage``. Group packets with ``conn_key(packet)``; order each group by ts.
 
-``iter_capture`` is the two chained for one file (or several, merged by timestamp).
+``iter_capture(source, *, file_label=None, broker_ports=None, max_frame=..., stats=None,
+report_skipped=False, **assembler_options)`` chains the two for one file or a list of rotated
+files (merged by timestamp). Pass a ``CaptureStats`` to read the counters; after the iterator is
+exhausted ``stats.reconcile()["ok"]`` is True when every payload byte is accounted for.
+
+Whole-file failures (not a capture, unreadable) raise ``CaptureError`` (a ``KwireError``).
 """
 from __future__ import annotations
 

@@ -142,6 +142,7 @@ class CaptureStats:
     """
 
     files: int = 0
+    capture_drops: int = 0      # packets the capturing interface says it dropped (pcapng isb_ifdrop)
     packets: int = 0            # capture records read (every record gets a packet number)
     tcp_packets: int = 0
     payload_bytes: int = 0      # captured TCP payload bytes fed to the StreamAssembler

@@ -281,6 +281,8 @@ def _pcapng_records(f, head, label, stats):
     epb = struct.Struct("<IIIII").unpack_from
     pb = struct.Struct("<HHIIII").unpack_from
     ifaces: list = []
+    drops: dict = {}
+    section = 0
     last_ts = 0.0
     while True:
         if len(buf) - pos < 12:
@@ -311,6 +313,7 @@ def _pcapng_records(f, head, label, stats):
             epb = struct.Struct(bo + "IIIII").unpack_from
             pb = struct.Struct(bo + "HHIIII").unpack_from
             ifaces = []
+            section += 1
         t = u32(buf, pos)[0]
         blen = u32(buf, pos + 4)[0]
         boff = ch.base + pos
@@ -407,6 +410,20 @@ def _pcapng_records(f, head, label, stats):
             last_ts = ((hi << 32) | lo) / div + tsoff
             start = pos + 28
             yield frame, last_ts, linktype, buf, start, start + caplen
+        elif t == 5 and stats is not None and blen >= 24:  # Interface Statistics Block
+            ifid = u32(buf, pos + 8)[0]
+            o = pos + 20
+            oend = pos + blen - 4
+            while o + 4 <= oend:
+                code, olen = struct.unpack_from(bo + "HH", buf, o)
+                if code == 0:
+                    break
+                if code == 5 and olen == 8 and o + 12 <= oend:  # isb_ifdrop: cumulative
+                    v = struct.unpack_from(bo + "Q", buf, o + 4)[0]
+                    old = drops.get((section, ifid), 0)
+                    drops[(section, ifid)] = v
+                    stats.capture_drops += v - old
+                o += 4 + ((olen + 3) & ~3)
         elif t == 1:  # Interface Description Block
             if blen < 20:
                 yield _damage(stats, label, None, CORRUPT_BLOCK, blen,

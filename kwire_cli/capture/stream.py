@@ -287,7 +287,11 @@ class StreamAssembler:
         if end <= nxt:
             st.duplicate_bytes += n
             if lost_tail and end + lost_tail > nxt:
-                pass  # the cut-off tail was delivered already or is past: nothing new
+                # a snap-length cut segment whose captured part we had: the rest is lost
+                d.last_frame = frame
+                self._lost(conn, d, end + lost_tail - nxt, file, frame, frame, ts, "cut by the snap length")
+                if d.heap:
+                    self._drain(conn, d, file, frame, ts)
             return
         if off < nxt:
             trim = nxt - off
@@ -346,18 +350,18 @@ class StreamAssembler:
             e = o + k
             if e <= d.nxt:
                 st.duplicate_bytes += k
-                continue
-            if o < d.nxt:
-                trim = d.nxt - o
-                st.duplicate_bytes += trim
-                data = data[trim:]
-            d.nxt = e
-            d.last_frame = fr
-            st.delivered_bytes += len(data)
-            cf, ct = (fr, t) if frame is None else (frame, ts)
-            self._deliver(conn, d, data, file, cf, ct)
-            if lost_tail:
-                self._lost(conn, d, lost_tail, file, fr, fr, t, "cut by the snap length")
+            else:
+                if o < d.nxt:
+                    trim = d.nxt - o
+                    st.duplicate_bytes += trim
+                    data = data[trim:]
+                d.nxt = e
+                d.last_frame = fr
+                st.delivered_bytes += len(data)
+                cf, ct = (fr, t) if frame is None else (frame, ts)
+                self._deliver(conn, d, data, file, cf, ct)
+            if lost_tail and e + lost_tail > d.nxt:
+                self._lost(conn, d, e + lost_tail - d.nxt, file, fr, fr, t, "cut by the snap length")
 
     def _gaps(self, conn, d: _Dir, file, upto, one: bool = False) -> None:
         """Declare holes lost: the one before the first buffered segment (``one``), or all holes
