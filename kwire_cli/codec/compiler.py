@@ -269,6 +269,7 @@ class _Gen:
         self.pending: list[tuple[StructSpec, int]] = []
         self.counter = 0
         self.tag_defaults: list[tuple[str, str, Any]] = []
+        self.in_tags = 0  # > 0 while generating a tag section: no inlining there
         self.tag_vars: dict[int, tuple[str, str]] = {}
 
     # -- helpers
@@ -353,31 +354,7 @@ class _Gen:
         self.emit(0, f"def dec{sid}(buf, pos, end, depth=0):")
         if sid != 0:
             self.emit(1, f"if depth > {MAX_DEPTH}: raise _too_deep(pos)")
-        # regular fields go to locals f0, f1, ...; the dict is built once, by one literal, in spec
-        # order (tagged fields hold their defaults there until the tag section overwrites them)
-        exprs: dict[str, str] = {}
-        group: list[FieldSpec] = []
-        for i, f in enumerate(present):
-            if f.tagged_in(v):
-                self.flush_group(group, 1, exprs)
-                group = []
-                exprs[f.name] = self.default_expr(f)
-            elif f.type.kind in _FMT:
-                group.append(f)
-            else:
-                self.flush_group(group, 1, exprs)
-                group = []
-                local = f"f{i}"
-                self.emit(1, "try:")
-                self.read_value(f.type, f.nullable_in(v), self.compact(f), local, 2, "end", f)
-                self.emit(1, "except _DE as e:")
-                self.emit(2, f"raise e.prefix({f.name!r})")
-                exprs[f.name] = local
-        self.flush_group(group, 1, exprs)
-        items = ", ".join(f"{f.name!r}: {exprs[f.name]}" for f in present)
-        self.emit(1, f"d = {{{items}}}")
-        if self.flexible:
-            self.read_tags(tagged, 1)
+        self.dec_body(s, 1, "d")
         self.emit(1, "return d, pos")
         # ---- encoder
         all_fields = {f.name: str(f.versions) for f in s.fields}
@@ -402,6 +379,49 @@ class _Gen:
         self.flush_pack(group, 1)
         if self.flexible:
             self.write_tags(tagged, 1)
+
+    def dec_body(self, s: StructSpec, ind: int, dvar: str) -> None:
+        """Decode the fields of `s` at `pos` into the dict `dvar`, advancing `pos`.
+
+        Regular fields go to locals (unique names, so a body can be inlined into an enclosing
+        decoder's element loop); the dict is built once, by one literal, in spec order (tagged
+        fields hold their defaults there until the tag section overwrites them)."""
+        v = self.v
+        present = [f for f in s.fields if v in f.versions]
+        tagged = [f for f in present if f.tagged_in(v)]
+        exprs: dict[str, str] = {}
+        group: list[FieldSpec] = []
+        for f in present:
+            if f.tagged_in(v):
+                self.flush_group(group, ind, exprs)
+                group = []
+                exprs[f.name] = self.default_expr(f)
+            elif f.type.kind in _FMT:
+                group.append(f)
+            else:
+                self.flush_group(group, ind, exprs)
+                group = []
+                local = self.name("f")
+                self.emit(ind, "try:")
+                self.read_value(f.type, f.nullable_in(v), self.compact(f), local, ind + 1, "end", f)
+                self.emit(ind, "except _DE as e:")
+                self.emit(ind + 1, f"raise e.prefix({f.name!r})")
+                exprs[f.name] = local
+        self.flush_group(group, ind, exprs)
+        items = ", ".join(f"{f.name!r}: {exprs[f.name]}" for f in present)
+        self.emit(ind, f"{dvar} = {{{items}}}")
+        if self.flexible:
+            self.read_tags(tagged, ind, dvar)
+
+    def leaf_struct(self, s: StructSpec) -> bool:
+        """No struct (or array of structs) among the fields of `s` in this version: its decoder
+        can be inlined into an element loop without recursion or name clashes."""
+        for f in s.fields:
+            if self.v in f.versions:
+                k = f.type.kind
+                if k == "struct" or (k == "array" and f.type.element.kind == "struct"):
+                    return False
+        return True
 
     def get_value(self, f: FieldSpec, var: str, ind: int) -> None:
         d = f.default
@@ -583,19 +603,24 @@ class _Gen:
                     self.emit(body + 1, f"pos += cnt * {size}")
                     self.emit(body, "else:")
                     body += 1
+                iv = self.name("i")
                 self.emit(body, f"{lst} = []")
-                self.emit(body, "i = 0")
+                self.emit(body, f"{iv} = 0")
                 self.emit(body, "try:")
-                self.emit(body + 1, "for i in range(cnt):")
-                self.read_value(el, False, compact, "x", body + 2, end, f)
+                self.emit(body + 1, f"for {iv} in range(cnt):")
+                if (el.kind == "struct" and not self.in_tags and end == "end"
+                        and self.leaf_struct(f.struct)):
+                    self.dec_body(f.struct, body + 2, "x")  # inlined: no call per element
+                else:
+                    self.read_value(el, False, compact, "x", body + 2, end, f)
                 self.emit(body + 2, f"{lst}.append(x)")
                 self.emit(body, "except _DE as e:")
-                self.emit(body + 1, "raise e.prefix('[%d]' % i)")
+                self.emit(body + 1, f"raise e.prefix('[%d]' % {iv})")
                 self.emit(body, f"{target} = {lst}")
         else:  # pragma: no cover
             raise AssertionError(k)
 
-    def read_tags(self, tagged: list[FieldSpec], ind: int) -> None:
+    def read_tags(self, tagged: list[FieldSpec], ind: int, dname: str = "d") -> None:
         self.read_uvarint("nt", ind, "end", "tagged field count")
         self.emit(ind, "if nt:")
         b = ind + 1
@@ -612,7 +637,9 @@ class _Gen:
             self.emit(b + 1, f"{'if' if first else 'elif'} tag == {f.tag}:")
             first = False
             self.emit(b + 2, "try:")
-            self.read_value(f.type, f.nullable_in(self.v), self.compact(f), f"d[{f.name!r}]", b + 3, "e2", f)
+            self.in_tags += 1
+            self.read_value(f.type, f.nullable_in(self.v), self.compact(f), f"{dname}[{f.name!r}]", b + 3, "e2", f)
+            self.in_tags -= 1
             self.emit(b + 3, f"if pos != e2: raise _tag_size({f.name!r}, tag, sz, sz - (e2 - pos), pos)")
             self.emit(b + 2, "except _DE as e:")
             self.emit(b + 3, f"raise e.prefix({f.name!r})")
@@ -627,8 +654,8 @@ class _Gen:
         self.emit(b + 2, "if unk is None: unk = {}")
         self.emit(b + 2, "unk[str(tag)] = buf[pos:e2].hex()")
         self.emit(b + 2, "pos = e2")
-        self.emit(b, "if unk: d['_unknown_tags'] = unk")
-        self.emit(b, "if expl: d['_explicit_tags'] = expl")
+        self.emit(b, f"if unk: {dname}['_unknown_tags'] = unk")
+        self.emit(b, f"if expl: {dname}['_explicit_tags'] = expl")
 
     # -- writing one value
     def write_len(self, n: str, compact: bool, size_kind: str, ind: int, out: str) -> None:
