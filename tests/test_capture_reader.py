@@ -99,6 +99,7 @@ def test_vlan_single_and_stacked():
     (12, lambda s: segment_bytes(s)[0]),
     (14, lambda s: segment_bytes(s)[0]),
     (108, lambda s: loop(segment_bytes(s)[0], 2)),
+    (228, lambda s: segment_bytes(s)[0]),
 ])
 def test_link_types(linktype, wrap):
     data, expected = _linktype_capture(linktype, wrap)
@@ -122,6 +123,11 @@ def test_ipv6_ethernet_and_sll2():
     fr, _ = assert_clean(write_pcap(segs), expected)
     assert fr[0].src == "[fd00::1]:40000" and fr[0].conn == "[fd00::1]:40000->[fd00::2]:9092"
     assert_clean(write_pcap(segs, linktype=276, encap=lambda s: sll2(*segment_bytes(s))), expected)
+
+
+def test_linktype_ipv6_229():
+    segs, expected = conversation(("fd00::1", 40000), ("fd00::2", 9092))
+    assert_clean(write_pcap(segs, linktype=229, encap=lambda s: segment_bytes(s)[0]), expected)
 
 
 def test_ipv6_extension_headers_walked():

@@ -377,3 +377,28 @@ def test_snaplen_cut_out_of_order_segment():
     assert [f.correlation_id for f in fr] == [1]
     assert st.damage_bytes["gap"] == 42 and st.damage_bytes["partial-frame"] == 20
     assert st.reconcile()["ok"]
+
+
+def test_open_requests_bounded_per_connection():
+    c = Conversation()
+    segs = c.handshake() + c.send(0, b"".join(kafka_request(18, 0, i, "c") for i in range(30)))
+    segs += c.send(1, kafka_response(29, b"late") + kafka_response(0, b"evicted"))
+    fr, dmg, st = run(segs, max_open=10)
+    assert [d.kind for d in dmg].count("unanswered-request") == 20 + 1  # 20 evicted, 9 left at the end
+    resp = [f for f in fr if f.kind == "response"]
+    assert [(f.correlation_id, f.api_key) for f in resp] == [(29, 18), (0, None)]
+    assert "unpaired-response" in kinds(dmg)
+
+
+def test_api_check_tightens_resync():
+    """Mid-stream: junk that looks like an api key 50 request header comes first; with an api_check
+    that knows key 50 does not exist, resync skips it and lands on the real request."""
+    fake = kafka_request(50, 1, 7, "x", b"")
+    c = Conversation()
+    c.handshake()
+    segs = c.send(0, b"\x01\x02" + fake[:12] + REQS[0])
+    fr, _dmg, _ = run(segs)
+    assert fr[0].api_key == 50  # the plausible-looking junk wins without the check
+    fr, dmg, _ = run(segs, api_check=lambda k, v: k != 50)
+    assert [f.correlation_id for f in fr] == [1]
+    assert [d.bytes for d in dmg if d.kind == "resync-skip"] == [14]

@@ -56,9 +56,8 @@ def endpoint(ip: str, port: int) -> str:
     return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
-@dataclass(slots=True)
-class KafkaFrame:
-    """One complete Kafka request or response as it crossed the wire.
+class KafkaFrame(NamedTuple):
+    """One complete Kafka request or response as it crossed the wire (a NamedTuple: cheap, picklable).
 
     ``data`` is the frame without its 4-byte size prefix (``size == len(data)``). ``frame`` is the
     packet number that completed it, ``start_frame`` the one that carried its first byte; ``ts``
@@ -112,8 +111,7 @@ IP_FRAGMENT = "ip-fragment"
 TRUNCATED_HEADER = "truncated-header"
 
 
-@dataclass(slots=True)
-class Damage:
+class Damage(NamedTuple):
     """Something in the capture that could not be turned into frames, with the bytes it cost.
 
     ``frame`` is the packet number where it was noticed (for a gap: the first packet after it;

@@ -43,6 +43,7 @@ _HALF = 0x80000000
 _I32 = struct.Struct(">i").unpack_from
 _PREFIX = struct.Struct(">hhi").unpack_from
 _EMPTY: tuple = ()
+_tnew = tuple.__new__
 
 
 class _Dir:
@@ -50,7 +51,7 @@ class _Dir:
 
     __slots__ = ("base", "nxt", "ooo", "heap", "ooo_bytes", "fin_off", "last_frame", "ack_seq",
                  "buf", "start_frame", "resync", "skip", "skip_acc", "skip_from", "verify",
-                 "is_request", "src", "dst")
+                 "is_request", "src", "dst", "need")
 
     def __init__(self) -> None:
         self.base: int | None = None     # sequence number of stream offset 0
@@ -69,6 +70,7 @@ class _Dir:
         self.skip_from: int | None = None
         self.verify = False
         self.is_request = False
+        self.need = 0                    # buffered bytes needed before the pending frame completes
         self.src = ""
         self.dst = ""
 
@@ -420,6 +422,8 @@ class StreamAssembler:
             if not buf:
                 d.start_frame = frame
             buf += data
+            if len(buf) < d.need:
+                return
         self._frames(conn, d, file, frame, ts)
 
     def _frames(self, conn, d: _Dir, file, frame, ts) -> None:
@@ -467,7 +471,9 @@ class StreamAssembler:
                 d.verify = False
             total = 4 + size
             if len(buf) < total:
+                d.need = total
                 return
+            d.need = 0
             self._emit(conn, d, bytes(buf[4:total]), file, frame, ts,
                        d.start_frame if first else frame)
             del buf[:total]
@@ -486,6 +492,7 @@ class StreamAssembler:
     def _frame_gap(self, conn, d: _Dir, lost: int, file, frame, ts) -> None:
         """The framer's side of a gap of ``lost`` bytes right after what it has seen."""
         buf = d.buf
+        d.need = 0
         st = self.stats
         if d.resync:
             d.skip_acc += len(buf)
@@ -553,8 +560,8 @@ class StreamAssembler:
         if d.is_request:
             st.requests += 1
             if size < 8:
-                self._out.append(KafkaFrame(file, frame, ts, d.src, d.dst, conn.label, "request", data,
-                                            size, start_frame=start_frame))
+                self._out.append(_tnew(KafkaFrame, (file, frame, ts, d.src, d.dst, conn.label, "request", data,
+                                                    size, None, None, None, None, None, start_frame, None)))
                 self._damage(file, frame, conn, UNPARSEABLE, 0,
                              f"packet {frame}: request of {size} bytes is too short for a header", ts)
                 return
@@ -569,14 +576,18 @@ class StreamAssembler:
                         del nr[next(iter(nr))]
                     nr[corr] = (ak, av, ts, frame)
             if acks != 0:
-                self._open_request(conn, ak, av, corr, ts, frame, acks)
-            self._out.append(KafkaFrame(file, frame, ts, d.src, d.dst, conn.label, "request", data, size,
-                                        ak, av, corr, None, None, start_frame, acks))
+                op = conn.open
+                if len(op) >= self.max_open and corr not in op:
+                    self._open_request(conn, ak, av, corr, ts, frame, acks)
+                else:
+                    op[corr] = (ak, av, ts, frame)
+            self._out.append(_tnew(KafkaFrame, (file, frame, ts, d.src, d.dst, conn.label, "request", data, size,
+                                                ak, av, corr, None, None, start_frame, acks)))
             return
         st.responses += 1
         if size < 4:
-            self._out.append(KafkaFrame(file, frame, ts, d.src, d.dst, conn.label, "response", data, size,
-                                        start_frame=start_frame))
+            self._out.append(_tnew(KafkaFrame, (file, frame, ts, d.src, d.dst, conn.label, "response", data,
+                                                size, None, None, None, None, None, start_frame, None)))
             self._damage(file, frame, conn, UNPARSEABLE, 0,
                          f"packet {frame}: response of {size} bytes has no correlation id", ts)
             return
@@ -588,14 +599,14 @@ class StreamAssembler:
             if req is not None:
                 st.acks0_answered += 1
         if req is None:
-            self._out.append(KafkaFrame(file, frame, ts, d.src, d.dst, conn.label, "response", data, size,
-                                        None, None, corr, None, None, start_frame))
+            self._out.append(_tnew(KafkaFrame, (file, frame, ts, d.src, d.dst, conn.label, "response", data,
+                                                size, None, None, corr, None, None, start_frame, None)))
             self._damage(file, frame, conn, UNPAIRED_RESPONSE, 0,
                          f"packet {frame}: response with correlation id {corr} matches no open request", ts)
             return
         st.paired += 1
-        self._out.append(KafkaFrame(file, frame, ts, d.src, d.dst, conn.label, "response", data, size,
-                                    req[0], req[1], corr, req[2], req[3], start_frame))
+        self._out.append(_tnew(KafkaFrame, (file, frame, ts, d.src, d.dst, conn.label, "response", data, size,
+                                            req[0], req[1], corr, req[2], req[3], start_frame, None)))
 
     # ------------------------------------------------------------------ closing
     def _close(self, conn: Connection, file, why: str) -> None:
