@@ -101,12 +101,17 @@ class Sizer:
         from kwire_cli.codec.partial import default_value
         return value == default_value(f, self.v)
 
+    def written(self, f: FieldSpec, value: dict) -> bool:
+        """Whether the codec writes tagged field `f` of struct value `value`."""
+        return f.name in value and (not self.is_default(f, value[f.name])
+                                    or f.tag in (value.get("_explicit_tags") or ()))
+
     def tag_section(self, s: StructSpec, value: dict) -> int:
         set_tags = 0
         n = 0
         for f in s.fields:
             if f.tagged_in(self.v) and self.v in f.versions and f.name in value:
-                if not self.is_default(f, value[f.name]):
+                if self.written(f, value):
                     set_tags += 1
                     n += self.tagged_field(f, value[f.name])
         for tag, h in (value.get("_unknown_tags") or {}).items():
@@ -189,8 +194,8 @@ def what_if_tagged(spec: MessageSpec, version: int, body: dict, fields: Iterable
         present = [f for f in s.fields if version in f.versions]
         used = [f.tag for f in s.fields if f.tag is not None]
         next_tag = max(used) + 1 if used else 0
-        set_now = sum(1 for f in present if f.tagged_in(version) and f.name in value
-                      and not sz.is_default(f, value[f.name])) + len(value.get("_unknown_tags") or {})
+        set_now = (sum(1 for f in present if f.tagged_in(version) and sz.written(f, value))
+                   + len(value.get("_unknown_tags") or {}))
         added = 0
         for f in present:
             if f.name not in fields:

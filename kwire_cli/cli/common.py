@@ -443,12 +443,15 @@ class Target:
                     and not has_size_prefix(data)):
                 n = struct.unpack_from(">i", data, 0)[0]
                 if 0 < n < 4 * len(data) + 64:
-                    hint = f" (no size prefix detected: the first 4 bytes say {n}, {len(data) - 4} bytes follow)"
+                    hint = (f" (read without a size prefix: the first 4 bytes say {n} bytes follow, "
+                            f"but {len(data) - 4} do)")
                     if isinstance(e, DecodeError):
                         e.reason += hint
                     else:
                         e.args = (f"{e}{hint}",)
-            if self.kind_guessed and self.kind == "request" and isinstance(e, DecodeError):
+                    raise
+            if (self.kind_guessed and self.kind == "request" and isinstance(e, DecodeError)
+                    and (e.context.endswith("header") or "API key" in e.reason or "valid version" in e.reason)):
                 e.reason += " (if this is a response, give --api NAME --version N, or --request HEX)"
             raise
         if self.kind == "request" and not self.no_header:

@@ -89,25 +89,36 @@ class Walker:
         v = self.v
         present = [f for f in s.fields if v in f.versions]
         tagged = {f.tag: f for f in present if f.tagged_in(v)}
-        for f in present:
-            if f.tagged_in(v):
-                d[f.name] = default_value(f, v)
-                continue
-            try:
-                pos = self.value(f.type, f.nullable_in(v), self.compact(f), buf, pos, end, d, f.name, f, depth)
-            except DecodeError as e:
-                raise e.prefix(f.name)
-        if self.flexible:
-            pos = self.tags(tagged, buf, pos, end, d, depth)
+        read: set[str] = set()
+        try:
+            for f in present:
+                if f.tagged_in(v):
+                    d[f.name] = default_value(f, v)  # a placeholder, in spec order, like the codec
+                    continue
+                try:
+                    pos = self.value(f.type, f.nullable_in(v), self.compact(f), buf, pos, end, d, f.name, f, depth)
+                except DecodeError as e:
+                    raise e.prefix(f.name)
+            if self.flexible:
+                pos = self.tags(tagged, buf, pos, end, d, depth, read)
+        except DecodeError:
+            # the tree shows only what was read: drop the placeholders of tagged fields not reached
+            for f in tagged.values():
+                if f.name not in read:
+                    d.pop(f.name, None)
+            raise
         return pos
 
-    def tags(self, tagged: dict[int, FieldSpec], buf: bytes, pos: int, end: int, d: dict, depth: int) -> int:
+    def tags(self, tagged: dict[int, FieldSpec], buf: bytes, pos: int, end: int, d: dict, depth: int,
+             read: set[str]) -> int:
         nt, pos = self.uvarint(buf, pos, end, "tagged field count")
         if not nt:
             return pos
         if nt * 2 > end - pos:
             raise DecodeError("%d tagged fields need at least %d bytes, %d left at offset %d"
                               % (nt, nt * 2, end - pos, pos), pos)
+        unk: dict | None = None
+        expl: list | None = None
         for _ in range(nt):
             tag, pos = P.read_uvarint(buf, pos, end)
             sz, pos = P.read_uvarint(buf, pos, end)
@@ -116,6 +127,7 @@ class Walker:
                 raise C._short("tagged field " + str(tag), sz, pos, end)
             f = tagged.get(tag)
             if f is not None:
+                read.add(f.name)
                 try:
                     pos = self.value(f.type, f.nullable_in(self.v), self.compact(f), buf, pos, e2, d,
                                      f.name, f, depth)
@@ -123,9 +135,19 @@ class Walker:
                         raise C._tag_size(f.name, tag, sz, sz - (e2 - pos), pos)
                 except DecodeError as e:
                     raise e.prefix(f.name)
+                if d[f.name] == default_value(f, self.v):  # a peer wrote the default explicitly
+                    if expl is None:
+                        expl = []
+                    expl.append(tag)
             else:
-                d.setdefault("_unknown_tags", {})[str(tag)] = buf[pos:e2].hex()
+                if unk is None:
+                    unk = {}
+                unk[str(tag)] = buf[pos:e2].hex()
                 pos = e2
+        if unk:
+            d["_unknown_tags"] = unk
+        if expl:
+            d["_explicit_tags"] = expl
         return pos
 
     def value(self, ft: FieldType, nullable: bool, compact: bool, buf: bytes, pos: int, end: int,

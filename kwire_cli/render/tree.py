@@ -93,6 +93,8 @@ def add_struct(node: Tree, value: dict, struct: StructSpec | None, version: int)
     """Children of `node`: one per field of `value`, in spec order, then any extra keys."""
     specs = {f.name: f for f in struct.fields} if struct is not None else {}
     for key, v in value.items():
+        if key == "_explicit_tags":
+            continue  # bookkeeping for byte-exact re-encoding, not a field
         if key == "_unknown_tags":
             sub = node.add(_label("unknown tagged fields", None, f"{len(v)}"))
             for tag, h in v.items():

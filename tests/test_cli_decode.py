@@ -1,0 +1,215 @@
+"""kwire decode on real recorded bytes, every input form, and every bad-input path."""
+from __future__ import annotations
+
+import pytest
+
+from cli_run import ROOT, kwire, pairs
+from kwire_cli.codec import encode_request
+
+PAIRS = pairs()
+HEX = ROOT / "fixtures" / "hex"
+DUMPS = HEX / "dumps"
+
+
+@pytest.fixture(autouse=True)
+def _in_repo(monkeypatch):
+    monkeypatch.chdir(ROOT)
+
+
+def test_recorded_pairs_are_present():
+    assert len(PAIRS) >= 30  # kafka-python, confluent-kafka, kafkajs
+
+
+@pytest.mark.parametrize("name,pair", PAIRS, ids=[n for n, _ in PAIRS])
+def test_recorded_requests_and_responses_decode(name, pair):
+    r = kwire("decode", pair["request"], "--format", "json")
+    assert r.code == 0, r
+    got = r.json()
+    assert set(got) == {"api_key", "api_name", "api_version", "kind", "header", "body", "size"}
+    assert (got["api_key"], got["api_version"], got["kind"]) == (pair["api_key"], pair["api_version"], "request")
+    assert got["size"] == len(pair["request"]) // 2 - 4
+    assert got["header"]["CorrelationId"] == pair["correlation_id"]
+    if pair["response"] is None:
+        return
+    r = kwire("decode", pair["response"], "--request", pair["request"], "--format", "json")
+    assert r.code == 0, r
+    resp = r.json()
+    assert (resp["api_key"], resp["api_version"], resp["kind"]) == (pair["api_key"], pair["api_version"], "response")
+    assert resp["header"]["CorrelationId"] == pair["correlation_id"]
+    assert resp["size"] == len(pair["response"]) // 2 - 4
+    assert r.err == ""  # correlation ids agree: no warning
+    # --api by name and by key give the same answer as --request
+    for api in (got["api_name"], str(got["api_key"])):
+        r2 = kwire("decode", pair["response"], "--api", api, "--version", str(pair["api_version"]), "--format", "json")
+        assert r2.json() == resp
+
+
+def test_pretty_tree_names_error_codes_and_api_keys():
+    r = kwire("decode @fixtures/hex/heartbeat-response-v4.hex --api Heartbeat --version 4")
+    assert r.code == 0 and r.err == ""
+    assert "ErrorCode: 27 REBALANCE_IN_PROGRESS  int16" in r.out
+    assert r.out.splitlines()[0] == "Heartbeat v4 response  api key 12, 12 bytes"
+    v3 = next(p for n, p in PAIRS if p["api_key"] == 18 and p["response"])
+    r = kwire("decode", v3["response"], "--request", v3["request"])
+    assert "ApiKey: 3 Metadata  int16" in r.out and "ErrorCode: 0 NONE  int16" in r.out
+
+
+def test_pretty_output_prints_brackets_literally():
+    data = encode_request("Metadata", 12, {"CorrelationId": 1, "ClientId": "[bold]me[/bold]"},
+                          {"Topics": [{"Name": "[red]t"}]})
+    r = kwire("decode", data.hex())
+    assert r.code == 0, r
+    assert 'ClientId: "[bold]me[/bold]"' in r.out and 'Name: "[red]t"' in r.out
+
+
+def test_yaml_output_is_the_same_tree_as_json():
+    import yaml
+    a = kwire("decode @fixtures/hex/fetch-response-v13.hex --api Fetch --version 13 --format json").json()
+    b = yaml.safe_load(kwire("decode @fixtures/hex/fetch-response-v13.hex --api Fetch --version 13 --format yaml").out)
+    assert a == b
+    assert a["body"]["Responses"][0]["Partitions"][0]["Records"]["batches"][0]["Records"][0]["Key"] == {"text": "order-1"}
+
+
+def test_records_can_stay_hex():
+    j = kwire("decode @fixtures/hex/produce-request-v9.hex --records hex --format json").json()
+    rec = j["body"]["TopicData"][0]["PartitionData"][0]["Records"]
+    assert isinstance(rec, str) and bytes.fromhex(rec)[16] == 2  # magic 2 record batch
+    r = kwire("decode @fixtures/hex/produce-request-v9.hex --records hex")
+    assert "Records: 0000000000000000" in r.out and "records?" in r.out
+
+
+# --------------------------------------------------------------------------- input forms
+
+EXPECTED_MR = bytes.fromhex((HEX / "metadata-request-v12.hex").read_text().strip())
+
+
+def _decoded(*args, input=None):
+    r = kwire("decode", *args, "--format", "json", input=input)
+    assert r.code == 0, r
+    return r.json()
+
+
+@pytest.mark.parametrize("dump", ["metadata-request-v12.xxd.txt", "metadata-request-v12.xxd-g1.txt",
+                                  "metadata-request-v12.xxd-p.txt", "metadata-request-v12.hexdump-C.txt",
+                                  "metadata-request-v12.bin"])
+def test_dump_files_of_the_same_message_decode_alike(dump):
+    want = _decoded(EXPECTED_MR.hex())
+    assert _decoded(f"@{DUMPS / dump}") == want
+    assert _decoded("-", input=(DUMPS / dump).read_bytes()) == want
+
+
+def test_hex_argument_forms():
+    want = _decoded(EXPECTED_MR.hex())
+    h = EXPECTED_MR.hex()
+    spaced = " ".join(h[i:i + 2] for i in range(0, len(h), 2))
+    assert _decoded(spaced) == want
+    assert _decoded(":".join(h[i:i + 2] for i in range(0, len(h), 2))) == want
+    assert _decoded(", ".join("0x" + h[i:i + 2] for i in range(0, len(h), 2))) == want
+    assert _decoded("0x" + h.upper()) == want
+    assert _decoded("-", input="\n".join(h[i:i + 32] for i in range(0, len(h), 32)) + "\n") == want
+
+
+def test_hexdump_star_lines_are_expanded():
+    want = bytes.fromhex((HEX / "saslauthenticate-request-v2.hex").read_text().strip())
+    j = _decoded(f"@{DUMPS / 'saslauthenticate-request-v2.hexdump-C.txt'}")
+    assert j["body"]["AuthBytes"] == "00" * 80 and j["size"] == len(want) - 4
+
+
+def test_tshark_frame_dump_is_cut_to_the_tcp_payload():
+    # recorded: kafka-python's Metadata v12 request, frame 8 of kafka-python-admin.pcap
+    j = _decoded(f"@{DUMPS / 'metadata-request-v12.tshark.txt'}")
+    assert (j["api_name"], j["api_version"], j["header"]["ClientId"]) == ("Metadata", 12, "kwire-kafka-python")
+    assert j["size"] == 0x21
+
+
+def test_tshark_reassembled_block_is_used():
+    want = _decoded("@fixtures/hex/metadata-response-v12.hex", "--api", "Metadata", "--version", "12")
+    got = _decoded(f"@{DUMPS / 'metadata-response-v12.tshark-reassembled.txt'}", "--api", "Metadata", "--version", "12")
+    assert got == want
+
+
+def test_bare_body_and_size_prefix_options():
+    j = _decoded("ffffffff", "--api", "Metadata", "--version", "1", "--kind", "request", "--no-header")
+    assert j["header"] is None and j["body"] == {"Topics": None} and j["size"] == 4
+    full = EXPECTED_MR.hex()
+    assert _decoded(full[8:], "--no-size-prefix") == _decoded(full)
+    assert _decoded(full, "--size-prefix") == _decoded(full)
+
+
+# --------------------------------------------------------------------------- errors
+
+@pytest.mark.parametrize("args,code,line", [
+    (["00zz"], 1, "not hex: unexpected character 'z' at line 1, column 3"),
+    (["000"], 1, "odd number of hex digits (3): a byte needs two"),
+    ([""], 1, "empty input: no hex digits"),
+    (["@fixtures/hex/produce-response-v9.hex", "--api", "Nope", "--version", "1"], 2,
+     "--api: unknown API 'Nope' (see `kwire list`)"),
+    (["@fixtures/hex/produce-response-v9.hex", "--api", "999", "--version", "1"], 2,
+     "--api: unknown API key 999 (known: 0-" ),
+    (["@fixtures/hex/produce-response-v9.hex", "--api", "Produce", "--version", "12"], 2,
+     "--version: Produce has no version 12 (valid: 0-11)"),
+    (["0000000603e700000001"], 1, "unknown API key 999 in the request header at offset 4"),
+    (["00000006000300630000"], 1, "Metadata v99 is not a valid version (valid: 0-12; api key 3)"),
+    (["@fixtures/hex/produce-response-v9.hex", "--kind", "response"], 2,
+     "a response does not name its API: give --api NAME --version N, or --request HEX"),
+    (["@no/such/file.hex"], 2, "INPUT: file no/such/file.hex does not exist"),
+    (["00", "--no-header", "--api", "Metadata"], 2, "a bare body does not name its API: give --api NAME --version N"),
+])
+def test_bad_input_is_one_line_and_an_exit_code(args, code, line):
+    r = kwire("decode", *args)
+    assert r.code == code, r
+    assert r.out == ""
+    assert r.err.count("\n") == 1
+    assert r.err.startswith("kwire: error: " + line)
+
+
+def test_truncated_message_names_sizes_and_field():
+    full = EXPECTED_MR.hex()
+    r = kwire("decode", full[:-6])
+    assert r.code == 1
+    # the prefix no longer fits, so kwire decodes without it and says so
+    assert r.err == ("kwire: error: Produce v70 is not a valid version (valid: 0-11; api key 0) (read without a "
+                     "size prefix: the first 4 bytes say 70 bytes follow, but 67 do)\n")
+    r = kwire("decode", full[:-6], "--size-prefix")
+    assert (r.code, r.err) == (1, "kwire: error: size prefix says 70 bytes, only 67 follow\n")
+    r = kwire("decode", full[8:-6], "--no-size-prefix")
+    assert r.code == 1
+    assert r.err == "kwire: error: Metadata v12 request: AllowAutoTopicCreation: bool needs 1 bytes, 0 left at offset 67\n"
+    # header 16 bytes, topic count at 16, topic 0 at 17..41, topic 1's name length at 57
+    r = kwire("decode", full[8:8 + 2 * 62], "--no-size-prefix")
+    assert r.err == ("kwire: error: Metadata v12 request: Topics[1].Name: string of 8 bytes needs 8 bytes, "
+                     "4 left at offset 58\n")
+
+
+def test_response_without_api_hints_at_the_options():
+    r = kwire("decode @fixtures/hex/produce-response-v9.hex")
+    assert r.code == 1
+    assert r.err.endswith("(if this is a response, give --api NAME --version N, or --request HEX)\n")
+
+
+def test_request_mismatch_and_correlation_warning():
+    r = kwire("decode @fixtures/hex/produce-response-v9.hex --request @fixtures/hex/produce-request-v9.hex --api Fetch")
+    assert (r.code, r.err) == (2, "kwire: error: --api Fetch does not match the request, which is Produce (api key 0)\n")
+    other = encode_request("Produce", 9, {"CorrelationId": 99, "ClientId": "x"}, {"Acks": 1, "TimeoutMs": 1})
+    r = kwire("decode", "@fixtures/hex/produce-response-v9.hex", "--request", other.hex())
+    assert r.code == 0
+    assert r.err == "kwire: warning: the response's CorrelationId 11 differs from the request's 99\n"
+
+
+def test_partial_shows_the_tree_up_to_the_failure():
+    h = (HEX / "produce-response-v9.hex").read_text().strip()
+    cut = h[8:-80]
+    r = kwire("decode", cut, "--api", "Produce", "--version", "9", "--no-size-prefix", "--partial")
+    assert r.code == 1
+    assert r.err.count("\n") == 1 and r.err.startswith("kwire: error: Produce v9 response: Responses[0].PartitionResponses[2]")
+    assert "Index: 1  int32" in r.out and "ErrorCode: 87 INVALID_RECORD  int16" in r.out
+    assert "✗ decoding stopped: Produce v9 response: Responses[0].PartitionResponses[2]" in r.out
+    r = kwire("decode", cut, "--api", "Produce", "--version", "9", "--no-size-prefix", "--partial", "--format", "json")
+    assert r.code == 1
+    j = r.json()
+    assert j["partial"] is True and j["error"]["path"].startswith("Responses[0].PartitionResponses[2]")
+    parts = j["body"]["Responses"][0]["PartitionResponses"]
+    assert [p["Index"] for p in parts] == [0, 1, 2] and parts[1]["BaseOffset"] == 977
+    # without --partial: nothing on stdout
+    r = kwire("decode", cut, "--api", "Produce", "--version", "9", "--no-size-prefix")
+    assert r.code == 1 and r.out == ""
