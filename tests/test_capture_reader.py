@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from capture_util import (ACK, PSH, Conversation, PcapngWriter, PcapWriter, ethernet, ethernet_frame,
+from capture_util import (Conversation, PcapngWriter, PcapWriter, ethernet, ethernet_frame,
                           fragment_header, hop_by_hop, ipv4, ipv6, kafka_request, kafka_response, loop,
                           null, pcap_ts, routing_header, segment_bytes, sll, sll2, tcp, write_pcap)
 from kwire_cli.capture import (CaptureError, CaptureStats, Damage, KafkaFrame, Packet, iter_capture,

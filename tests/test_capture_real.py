@@ -2,9 +2,7 @@
 formats; tshark's own Kafka dissector is the cross-check. Skipped where tcpdump cannot capture."""
 from __future__ import annotations
 
-import io
 import json
-import os
 import re
 import select
 import shutil

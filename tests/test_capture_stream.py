@@ -3,10 +3,8 @@ from __future__ import annotations
 
 import io
 
-import pytest
-
-from capture_util import (ACK, FIN, PSH, RST, SYN, Conversation, PcapWriter, ethernet_frame,
-                          kafka_request, kafka_response, produce_body, write_pcap)
+from capture_util import (ACK, RST, Conversation, kafka_request, kafka_response, produce_body,
+                          write_pcap)
 from kwire_cli.capture import (CaptureStats, Damage, KafkaFrame, Packet, StreamAssembler, conn_key,
                                iter_capture, iter_packets)
 
@@ -402,3 +400,13 @@ def test_api_check_tightens_resync():
     fr, dmg, _ = run(segs, api_check=lambda k, v: k != 50)
     assert [f.correlation_id for f in fr] == [1]
     assert [d.bytes for d in dmg if d.kind == "resync-skip"] == [14]
+
+
+def test_syn_ack_without_syn_starts_both_directions():
+    c = Conversation(client=("10.1.1.1", 33000), server=("10.1.1.2", 30000))
+    hs = c.handshake()
+    segs = hs[1:] + c.send(0, REQS[0], mss=5) + c.send(1, RESPS[0])
+    fr, dmg, _ = run(segs, broker_ports=set())
+    # the SYN-ACK sender is the listening side: the broker, even with the higher port
+    assert [(f.kind, f.correlation_id) for f in fr] == [("request", 1), ("response", 1)] and dmg == []
+    assert fr[0].dst == "10.1.1.2:30000"

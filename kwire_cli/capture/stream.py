@@ -31,7 +31,7 @@ import heapq
 import struct
 from typing import Iterable, Iterator
 
-from .events import (ACK, AFTER_CLOSE, FIN, GAP, NON_KAFKA, OVERSIZE_FRAME, PARTIAL_FRAME,
+from .events import (ACK, FIN, GAP, NON_KAFKA, OVERSIZE_FRAME, PARTIAL_FRAME,
                      RESYNC_SKIP, RST, SYN, UNANSWERED_REQUEST, UNPAIRED_RESPONSE, CaptureStats,
                      Damage, KafkaFrame, Packet, endpoint)
 from .kafka import (DEFAULT_MAX_FRAME, PRODUCE, ApiCheck, _plausible_at, broker_side,
@@ -168,6 +168,12 @@ class StreamAssembler:
                 d.base = isn1
                 if not flags & ACK:
                     conn.syn_from = di
+                elif conn.syn_from is None:
+                    # SYN-ACK without the SYN seen: its ack number starts the other direction
+                    conn.syn_from = 1 - di
+                    r0 = conn.dirs[1 - di]
+                    if r0.base is None:
+                        r0.base = ack & _M
             elif isn1 != d.base and not flags & ACK and (d.nxt or d.fin_off is not None or conn.reset):
                 # a new connection on the same ports: close the old one, start again
                 self._close(conn, file, "new SYN on the same ports")
