@@ -792,8 +792,12 @@ _MISSING = _Missing()
 
 
 def _records_decoder(mode: str) -> Callable[[bytes], Any]:
+    """records_mode: "hex" (the JSON value tree's raw form), "bytes" (raw `bytes`, for callers
+    that hand records on to kwire_cli.records themselves; not JSON-serialisable), or "decode"."""
     if mode == "hex":
         return bytes.hex
+    if mode == "bytes":
+        return bytes
     from kwire_cli.records import decode_records
     return decode_records
 
