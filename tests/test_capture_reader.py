@@ -442,7 +442,8 @@ def test_random_corruption_never_escapes_as_a_python_error():
     segs, _ = conversation(mss=13)
     bases = [write_pcap(segs), _as_pcapng(segs), write_pcap(segs, order=">", nanos=True),
              write_pcap(segs, linktype=0, encap=lambda s: null(segment_bytes(s)[0], 2)),
-             write_pcap(segs, linktype=276, encap=lambda s: sll2(*segment_bytes(s)))]
+             write_pcap(segs, linktype=276, encap=lambda s: sll2(*segment_bytes(s))),
+             gzip.compress(write_pcap(segs))]
     for _ in range(400):
         data = bytearray(rnd.choice(bases))
         for _k in range(rnd.randint(1, 12)):
@@ -458,3 +459,13 @@ def test_random_corruption_never_escapes_as_a_python_error():
         if evs is not None:
             for e in evs:
                 assert isinstance(e, (KafkaFrame, Damage))
+
+
+def test_truncated_gzip_capture_ends_cleanly():
+    segs, expected = conversation()
+    z = gzip.compress(write_pcap(segs))
+    fr, dmg, st = frames(z[:len(z) * 2 // 3])
+    assert 1 <= len(fr) < len(expected)
+    assert [(f.kind, f.data) for f in fr] == expected[:len(fr)]
+    assert any(d.kind == "truncated-record" for d in dmg)
+    assert st.reconcile()["ok"]

@@ -28,10 +28,10 @@ Damage
 """
 from __future__ import annotations
 
-import gzip
 import os
 import socket
 import struct
+import zlib
 from typing import BinaryIO, Iterator
 
 from .errors import CaptureError
@@ -77,8 +77,15 @@ def _ntop6(b: bytes) -> str:
 
 
 def _read_fully(f: BinaryIO, n: int) -> bytes:
-    """Read up to ``n`` bytes, looping over short reads; fewer only at end of file."""
-    data = f.read(n)
+    """Read up to ``n`` bytes, looping over short reads; fewer only at end of file.
+
+    A compressed stream cut short (gzip's EOFError) reads as the end of the file, so the record
+    layer reports the truncated record like any other cut capture.
+    """
+    try:
+        data = f.read(n)
+    except EOFError:
+        return b""
     if data is None:
         data = b""
     if len(data) >= n or not data:
@@ -86,7 +93,10 @@ def _read_fully(f: BinaryIO, n: int) -> bytes:
     parts = [data]
     got = len(data)
     while got < n:
-        more = f.read(n - got)
+        try:
+            more = f.read(n - got)
+        except EOFError:
+            break
         if not more:
             break
         parts.append(more)
@@ -133,7 +143,7 @@ class _Chunks:
         self.buf = b""
         left = n - avail
         while left > 0:
-            d = self.f.read(min(left, CHUNK))
+            d = _read_fully(self.f, min(left, CHUNK))
             if not d:
                 self.eof = True
                 break
@@ -168,7 +178,7 @@ def iter_records(path_or_fileobj, file_label: str | None = None, *, stats: Captu
     try:
         head = _read_fully(f, 4)
         if head[:2] == b"\x1f\x8b":
-            f2 = gzip.GzipFile(fileobj=_Prefixed(head, f), mode="rb")
+            f2 = _Gunzip(_Prefixed(head, f), label)
             head = _read_fully(f2, 4)
             src = f2
         else:
@@ -183,11 +193,47 @@ def iter_records(path_or_fileobj, file_label: str | None = None, *, stats: Captu
             yield from _pcapng_records(src, head, label, stats)
         else:
             raise CaptureError(f"{label}: not a pcap or pcapng file: magic 0x{head.hex()} at offset 0")
-    except (OSError, EOFError, gzip.BadGzipFile) as e:
+    except OSError as e:
         raise CaptureError(f"{label}: read error: {e}") from None
     finally:
         if close:
             f.close()
+
+
+class _Gunzip:
+    """Streaming gzip decompression (several members allowed). A stream cut short just ends: the
+    bytes decompressed so far are all returned, and the record layer reports the cut."""
+
+    def __init__(self, f, label: str):
+        self.f = f
+        self.label = label
+        self.z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self.out = bytearray()
+        self.done = False
+
+    def read(self, n: int = -1) -> bytes:
+        while not self.done and (n < 0 or len(self.out) < n):
+            raw = self.f.read(1 << 16)
+            if not raw:
+                self.done = True
+                break
+            while raw:
+                try:
+                    self.out += self.z.decompress(raw)
+                except zlib.error as e:
+                    raise CaptureError(f"{self.label}: gzip data corrupt: {e}") from None
+                if self.z.eof:
+                    raw = self.z.unused_data
+                    self.z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                else:
+                    raw = b""
+        if n < 0 or n >= len(self.out):
+            data = bytes(self.out)
+            self.out.clear()
+        else:
+            data = bytes(self.out[:n])
+            del self.out[:n]
+        return data
 
 
 class _Prefixed:
