@@ -147,12 +147,21 @@ def _load_messages(arg: str, kind, api_name, api_version, request_input) -> list
         label = str(p)
     else:
         raw, label = arg.encode(), "MESSAGE"
-    data = None
-    try:
-        data = bytes_from_source(raw)
-    except InputError:
-        data = None
-    if data is None:  # not hex: YAML / JSON message documents
+    if not is_file:
+        data = parse_hex(arg)  # on the command line a MESSAGE is hex; YAML comes in files
+    else:
+        try:
+            data = bytes_from_source(raw)
+        except InputError as hex_error:
+            data = None
+            from kwire_cli.cli.common import load_documents
+            try:
+                docs = load_documents(raw.decode("utf-8", errors="replace"), label)
+            except InputError:
+                docs = []
+            if not docs or not all(isinstance(d, dict) for d in docs):
+                raise InputError(f"{label}: neither hex nor a YAML/JSON message ({hex_error})") from None
+    if data is None:  # YAML / JSON message documents
         docs = message_docs(raw.decode("utf-8", errors="replace"), label)
         out = []
         for i, doc in enumerate(docs):
