@@ -507,3 +507,14 @@ def resolve_target(api_name: str | None, api_version: int | None, kind: str | No
     t = Target(api, api_version, kind, no_header, size_prefix, request_msg)
     t.kind_guessed = guessed
     return t
+
+
+def complete_api(ctx: click.Context, param: click.Parameter, incomplete: str) -> list:
+    """Shell completion of API names (Click's standard mechanism)."""
+    from click.shell_completion import CompletionItem
+    from kwire_cli.spec.registry import registry
+    try:
+        apis = registry().apis.values()
+    except KwireError:
+        return []
+    return [CompletionItem(a.name) for a in apis if a.name.lower().startswith(incomplete.lower())]

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import click
 
-from kwire_cli.cli.common import FORMATS, emit, read_input, resolve_target
+from kwire_cli.cli.common import FORMATS, complete_api, emit, read_input, resolve_target
 from kwire_cli.errors import DecodeError, KwireError
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("input", required=False, metavar="[INPUT]")
-@click.option("--api", "api_name", metavar="NAME|KEY",
+@click.option("--api", "api_name", metavar="NAME|KEY", shell_complete=complete_api,
               help="API of a response or bare body, by name (Metadata) or key (3).")
 @click.option("--version", "api_version", type=int, metavar="N",
               help="API version of a response or bare body.")
@@ -47,7 +47,7 @@ def decode(input, api_name, api_version, kind, request_input, no_header, size_pr
       kwire decode 0000001d001200030000000100056b7769726500066b7769726506302e312e3000 --format json
       kwire decode @fixtures/hex/produce-response-v9.hex --api Produce --version 9
       kwire decode @fixtures/hex/produce-response-v9.hex --request @fixtures/hex/produce-request-v9.hex
-      kwire decode 0000000000 --api Metadata --version 1 --kind request --no-header
+      kwire decode ffffffff --api Metadata --version 1 --kind request --no-header
     """
     data = read_input(input, binary=binary)
     target = resolve_target(api_name, api_version, kind, request_input, no_header, size_prefix,

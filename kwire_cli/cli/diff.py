@@ -8,7 +8,7 @@ import click
 from rich.console import Group
 from rich.text import Text
 
-from kwire_cli.cli.common import (FORMATS, InputError, KwireUsageError, bytes_from_source, check_version, emit,
+from kwire_cli.cli.common import (FORMATS, InputError, complete_api, KwireUsageError, bytes_from_source, check_version, emit,
                                   message_docs, parse_hex, resolve_api, resolve_target)
 from kwire_cli.errors import KwireError
 
@@ -23,7 +23,7 @@ from kwire_cli.errors import KwireError
 @click.option("--what-if-tagged", "what_if", metavar="FIELD,...",
               help="Bytes each MESSAGE would save or cost if these fields were tagged "
                    "(e.g. ErrorCode,ErrorMessage).")
-@click.option("--api", "api_name", metavar="NAME|KEY", help="API of hex response MESSAGEs (--what-if-tagged).")
+@click.option("--api", "api_name", metavar="NAME|KEY", shell_complete=complete_api, help="API of hex response MESSAGEs (--what-if-tagged).")
 @click.option("--version", "api_version", type=int, metavar="N", help="Version of hex response MESSAGEs.")
 @click.option("--request", "request_input", metavar="HEX|@FILE",
               help="The request a hex response MESSAGE answers (gives API and version).")

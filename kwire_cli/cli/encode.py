@@ -5,12 +5,12 @@ import sys
 
 import click
 
-from kwire_cli.cli.common import KwireUsageError, message_docs, read_text_source
+from kwire_cli.cli.common import KwireUsageError, complete_api, message_docs, read_text_source
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("file", required=False, metavar="[FILE]")
-@click.option("--api", "api_name", metavar="NAME|KEY", help="API, when FILE does not say.")
+@click.option("--api", "api_name", metavar="NAME|KEY", shell_complete=complete_api, help="API, when FILE does not say.")
 @click.option("--version", "api_version", type=int, metavar="N", help="API version, when FILE does not say.")
 @click.option("--kind", type=click.Choice(["request", "response"]), help="When FILE does not say (default request).")
 @click.option("--raw", is_flag=True, help="Write raw bytes instead of hex.")
