@@ -27,7 +27,7 @@ closed connections are dropped (FIN both ways, RST, or idle longer than ``idle_t
 """
 from __future__ import annotations
 
-import heapq
+from bisect import bisect_right, insort
 import struct
 from typing import Iterable, Iterator
 
@@ -57,7 +57,7 @@ class _Dir:
         self.base: int | None = None     # sequence number of stream offset 0
         self.nxt = 0                     # next stream offset expected
         self.ooo: dict = {}              # offset -> (payload, frame, ts, lost_tail)
-        self.heap: list = []
+        self.heap: list = []             # sorted offsets of the buffered segments
         self.ooo_bytes = 0
         self.fin_off: int | None = None
         self.last_frame: int | None = None
@@ -327,22 +327,44 @@ class StreamAssembler:
             self._gaps(conn, d, file, None, one=True)
 
     def _buffer(self, d: _Dir, off, payload, frame, ts, lost_tail) -> None:
+        """Keep an out-of-order segment, minus every byte already buffered (first copy wins): it
+        may be split into the pieces that fill holes between buffered segments."""
         st = self.stats
-        while True:
-            old = d.ooo.get(off)
-            if old is None:
-                d.ooo[off] = (payload, frame, ts, lost_tail)
-                heapq.heappush(d.heap, off)
-                d.ooo_bytes += len(payload)
-                st.pending_bytes += len(payload)
-                return
-            k = len(old[0])
-            if len(payload) <= k:
-                st.duplicate_bytes += len(payload)
-                return
-            st.duplicate_bytes += k
-            payload = payload[k:]
-            off += k
+        offs, ooo = d.heap, d.ooo
+        end = off + len(payload)
+        i = bisect_right(offs, off)
+        if i:
+            p = offs[i - 1]
+            pend = p + len(ooo[p][0])
+            if pend > off:
+                cut = min(pend, end) - off
+                st.duplicate_bytes += cut
+                off += cut
+        pieces = []
+        while off < end:
+            if i < len(offs) and offs[i] < end:
+                q = offs[i]
+                if q > off:
+                    pieces.append((off, q))
+                qend = q + len(ooo[q][0])
+                covered = min(qend, end) - max(q, off)
+                if covered > 0:
+                    st.duplicate_bytes += covered
+                off = max(off, qend)
+                i += 1
+            else:
+                pieces.append((off, end))
+                break
+        base = end - len(payload)
+        for a, b in pieces:
+            piece = payload[a - base:b - base]
+            ooo[a] = (piece, frame, ts, lost_tail if b == end else 0)
+            insort(offs, a)
+            d.ooo_bytes += b - a
+            st.pending_bytes += b - a
+        if not pieces and lost_tail and end not in ooo:
+            ooo[end] = (b"", frame, ts, lost_tail)
+            insort(offs, end)
 
     def _drain(self, conn, d: _Dir, file, frame, ts) -> None:
         """Deliver buffered segments that are now in order. ``frame``/``ts``: the packet that made
@@ -350,7 +372,7 @@ class StreamAssembler:
         st = self.stats
         heap, ooo = d.heap, d.ooo
         while heap and heap[0] <= d.nxt:
-            o = heapq.heappop(heap)
+            o = heap.pop(0)
             data, fr, t, lost_tail = ooo.pop(o)
             k = len(data)
             d.ooo_bytes -= k
