@@ -496,6 +496,9 @@ class _Gen:
         self.emit(ind, f"if pos >= {end}: raise _short({what!r}, 1, pos, {end})")
         self.emit(ind, f"{var} = buf[pos]")
         self.emit(ind, f"if {var} < 128: pos += 1")
+        # two-byte varints (128..16383: record batches, long strings) without a call
+        self.emit(ind, f"elif pos + 1 < {end} and buf[pos + 1] < 128: "
+                       f"{var} = ({var} & 127) | (buf[pos + 1] << 7); pos += 2")
         self.emit(ind, f"else: {var}, pos = _ruv(buf, pos, {end})")
 
     def read_length(self, kind: str, nullable: bool, compact: bool, ind: int, end: str) -> None:
@@ -662,6 +665,7 @@ class _Gen:
         if compact:
             self.emit(ind, f"ln = {n} + 1")
             self.emit(ind, f"if ln < 128: {out}.append(ln)")
+            self.emit(ind, f"elif ln < 16384: {out}.append((ln & 127) | 128); {out}.append(ln >> 7)")
             self.emit(ind, f"else: _wuv({out}, ln)")
         elif size_kind == "string":
             self.emit(ind, f"if {n} > 32767: raise _EE('string of %d bytes is longer than 32767' % {n})")
@@ -705,8 +709,11 @@ class _Gen:
             self.emit(ind, "else:")
             b = ind + 1
         if k in ("string", "bytes", "records"):
-            conv = {"string": "_strb", "bytes": "_hexb", "records": "_recb"}[k]
-            self.emit(b, f"bb = {conv}({var})")
+            # the common cases inline; anything else (and every error) through the helper
+            fast = {"string": f"{var}.encode() if {var}.__class__ is str and {var}.isascii() else _strb({var})",
+                    "bytes": f"_hexb({var})",
+                    "records": f"{var} if {var}.__class__ is bytes else _recb({var})"}[k]
+            self.emit(b, f"bb = {fast}")
             self.write_len("len(bb)", compact, k, b, out)
             self.emit(b, f"{out} += bb")
         elif k == "struct":
