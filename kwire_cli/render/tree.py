@@ -92,19 +92,31 @@ def _label(name: str, value: Text | None, typ: str | None) -> Text:
 def add_struct(node: Tree, value: dict, struct: StructSpec | None, version: int) -> None:
     """Children of `node`: one per field of `value`, in spec order, then any extra keys."""
     specs = {f.name: f for f in struct.fields} if struct is not None else {}
+    explicit = value.get("_explicit_tags") or ()
+    unsent = []
     for key, v in value.items():
         if key == "_explicit_tags":
             continue  # bookkeeping for byte-exact re-encoding, not a field
+        f = specs.get(key)
+        if f is not None and f.tagged_in(version) and f.tag not in explicit and _is_default(f, v, version):
+            unsent.append(key)  # a tagged field that was not on the wire
+            continue
         if key == "_unknown_tags":
             sub = node.add(_label("unknown tagged fields", None, f"{len(v)}"))
             for tag, h in v.items():
                 sub.add(_label(f"tag {tag}", _hex_text(h), None))
             continue
-        f = specs.get(key)
         if f is None:
             add_value(node, key, v)
         else:
             add_field(node, f, v, version)
+    if unsent:
+        node.add(Text(f"(not sent, at their defaults: {', '.join(unsent)})", style=S_TYPE))
+
+
+def _is_default(f: FieldSpec, v: Any, version: int) -> bool:
+    from kwire_cli.codec.partial import default_value
+    return v == default_value(f, version)
 
 
 def add_field(node: Tree, f: FieldSpec, v: Any, version: int) -> None:
@@ -131,8 +143,8 @@ def add_field(node: Tree, f: FieldSpec, v: Any, version: int) -> None:
                 add_struct(sub.add(Text(f"[{i}]", style=S_NAME)), x, f.struct, version)
             else:
                 sub.add(_label(f"[{i}]", scalar_text(x, el, f.name), None))
-    elif ft.kind == "records" and isinstance(v, (dict, list)):
-        add_value(node, f.name, v, typ)
+    elif ft.kind == "records" and isinstance(v, dict):
+        add_records(node, f.name, v, typ)
     else:
         node.add(_label(f.name, scalar_text(v, ft, f.name), typ))
 
@@ -184,3 +196,96 @@ def message_tree(api_name: str, api_key: int, version: int, kind: str, header: d
     if error:
         root.add(Text(f"✗ decoding stopped: {error}", style=S_ERR))
     return root
+
+
+# --------------------------------------------------------------------------- records
+
+def _kv_text(v: Any) -> Text:
+    """A record key/value/header value: {"text": s}, {"hex": h} or None."""
+    if v is None:
+        return Text("null", style=S_NULL)
+    if isinstance(v, dict) and isinstance(v.get("text"), str):
+        return Text(json.dumps(v["text"], ensure_ascii=False))
+    if isinstance(v, dict) and isinstance(v.get("hex"), str):
+        return Text("0x") + _hex_text(v["hex"])
+    return Text(json.dumps(v, ensure_ascii=False, default=str))
+
+
+def _record_label(i: int, r: dict) -> Text:
+    t = Text(f"[{i}]", style=S_NAME)
+    if "Offset" in r:
+        t.append(f" offset {r['Offset']}")
+    if "Timestamp" in r:
+        t.append(f"  ts {r['Timestamp']}", style=S_TYPE)
+    t.append("  key ")
+    t.append_text(_kv_text(r.get("Key")))
+    t.append("  value ")
+    t.append_text(_kv_text(r.get("Value")))
+    ctl = r.get("Control")
+    if isinstance(ctl, dict):
+        t.append(f"  control {ctl.get('Type', ctl)}", style=S_NOTE)
+    return t
+
+
+def _batch_label(i: int, b: dict) -> Text:
+    t = Text(f"batch {i}", style=S_NAME)
+    if "error" in b:
+        t.append(f"  {b['error']}", style=S_ERR)
+        return t
+    magic = b.get("Magic")
+    recs = b.get("Records")
+    if magic == 2:
+        base = b.get("BaseOffset", 0)
+        last = base + (b.get("LastOffsetDelta") or 0)
+        n = b.get("RecordCount", len(recs) if isinstance(recs, list) else "?")
+        t.append(f"  offsets {base}..{last}, {n} record{'s' if n != 1 else ''}")
+        t.append(f", {b.get('Compression', '?')}, {b.get('TimestampType', '?')}", style=S_TYPE)
+        if b.get("ProducerId", -1) != -1:
+            t.append(f", producer {b['ProducerId']} epoch {b.get('ProducerEpoch')} seq {b.get('BaseSequence')}",
+                     style=S_TYPE)
+        for flag, word in (("IsTransactional", "transactional"), ("IsControlBatch", "control")):
+            if b.get(flag):
+                t.append(f", {word}", style=S_NOTE)
+    else:
+        t.append(f"  magic {magic} message at offset {b.get('Offset')}, {b.get('Compression', 'none')}")
+    if b.get("CrcValid") is False:
+        t.append("  CRC MISMATCH", style=S_ERR)
+    elif b.get("CrcValid") is True:
+        t.append("  CRC ok", style=S_OK)
+    return t
+
+
+def add_records(node: Tree, name: str, v: dict, typ: str | None = None) -> None:
+    """A decoded records field (kwire_cli.records' shape) as batches and one line per record;
+    anything else falls back to the generic rendering."""
+    batches = v.get("batches")
+    if not isinstance(batches, list):
+        add_value(node, name, v, typ)
+        return
+    nrec = sum(len(b["Records"]) for b in batches if isinstance(b, dict) and isinstance(b.get("Records"), list))
+    summary = Text(f"{len(batches)} batch{'es' if len(batches) != 1 else ''}, {nrec} record{'s' if nrec != 1 else ''}",
+                   style=S_TYPE)
+    sub = node.add(_label(name, summary, typ))
+    for i, b in enumerate(batches):
+        if not isinstance(b, dict):
+            add_value(sub, f"[{i}]", b)
+            continue
+        bn = sub.add(_batch_label(i, b))
+        if "RawHex" in b:
+            bn.add(_label("RawHex", _hex_text(b["RawHex"]), None))
+        recs = b.get("Records") if b.get("Magic") == 2 else b.get("Messages", [b] if "Value" in b else [])
+        for j, r in enumerate(recs or []):
+            if not isinstance(r, dict):
+                add_value(bn, f"[{j}]", r)
+                continue
+            rn = bn.add(_record_label(j, r))
+            for h in r.get("Headers") or []:
+                if isinstance(h, dict):
+                    k = h.get("Key")
+                    ht = Text("header ", style=S_TYPE) + Text(json.dumps(k, ensure_ascii=False) if isinstance(k, str)
+                                                              else str(k)) + Text(": ") + _kv_text(h.get("Value"))
+                    rn.add(ht)
+    tail = v.get("partial_trailing_batch")
+    if tail:
+        sub.add(Text(f"partial trailing batch at byte {tail.get('offset')}, {tail.get('bytes')} bytes "
+                     f"(cut by the fetch size limit)", style=S_NOTE))
