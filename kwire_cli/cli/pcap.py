@@ -91,6 +91,83 @@ def iter_records(paths: list[str], ports: tuple[int, ...], records_mode: str | N
             progress.stop()
 
 
+def _float_apis() -> frozenset:
+    """API keys whose request or response schema has a float64 field (the only source of
+    non-finite floats in a record: the capture's own ts and latency_ms are always finite)."""
+    from kwire_cli.spec.registry import registry
+
+    def has_float(struct, seen: set) -> bool:
+        for f in struct.fields:
+            t = f.type
+            while t.kind == "array" and t.element is not None:
+                t = t.element
+            if t.kind == "float64":
+                return True
+            if f.struct is not None and id(f.struct) not in seen:
+                seen.add(id(f.struct))
+                if has_float(f.struct, seen):
+                    return True
+        return False
+
+    return frozenset(k for k, a in registry().apis.items()
+                     if has_float(a.request.struct, set()) or has_float(a.response.struct, set()))
+
+
+def _json_default(value: Any) -> Any:
+    """What to_jsonable does for values plain JSON has no type for."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    if hasattr(value, "to_json"):
+        return value.to_json()
+    if isinstance(value, tuple):
+        return list(value)
+    return str(value)
+
+
+def line_encoder():
+    """A function: record -> one compact JSON line (UTF-8 bytes, no newline).
+
+    Same JSON tree as json.dumps(to_jsonable(record)), written compactly. A decoded value tree is
+    already JSON-shaped (DESIGN.md), so the copy to_jsonable makes is skipped: records go straight
+    to orjson (when installed) or json.dumps, and only the rare ones these cannot write as
+    to_jsonable would (non-finite floats, non-str keys, ints past 64 bits) take the to_jsonable
+    path. orjson writes NaN as null, so records of APIs with float64 fields never go to it.
+    """
+    from kwire_cli.render.json import to_jsonable
+
+    floats = _float_apis()
+    std = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"),
+                           default=_json_default).encode
+
+    def careful(rec: dict) -> bytes:
+        return json.dumps(to_jsonable(rec), ensure_ascii=False, allow_nan=False,
+                          separators=(",", ":")).encode()
+
+    try:
+        import orjson
+    except ImportError:
+        orjson = None
+
+    if orjson is None:
+        def encode(rec: dict) -> bytes:
+            try:
+                return std(rec).encode()
+            except (TypeError, ValueError):
+                return careful(rec)
+        return encode
+
+    dumps = orjson.dumps
+
+    def encode(rec: dict) -> bytes:
+        if rec.get("api_key") in floats:
+            return careful(rec)
+        try:
+            return dumps(rec, default=_json_default)
+        except TypeError:  # orjson.JSONEncodeError: non-str key, int past 64 bits, deep nesting
+            return careful(rec)
+    return encode
+
+
 def _table_row(r: dict, t0: float | None) -> list[str]:
     api = f"{r['api_name'] or '?'} v{r['api_version']}" if r.get("api_version") is not None else (r.get("api_name") or "?")
     note = r["error"] or ", ".join(r.get("error_codes") or [])
@@ -192,11 +269,16 @@ def pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | Non
     summ = Summary()
     failures: list[str] = []
     out = click.get_text_stream("stdout")
-    table = None
+    bout = None  # frames as JSON go out as bytes (orjson's output), straight to the binary stdout
     t0 = None
     first_json = True
+    if fmt in ("json", "jsonl") and not summary:
+        out.flush()
+        bout = click.get_binary_stream("stdout")
+        encode = line_encoder()
+        sep = b"\n" if fmt == "jsonl" else b",\n"
     if fmt == "json" and not summary:
-        out.write('{"frames": [\n')
+        bout.write(b'{"frames": [\n')
     if fmt == "table" and not summary:
         from kwire_cli.render.console import make_console
         con = make_console()
@@ -218,11 +300,14 @@ def pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | Non
             for k in r:
                 if k not in ordered:
                     ordered[k] = r[k]
-            line = json.dumps(to_jsonable(ordered), ensure_ascii=False, allow_nan=False)
+            line = encode(ordered)
             if fmt == "jsonl":
-                out.write(line + "\n")
+                bout.write(line)
+                bout.write(sep)
             else:
-                out.write(("" if first_json else ",\n") + line)
+                if not first_json:
+                    bout.write(sep)
+                bout.write(line)
                 first_json = False
     result = summ.to_dict(stats.to_dict(), conv.damage)
     if filter_expr:
@@ -234,7 +319,10 @@ def pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | Non
             out.write(json.dumps(to_jsonable(result), ensure_ascii=False, allow_nan=False,
                                  indent=2 if fmt == "json" else None) + "\n")
     elif fmt == "json":
-        out.write("\n], \"summary\": " + json.dumps(to_jsonable(result), ensure_ascii=False, allow_nan=False) + "}\n")
+        bout.write(("\n], \"summary\": " + json.dumps(to_jsonable(result), ensure_ascii=False, allow_nan=False)
+                    + "}\n").encode())
+    if bout is not None:
+        bout.flush()
     for msg in failures:
         click.echo(f"kwire: error: {msg}", err=True)
     bad = result["undecodable"]
