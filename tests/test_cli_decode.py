@@ -213,3 +213,39 @@ def test_partial_shows_the_tree_up_to_the_failure():
     # without --partial: nothing on stdout
     r = kwire("decode", cut, "--api", "Produce", "--version", "9", "--no-size-prefix")
     assert r.code == 1 and r.out == ""
+
+
+def test_pretty_records_one_line_per_record_and_unsent_tags_folded():
+    r = kwire("decode @fixtures/hex/fetch-response-v13.hex --api Fetch --version 13")
+    assert "Records: 1 batch, 1 record  records?" in r.out
+    assert "batch 0  offsets 1041..1041, 1 record, none, CreateTime  CRC ok" in r.out
+    assert '[0] offset 1041  ts 1700000000000  key "order-1"  value "{\\"qty\\": 2}"' in r.out
+    assert "CurrentLeader  LeaderIdAndEpoch tag 1" in r.out  # sent: shown
+    assert "(not sent, at their defaults: DivergingEpoch, SnapshotId)" in r.out
+    r = kwire("decode @fixtures/hex/produce-request-v9.hex")
+    assert 'header "source": "web"' in r.out
+
+
+def test_recorded_compressed_batches_render():
+    for name, p in PAIRS:
+        if name.startswith("kafka-python/") and p["api_key"] == 0:
+            r = kwire("decode", p["request"])
+            assert r.code == 0
+            if "gzip" in r.out or "zstd" in r.out or "lz4" in r.out or "snappy" in r.out:
+                assert "CRC ok" in r.out and "key " in r.out
+                return
+    pytest.fail("no compressed produce request among the recorded pairs")
+
+
+@pytest.mark.parametrize("text,line", [
+    ("00000000: 0000 0006 0003\n00000010: 0000\n", "hex dump skips bytes at line 2 (offset 0x10, expected 0x6)"),
+    ("0000  00 00 00 06 00 03 00 0c 00 00 00 01 00 00 00 00  ................\n0010  00 00\n"
+     "0020  00 00\n", "hex dump skips bytes at line 3 (offset 0x20, expected 0x12)"),
+    ("00 01 # a comment\n02 xyz\n", "not hex: unexpected character 'x' at line 2, column 4"),
+])
+def test_malformed_dumps(tmp_path, text, line):
+    f = tmp_path / "d.txt"
+    f.write_text(text)
+    r = kwire("decode", f"@{f}")
+    assert r.code == 1
+    assert r.err == f"kwire: error: {f}: {line}\n"
