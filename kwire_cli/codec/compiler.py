@@ -11,6 +11,7 @@ itself to the error's path on the way, so the message reads
 """
 from __future__ import annotations
 
+import binascii
 import struct
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -161,6 +162,27 @@ def _uuid_b(x: Any) -> bytes:
         raise EncodeError(str(e)) from None
 
 
+_TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
+_FROM_URLSAFE = str.maketrans("-_", "+/")
+_b2a, _a2b = binascii.b2a_base64, binascii.a2b_base64
+
+
+def _uuid_text(raw: bytes) -> str:
+    """primitives.uuid_to_text, in fewer steps (it is on the decode path of every topic id)."""
+    return _b2a(raw, newline=False)[:22].translate(_TO_URLSAFE).decode("ascii")
+
+
+def _uuid_bin(x: Any) -> bytes:
+    """_uuid_b with a fast path for Kafka's canonical 22-char form (last char carries 2 bits,
+    so it is one of A, Q, g, w); everything else, errors included, goes the long way."""
+    if x.__class__ is str and len(x) == 22 and x[21] in "AQgw":
+        try:
+            return _a2b(x.translate(_FROM_URLSAFE) + "==", strict_mode=True)
+        except (binascii.Error, ValueError):
+            pass
+    return _uuid_b(x)
+
+
 def _hexb(x: Any) -> bytes:
     if isinstance(x, str):
         try:
@@ -255,7 +277,7 @@ class _Gen:
             "_DE": DecodeError, "_EE": EncodeError, "_short": _short, "_short_group": _short_group,
             "_neg_len": _neg_len, "_not_nullable": _not_nullable, "_bad_utf8": _bad_utf8,
             "_big_array": _big_array, "_tag_size": _tag_size, "_ruv": P.read_uvarint,
-            "_wuv": P.write_uvarint, "_uuid_t": P.uuid_to_text, "_uuid_b": _uuid_b,
+            "_wuv": P.write_uvarint, "_uuid_t": _uuid_text, "_uuid_b": _uuid_bin,
             "_hexb": _hexb, "_strb": _strb, "_recb": _recb, "_list": _list, "_badkeys": _badkeys,
             "_not_dict": _not_dict, "_pack_err": _pack_err, "_badbool": _badbool,
             "_conv_float": _conv_float, "_unknown_tags": _unknown_tags, "_write_tags": _write_tags,
@@ -562,6 +584,19 @@ class _Gen:
                 self.emit(ind, f"{target}, pos = dec{sid}(buf, pos, {end}, depth + 1)")
         elif k == "array":
             el = ft.element
+            if compact and el.kind in _ARRAY_FMT:
+                # short numeric arrays: one byte of length, one precompiled unpack; anything else
+                # (null, long, cut short) takes the general path below, which names the problem
+                ch = _ARRAY_FMT[el.kind]
+                self.ns.setdefault(f"_AV{ch}", (None,) + _array_unpackers(ch))
+                self.ns.setdefault(f"_AZ{ch}", (0,) + tuple(1 + n * struct.calcsize(">" + ch)
+                                                             for n in range(_SMALL)))
+                self.emit(ind, f"b0 = buf[pos] if pos < {end} else 0")
+                self.emit(ind, f"if 0 < b0 <= {_SMALL} and pos + _AZ{ch}[b0] <= {end}:")
+                self.emit(ind + 1, f"{target} = [*_AV{ch}[b0](buf, pos + 1)]")
+                self.emit(ind + 1, f"pos += _AZ{ch}[b0]")
+                self.emit(ind, "else:")
+                ind += 1
             if compact:
                 self.read_uvarint("cnt", ind, end, "array length")
                 self.emit(ind, "cnt -= 1")
