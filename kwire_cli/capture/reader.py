@@ -3,10 +3,17 @@
 Why hand-written and not dpkt: dpkt (installed, well kept) builds a Python object per layer per
 packet and reads each record with two ``read`` calls. This reader pulls the file in 1 MiB chunks,
 decodes every header with precompiled ``struct.Struct.unpack_from`` at offsets into the chunk, and
-copies only the TCP payload. Measured on this machine (2 cores, 1,000,000-packet Ethernet/IPv4/TCP
-pcap, see tests/bench_capture.py): this reader ~1.2 us/packet to a ``Packet`` tuple, dpkt
-``pcap.Reader`` + ``ethernet.Ethernet`` parse ~9 us/packet. (Numbers in the module-level
-``BENCHMARK`` note below are refreshed by the benchmark script.)
+copies only the TCP payload. Measured on this machine (2 cores, shared; CPU seconds; 200,000
+Ethernet/IPv4/TCP packets of Kafka traffic, 110 MB; ``python tests/test_capture_bench.py``):
+
+  ===============================================  =============
+  this reader, ``iter_packets`` to ``Packet``      ~2.1 us/packet
+  dpkt ``pcap.Reader`` + ``ethernet.Ethernet``     ~12 us/packet
+  ``iter_capture`` (reassembly, framing, pairing)  ~4.6 us/packet
+  tshark summary lines (Kafka dissector on 9092)   ~11 us/packet
+  ``tshark -Y kafka -T fields -e correlation_id``  ~26 us/packet
+  ``tshark -Y kafka -V``                           ~33 us/packet
+  ===============================================  =============
 
 What it reads
   * pcap: both byte orders, micro- and nanosecond magic (and the old Kuznetzov 0xa1b2cd34 variant),
