@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from kwire_cli.codec.partial import default_value
 from kwire_cli.errors import KwireError
 from kwire_cli.spec.model import PRIMITIVE_SIZES, FieldSpec, FieldType, MessageSpec, StructSpec
 
@@ -98,7 +99,6 @@ class Sizer:
         return uvarint_size(f.tag if tag is None else tag) + uvarint_size(n) + n
 
     def is_default(self, f: FieldSpec, value: Any) -> bool:
-        from kwire_cli.codec.partial import default_value
         return value == default_value(f, self.v)
 
     def written(self, f: FieldSpec, value: dict) -> bool:
@@ -121,7 +121,6 @@ class Sizer:
         return uvarint_size(set_tags) + n
 
     def struct(self, s: StructSpec, value: dict) -> int:
-        from kwire_cli.codec.partial import default_value
         total = 0
         for f in s.fields:
             if self.v not in f.versions or f.tagged_in(self.v):
@@ -134,7 +133,6 @@ class Sizer:
 
 def body_parts(spec: MessageSpec, version: int, body: dict) -> list[tuple[str, int]]:
     """(part, bytes) for each top-level field of `body` in wire order, then the tag section."""
-    from kwire_cli.codec.partial import default_value
     sz = Sizer(spec, version)
     parts = []
     for f in spec.fields:
@@ -148,8 +146,36 @@ def body_parts(spec: MessageSpec, version: int, body: dict) -> list[tuple[str, i
 # --------------------------------------------------------------------------- the what-if
 
 def _proposed_default(f: FieldSpec, version: int) -> Any:
-    from kwire_cli.codec.partial import default_value
     return None if f.nullable_in(version) else default_value(f, version)
+
+
+_PLANS: dict[tuple, tuple] = {}
+
+
+def _plan(s: StructSpec, version: int, fields: tuple[str, ...]) -> tuple:
+    """Per (struct, version, fields): the target fields with their proposed default and new tag,
+    the tagged fields already there, the struct-valued children, the targets already tagged."""
+    key = (id(s), version, fields)
+    hit = _PLANS.get(key)
+    if hit is not None and hit[0] is s:
+        return hit[1]
+    present = [f for f in s.fields if version in f.versions]
+    used = [f.tag for f in s.fields if f.tag is not None]
+    next_tag = max(used) + 1 if used else 0
+    targets, done = [], []
+    for f in present:
+        if f.name not in fields:
+            continue
+        if f.tagged_in(version):
+            done.append(f.name)
+            continue
+        targets.append((f, _proposed_default(f, version), next_tag))
+        next_tag += 1
+    tagged_now = [f for f in present if f.tagged_in(version)]
+    children = [(f.name, f.struct, f.type.kind == "array") for f in present if f.struct is not None]
+    plan = (targets, tagged_now, children, done)
+    _PLANS[key] = (s, plan)
+    return plan
 
 
 class _Acc:
@@ -191,44 +217,40 @@ def what_if_tagged(spec: MessageSpec, version: int, body: dict, fields: Iterable
 
     def visit(s: StructSpec, value: dict, path: str) -> None:
         nonlocal tag_count_delta
-        present = [f for f in s.fields if version in f.versions]
-        used = [f.tag for f in s.fields if f.tag is not None]
-        next_tag = max(used) + 1 if used else 0
-        set_now = (sum(1 for f in present if f.tagged_in(version) and sz.written(f, value))
-                   + len(value.get("_unknown_tags") or {}))
+        targets, tagged_now, children, done = _plan(s, version, fields)
+        for name in done:
+            already.add(path + name)
         added = 0
-        for f in present:
-            if f.name not in fields:
+        if targets:
+            set_now = sum(1 for f in tagged_now if sz.written(f, value)) + len(value.get("_unknown_tags") or ())
+            for f, dflt, tag in targets:
+                p = path + f.name
+                acc = accs.get(p)
+                if acc is None:
+                    acc = accs[p] = _Acc(p, f.name)
+                v = value.get(f.name, dflt)
+                acc.instances += 1
+                acc.bytes_now += sz.field(f, v)
+                if v == dflt:
+                    acc.at_default += 1
+                else:
+                    acc.set += 1
+                    acc.bytes_tagged += sz.tagged_field(f, v, tag)
+                    added += 1
+            if added:
+                tag_count_delta += uvarint_size(set_now + added) - uvarint_size(set_now)
+        for name, child_struct, is_array in children:
+            child = value.get(name)
+            if child is None:
                 continue
-            p = f"{path}{f.name}"
-            if f.tagged_in(version):
-                already.add(p)
-                continue
-            acc = accs.get(p)
-            if acc is None:
-                acc = accs[p] = _Acc(p, f.name)
-            v = value.get(f.name, _proposed_default(f, version))
-            acc.instances += 1
-            acc.bytes_now += sz.field(f, v)
-            if v == _proposed_default(f, version):
-                acc.at_default += 1
-            else:
-                acc.set += 1
-                acc.bytes_tagged += sz.tagged_field(f, v, next_tag)
-                added += 1
-            next_tag += 1
-        if added:
-            tag_count_delta += uvarint_size(set_now + added) - uvarint_size(set_now)
-        for f in present:
-            child = value.get(f.name)
-            if f.struct is None or child is None:
-                continue
-            if f.type.kind == "struct" and isinstance(child, dict):
-                visit(f.struct, child, f"{path}{f.name}.")
+            if not is_array:
+                if isinstance(child, dict):
+                    visit(child_struct, child, f"{path}{name}.")
             elif isinstance(child, list):
+                sub = f"{path}{name}[]."
                 for x in child:
                     if isinstance(x, dict):
-                        visit(f.struct, x, f"{path}{f.name}[].")
+                        visit(child_struct, x, sub)
 
     visit(spec.struct, body, "")
     per = [a.to_json() for a in accs.values()]
