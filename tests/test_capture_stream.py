@@ -461,3 +461,12 @@ def test_random_losses_never_invent_frames_and_always_balance():
             tail += len(p[7])
         assert st.damage_bytes.get("gap", 0) == lost - tail, trial
         assert st.frame_bytes + st.lost_bytes - st.damage_bytes.get("gap", 0) == st.delivered_bytes
+
+
+def test_frames_too_short_for_a_header_are_unparseable():
+    c = Conversation()
+    segs = c.handshake() + c.send(0, b"\x00\x00\x00\x03abc" + REQS[0]) + c.send(1, b"\x00\x00\x00\x02xy" + RESPS[0])
+    fr, dmg, _ = run(segs)
+    assert [(f.kind, f.size, f.correlation_id) for f in fr] == [("request", 3, None), ("request", 58, 1),
+                                                               ("response", 2, None), ("response", len(RESPS[0]) - 4, 1)]
+    assert kinds(dmg) == ["unparseable", "unparseable"]

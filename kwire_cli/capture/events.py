@@ -101,6 +101,7 @@ OVERSIZE_RECORD = "oversize-record"     # capture record longer than the snap le
 CORRUPT_BLOCK = "corrupt-block"         # pcapng block whose lengths do not add up
 UNSUPPORTED_LINK = "unsupported-link"   # link type this reader does not know (once per interface)
 UNPAIRED_RESPONSE = "unpaired-response"  # a response whose correlation id matches no open request
+UNPARSEABLE = "unparseable"         # a frame too short for its header (request < 8, response < 4 bytes)
 UNANSWERED_REQUEST = "unanswered-request"  # requests still open when their connection ended
 NON_KAFKA = "non-kafka"             # connection skipped because it is not Kafka (strict mode)
 AFTER_CLOSE = "after-close"         # payload after FIN/RST or beyond the FIN sequence: ignored

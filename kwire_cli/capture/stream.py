@@ -31,13 +31,12 @@ from bisect import bisect_right, insort
 import struct
 from typing import Iterable, Iterator
 
-from .events import (ACK, FIN, GAP, NON_KAFKA, OVERSIZE_FRAME, PARTIAL_FRAME,
-                     RESYNC_SKIP, RST, SYN, UNANSWERED_REQUEST, UNPAIRED_RESPONSE, CaptureStats,
-                     Damage, KafkaFrame, Packet, endpoint)
+from .events import (ACK, FIN, GAP, NON_KAFKA, OVERSIZE_FRAME, PARTIAL_FRAME, RESYNC_SKIP, RST, SYN,
+                     UNANSWERED_REQUEST, UNPAIRED_RESPONSE, UNPARSEABLE, CaptureStats, Damage,
+                     KafkaFrame, Packet, endpoint)
 from .kafka import (DEFAULT_MAX_FRAME, PRODUCE, ApiCheck, _plausible_at, broker_side,
                     find_request_start, find_response_start, looks_like_request, produce_acks)
 
-UNPARSEABLE = "unparseable"
 _M = 0xFFFFFFFF
 _HALF = 0x80000000
 _I32 = struct.Struct(">i").unpack_from
