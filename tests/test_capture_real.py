@@ -330,3 +330,41 @@ def test_rotated_fixture_files_read_together():
     # lost when read apart: the big request (cut by the rotation) and its response (the second
     # file starts mid-stream and that response answers a request it never saw)
     assert sum(isinstance(e, KafkaFrame) for e in first + second) == len(frames) - 2
+
+
+def _pair_files():
+    root = HERE.parent / "fixtures" / "pairs"
+    return sorted(root.glob("*/*.json")) if root.is_dir() else []
+
+
+def test_recorded_pairs_come_out_of_the_captures_paired():
+    """The recording proxy split the same byte streams into frames and paired them on its own
+    (fixtures/pairs): each of its request/response pairs must be a pair this reader found in the
+    capture of the same client and scenario, byte for byte."""
+    pair_files = _pair_files()
+    if not pair_files:
+        pytest.skip("no fixtures/pairs")
+    ours: dict = {}
+    checked = 0
+    for pf in pair_files:
+        p = json.loads(pf.read_text())
+        cap = FIXTURES / f"{p['client']}-{p['scenario']}.pcap"
+        if not cap.is_file():
+            continue
+        if cap not in ours:
+            frames = [e for e in iter_capture(str(cap)) if isinstance(e, KafkaFrame)]
+            reqs = {(f.conn, f.frame, f.correlation_id): f.data for f in frames if f.kind == "request"}
+            pairs = set()
+            for f in frames:
+                if f.kind == "response" and f.request_frame is not None:
+                    pairs.add((reqs[(f.conn, f.request_frame, f.correlation_id)], f.data,
+                               f.api_key, f.api_version))
+            ours[cap] = (pairs, {f.data for f in frames if f.kind == "request"})
+        pairs, req_set = ours[cap]
+        req = bytes.fromhex(p["request"])[4:]
+        if p["response"] is None:
+            assert req in req_set, pf.name
+        else:
+            assert (req, bytes.fromhex(p["response"])[4:], p["api_key"], p["api_version"]) in pairs, pf.name
+        checked += 1
+    assert checked > 0
