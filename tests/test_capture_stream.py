@@ -470,3 +470,17 @@ def test_frames_too_short_for_a_header_are_unparseable():
     assert [(f.kind, f.size, f.correlation_id) for f in fr] == [("request", 3, None), ("request", 58, 1),
                                                                ("response", 2, None), ("response", len(RESPS[0]) - 4, 1)]
     assert kinds(dmg) == ["unparseable", "unparseable"]
+
+
+def test_only_the_broker_side_captured():
+    """Asymmetric capture: no client bytes at all. Responses are still framed (blind resync), and
+    come out unpaired."""
+    c = Conversation()
+    c.handshake()
+    c.send(0, REQS[0] + REQS[1] + REQS[2])  # not captured
+    stream = RESPS[0] + RESPS[1] + RESPS[2]
+    segs = c.send(1, stream[30:], mss=40)  # and the capture starts inside the first response
+    fr, dmg, st = run(segs)
+    assert [f.correlation_id for f in fr] == [2, 3]
+    assert [d.kind for d in dmg] == ["resync-skip", "unpaired-response", "unpaired-response"]
+    assert dmg[0].bytes == len(RESPS[0]) - 30

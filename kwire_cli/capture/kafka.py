@@ -105,6 +105,28 @@ def find_response_start(buf, open_ids: Iterable[int], start: int = 0,
     return max(start, n - 7), False
 
 
+def find_response_start_blind(buf, start: int = 0, max_frame: int = DEFAULT_MAX_FRAME) -> tuple[int, bool]:
+    """Like ``find_response_start`` for a connection whose requests were never captured (only the
+    broker's side is in the file): a sane size and a correlation id in 0..2**24, and when the
+    whole candidate frame is buffered, a sane size right after it."""
+    n = len(buf)
+    i = start
+    unpack = _I32.unpack_from
+    while n - i >= 8:
+        size = unpack(buf, i)[0]
+        if 4 <= size <= max_frame:
+            corr = unpack(buf, i + 4)[0]
+            if 0 <= corr < (1 << 24):
+                nxt = i + 4 + size
+                if nxt + 4 > n:
+                    return i, True
+                nsize = unpack(buf, nxt)[0]
+                if 4 <= nsize <= max_frame:
+                    return i, True
+        i += 1
+    return max(start, n - 7), False
+
+
 def request_prefix(data) -> tuple[int, int, int] | None:
     """``(api_key, api_version, correlation_id)`` of a request frame (no size prefix), or None."""
     if len(data) < 8:

@@ -35,7 +35,8 @@ from .events import (ACK, FIN, GAP, NON_KAFKA, OVERSIZE_FRAME, PARTIAL_FRAME, RE
                      UNANSWERED_REQUEST, UNPAIRED_RESPONSE, UNPARSEABLE, CaptureStats, Damage,
                      KafkaFrame, Packet, endpoint)
 from .kafka import (DEFAULT_MAX_FRAME, PRODUCE, ApiCheck, _plausible_at, broker_side,
-                    find_request_start, find_response_start, looks_like_request, produce_acks)
+                    find_request_start, find_response_start, find_response_start_blind,
+                    looks_like_request, produce_acks)
 
 _M = 0xFFFFFFFF
 _HALF = 0x80000000
@@ -463,8 +464,10 @@ class StreamAssembler:
                     d.skip_from = frame
                 if d.is_request:
                     i, ok = find_request_start(buf, 0, maxf, self.api_check)
-                else:
+                elif conn.open or conn.dirs[1 - conn.broker].base is not None:
                     i, ok = find_response_start(buf, conn.open, 0, maxf)
+                else:  # the client's side of this connection is not in the capture at all
+                    i, ok = find_response_start_blind(buf, 0, maxf)
                 if i:
                     del buf[:i]
                     d.skip_acc += i
