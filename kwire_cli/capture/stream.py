@@ -204,7 +204,16 @@ class StreamAssembler:
             if conn.broker is None:
                 self._decide(conn, di, payload, file, frame, ts)
             if conn.kafka:
-                self._segment(conn, d, seq, payload, wire_len, file, frame, ts)
+                nxt = d.nxt
+                n = len(payload)
+                if (seq - d.base - nxt) & _M == 0 and wire_len <= n and d.fin_off is None and not d.heap:
+                    # the common case, in order and whole: straight to the framer
+                    d.nxt = nxt + n
+                    d.last_frame = frame
+                    self.stats.delivered_bytes += n
+                    self._deliver(conn, d, payload, file, frame, ts)
+                else:
+                    self._segment(conn, d, seq, payload, wire_len, file, frame, ts)
             else:
                 self.stats.non_kafka_bytes += len(payload)
         if flags & FIN:
