@@ -37,8 +37,10 @@ class DecodeError(KwireError):
         return out
 
     def __str__(self) -> str:  # one line
-        where = f"{self.context}: " if self.context else ""
         fp = self.field_path
+        if self.reason.startswith("has no field"):  # "<message> <path> has no field X (versions ...)"
+            return " ".join(p for p in (self.context, fp, self.reason) if p)
+        where = f"{self.context}: " if self.context else ""
         if fp:
             where += f"{fp}: "
         return where + self.reason

@@ -157,11 +157,11 @@ def test_non_finite_floats_round_trip_as_strings(tmp_path):
 
 @pytest.mark.parametrize("text,code,line", [
     ("api: Metadata\nversion: 1\nbody: {Topics: [{Name: a, Foo: 1}]}\n", 1,
-     "Metadata v1 request: Topics[0]: Metadata v1 request has no field Foo in any version"),
+     "Metadata v1 request Topics[0] has no field Foo in any version"),
     ("api: Metadata\nversion: 1\nbody: {Topics: [{Name: a, TopicId: AAAAAAAAAAAAAAAAAAAAAA}]}\n", 1,
-     "Metadata v1 request: Topics[0]: Metadata v1 request has no field TopicId (versions 10+)"),
+     "Metadata v1 request Topics[0] has no field TopicId (versions 10+)"),
     ("api: Metadata\nversion: 1\nbody: {Bogus: 1}\n", 1,
-     "Metadata v1 request: Metadata v1 request has no field Bogus in any version"),
+     "Metadata v1 request has no field Bogus in any version"),
     ("api: Metadata\nversion: 1\nbody: {Topics: [{Name: 5}]}\n", 1,
      "Metadata v1 request: Topics[0].Name: expected a string, got int 5"),
     ("api: Metadata\nversoin: 1\n", 1, "M.yaml: unknown key 'versoin' (expected api, version, kind, header, body)"),

@@ -64,9 +64,10 @@ def cli() -> None:
 
     \b
     Examples:
-      kwire decode 0000001d0012000300000001000d6b61666b612d707974686f6e00
+      kwire decode 0000001d001200030000000100056b7769726500066b7769726506302e312e3000
       kwire list
-      kwire pcap capture.pcap --summary
+      kwire describe Metadata 12
+      kwire pcap fixtures/captures/kafka-python-consume.pcap --summary
     """
 
 

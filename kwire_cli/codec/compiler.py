@@ -90,14 +90,15 @@ def _tag_size(name: str, tag: int, size: int, used: int, pos: int) -> DecodeErro
 
 
 def _badkeys(v: dict, allowed: frozenset, all_fields: dict, label: str) -> EncodeError:
+    """A field the version lacks; the message reads '<message> [<path>] has no field X (versions ...)'."""
     for k in v:
         if k not in allowed:
             if k in all_fields:
-                return EncodeError(f"{label} has no field {k} (versions {all_fields[k]})")
+                return EncodeError(f"has no field {k} (versions {all_fields[k]})")
             if not isinstance(k, str):
-                return EncodeError(f"{label}: field names must be strings, got {k!r}")
-            return EncodeError(f"{label} has no field {k} in any version")
-    return EncodeError(f"{label}: unexpected fields")  # pragma: no cover
+                return EncodeError(f"field names must be strings, got {k!r}")
+            return EncodeError(f"has no field {k} in any version")
+    return EncodeError("unexpected fields")  # pragma: no cover
 
 
 def _not_dict(v: Any) -> EncodeError:

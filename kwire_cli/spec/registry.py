@@ -102,6 +102,7 @@ def load_folder(folder: str | os.PathLike) -> Registry:
     return Registry(specs, str(path))
 
 
+@lru_cache(maxsize=None)
 def bundled_folder() -> Path:
     here = Path(__file__).resolve().parent.parent
     for candidate in (here / "_bundled_specs", here.parent / "specs"):
