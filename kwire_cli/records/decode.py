@@ -32,6 +32,18 @@ CONTROL_TYPES = {
 
 # \t \n \r count as printable for the text form (str.isprintable() says they are not)
 _WS_STRIP = str.maketrans("", "", "\t\n\r")
+# the ASCII bytes str.isprintable() rejects, less \t \n \r: an ASCII key/value is text iff it has none
+_ASCII_CONTROL = bytes([c for c in range(32) if c not in (9, 10, 13)] + [127])
+# bytes.translate table: printable ASCII (and tab, CR, LF) kept, every other byte made 0xff
+_PLAIN = bytes(c if 32 <= c < 127 or c in (9, 10, 13) else 0xFF for c in range(256))
+
+# zig-zag value of a one-byte varint, indexed by the byte (< 0x80)
+_ZZ1 = tuple((i >> 1) ^ -(i & 1) for i in range(128))
+# zig-zag value of a two-byte varint b1 b2 (b1 >= 0x80 > b2), indexed by b1 + (b2 << 7): that is
+# 128 + the 14-bit raw value, so the first 128 entries are never used
+_ZZ2 = (0,) * 128 + tuple((r >> 1) ^ -(r & 1) for r in range(1 << 14))
+# int8 from an unsigned byte
+_INT8 = tuple(range(128)) + tuple(range(-128, 0))
 
 
 class _Bad(Exception):
@@ -40,6 +52,12 @@ class _Bad(Exception):
 
 def show_bytes(b: bytes):
     """Key/value form: {"text": s} for valid, printable UTF-8; {"hex": ...} otherwise."""
+    if b.isascii():
+        # ASCII: printable iff no control byte (tab, CR, LF allowed); bytes.translate is far
+        # cheaper than str.isprintable() per character
+        if len(b.translate(None, _ASCII_CONTROL)) == len(b):
+            return {"text": b.decode()}
+        return {"hex": b.hex()}
     try:
         s = b.decode()
     except UnicodeDecodeError:
@@ -49,8 +67,10 @@ def show_bytes(b: bytes):
     return {"hex": b.hex()}
 
 
-def _varint_slow(buf, pos):
-    """Zig-zag varint/varlong of any length (up to 10 bytes) starting at ``pos``."""
+def _varint_slow(buf, pos, base=0):
+    """Zig-zag varint/varlong of any length (up to 10 bytes) starting at ``pos``.
+
+    ``base`` is added to the position in the error message."""
     result = 0
     shift = 0
     while True:
@@ -61,7 +81,7 @@ def _varint_slow(buf, pos):
             return (result >> 1) ^ -(result & 1), pos
         shift += 7
         if shift > 63:
-            raise _Bad(f"varint longer than 10 bytes at byte {pos - 10}")
+            raise _Bad(f"varint longer than 10 bytes at byte {pos - 10 + base}")
 
 
 def _control(key, value):
@@ -81,15 +101,43 @@ def _control(key, value):
     return out
 
 
+def _raw(form):
+    """The bytes behind a decoded key/value form (None, {"text": s} or {"hex": h})."""
+    if form is None:
+        return None
+    if "text" in form:
+        return form["text"].encode()
+    return bytes.fromhex(form["hex"])
+
+
 def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_append, is_control,
-                       recs):
+                       recs, base):
     """Append ``count`` decoded records from rb[p:rend] to ``recs``; return the end position.
 
-    Raises _Bad(message) with the record index and byte position.
+    ``base`` is added to positions in error messages (rb may be a copy of part of the records
+    field). Raises _Bad(message) with the record index and byte position.
+
+    This is the hot loop of the records codec, written for CPython's interpreter:
+
+    * every varint is decoded inline: one- and two-byte varints by table lookup, longer ones by
+      _varint_slow;
+    * text detection costs one slice per key/value: ``plain`` is the records decoded as latin-1
+      after every byte that cannot be part of the text form without a closer look (ASCII
+      control bytes other than tab, CR, LF, and all non-ASCII bytes) was made 0xff, so
+      ``plain[p:e]`` is either pure ASCII - then it is exactly the text of rb[p:e], and CPython
+      has already worked out that it is ASCII while slicing, so ``isascii()`` is O(1) - or it is
+      not, and rb[p:e] goes through show_bytes;
+    * everything it needs is a local.
+
+    The checks and their order define the error messages; keep them when editing.
     """
     append = recs.append
     varint = _varint_slow
-    ws = _WS_STRIP
+    show = show_bytes
+    zz1 = _ZZ1
+    zz2 = _ZZ2
+    int8 = _INT8
+    plain = rb.translate(_PLAIN).decode("latin-1")
     i = 0
     rec_start = p
     try:
@@ -97,125 +145,112 @@ def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_app
             rec_start = p
             if p >= rend:
                 raise _Bad(f"batch says {count} records but the records end after {i}")
+            # length
             b = rb[p]
-            if b < 0x80:
-                ln = (b >> 1) ^ -(b & 1)
+            if b < 128:
+                ln = zz1[b]
                 p += 1
             else:
                 b2 = rb[p + 1]
-                if b2 < 0x80:
-                    b = (b & 0x7F) | (b2 << 7)
-                    ln = (b >> 1) ^ -(b & 1)
+                if b2 < 128:
+                    ln = zz2[b + (b2 << 7)]
                     p += 2
                 else:
-                    ln, p = varint(rb, p)
+                    ln, p = varint(rb, p, base)
             rec_end = p + ln
             if ln < 6:
                 raise _Bad(f"record length {ln} is below the 6-byte minimum")
             if rec_end > rend:
                 raise _Bad(f"record length {ln} runs {rec_end - rend} bytes past the end of the records")
-            rattr = rb[p]
-            if rattr > 127:
-                rattr -= 256
+            rattr = int8[rb[p]]
+            # timestamp delta
             b = rb[p + 1]
-            if b < 0x80:
-                tsd = (b >> 1) ^ -(b & 1)
+            if b < 128:
+                tsd = zz1[b]
                 p += 2
             else:
                 b2 = rb[p + 2]
-                if b2 < 0x80:
-                    b = (b & 0x7F) | (b2 << 7)
-                    tsd = (b >> 1) ^ -(b & 1)
+                if b2 < 128:
+                    tsd = zz2[b + (b2 << 7)]
                     p += 3
                 else:
-                    tsd, p = varint(rb, p + 1)
+                    tsd, p = varint(rb, p + 1, base)
+            # offset delta
             b = rb[p]
-            if b < 0x80:
-                od = (b >> 1) ^ -(b & 1)
+            if b < 128:
+                od = zz1[b]
                 p += 1
             else:
                 b2 = rb[p + 1]
-                if b2 < 0x80:
-                    b = (b & 0x7F) | (b2 << 7)
-                    od = (b >> 1) ^ -(b & 1)
+                if b2 < 128:
+                    od = zz2[b + (b2 << 7)]
                     p += 2
                 else:
-                    od, p = varint(rb, p)
+                    od, p = varint(rb, p, base)
             # key
             b = rb[p]
-            if b < 0x80:
-                kl = (b >> 1) ^ -(b & 1)
+            if b < 128:
+                kl = zz1[b]
                 p += 1
             else:
                 b2 = rb[p + 1]
-                if b2 < 0x80:
-                    b = (b & 0x7F) | (b2 << 7)
-                    kl = (b >> 1) ^ -(b & 1)
+                if b2 < 128:
+                    kl = zz2[b + (b2 << 7)]
                     p += 2
                 else:
-                    kl, p = varint(rb, p)
+                    kl, p = varint(rb, p, base)
             if kl >= 0:
                 e = p + kl
                 if e > rec_end:
                     raise _Bad(f"key length {kl} runs past the end of the record")
-                kb = rb[p:e]
+                s = plain[p:e]
+                if s.isascii():
+                    key = {"text": s}
+                else:
+                    key = show(rb[p:e])
                 p = e
-                try:
-                    s = kb.decode()
-                    if s.isprintable() or s.translate(ws).isprintable():
-                        key = {"text": s}
-                    else:
-                        key = {"hex": kb.hex()}
-                except UnicodeDecodeError:
-                    key = {"hex": kb.hex()}
             elif kl == -1:
-                kb = key = None
+                key = None
             else:
                 raise _Bad(f"key length {kl} is negative")
             # value
             b = rb[p]
-            if b < 0x80:
-                vl = (b >> 1) ^ -(b & 1)
+            if b < 128:
+                vl = zz1[b]
                 p += 1
             else:
                 b2 = rb[p + 1]
-                if b2 < 0x80:
-                    b = (b & 0x7F) | (b2 << 7)
-                    vl = (b >> 1) ^ -(b & 1)
+                if b2 < 128:
+                    vl = zz2[b + (b2 << 7)]
                     p += 2
                 else:
-                    vl, p = varint(rb, p)
+                    vl, p = varint(rb, p, base)
             if vl >= 0:
                 e = p + vl
                 if e > rec_end:
                     raise _Bad(f"value length {vl} runs past the end of the record")
-                vb = rb[p:e]
+                s = plain[p:e]
+                if s.isascii():
+                    value = {"text": s}
+                else:
+                    value = show(rb[p:e])
                 p = e
-                try:
-                    s = vb.decode()
-                    if s.isprintable() or s.translate(ws).isprintable():
-                        value = {"text": s}
-                    else:
-                        value = {"hex": vb.hex()}
-                except UnicodeDecodeError:
-                    value = {"hex": vb.hex()}
             elif vl == -1:
-                vb = value = None
+                value = None
             else:
                 raise _Bad(f"value length {vl} is negative")
             # headers
             b = rb[p]
-            if b < 0x80:
-                hc = (b >> 1) ^ -(b & 1)
+            if b < 128:
+                hc = zz1[b]
                 p += 1
             else:
                 b2 = rb[p + 1]
-                if b2 < 0x80:
-                    b = (b & 0x7F) | (b2 << 7)
-                    hc = (b >> 1) ^ -(b & 1)
+                if b2 < 128:
+                    hc = zz2[b + (b2 << 7)]
                     p += 2
                 else:
-                    hc, p = varint(rb, p)
+                    hc, p = varint(rb, p, base)
             headers = []
             if hc:
                 if hc < 0 or 2 * hc > rec_end - p:
@@ -223,52 +258,48 @@ def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_app
                 happend = headers.append
                 for h in range(hc):
                     b = rb[p]
-                    if b < 0x80:
-                        hl = (b >> 1) ^ -(b & 1)
+                    if b < 128:
+                        hl = zz1[b]
                         p += 1
                     else:
                         b2 = rb[p + 1]
-                        if b2 < 0x80:
-                            b = (b & 0x7F) | (b2 << 7)
-                            hl = (b >> 1) ^ -(b & 1)
+                        if b2 < 128:
+                            hl = zz2[b + (b2 << 7)]
                             p += 2
                         else:
-                            hl, p = varint(rb, p)
+                            hl, p = varint(rb, p, base)
                     e = p + hl
                     if hl < 0 or e > rec_end:
                         raise _Bad(f"header {h} key length {hl} is invalid")
-                    hkb = rb[p:e]
+                    hk = plain[p:e]
+                    if not hk.isascii():
+                        hkb = rb[p:e]
+                        try:
+                            hk = hkb.decode()
+                        except UnicodeDecodeError:
+                            hk = {"hex": hkb.hex()}
                     p = e
-                    try:
-                        hk = hkb.decode()
-                    except UnicodeDecodeError:
-                        hk = {"hex": hkb.hex()}
                     b = rb[p]
-                    if b < 0x80:
-                        hl = (b >> 1) ^ -(b & 1)
+                    if b < 128:
+                        hl = zz1[b]
                         p += 1
                     else:
                         b2 = rb[p + 1]
-                        if b2 < 0x80:
-                            b = (b & 0x7F) | (b2 << 7)
-                            hl = (b >> 1) ^ -(b & 1)
+                        if b2 < 128:
+                            hl = zz2[b + (b2 << 7)]
                             p += 2
                         else:
-                            hl, p = varint(rb, p)
+                            hl, p = varint(rb, p, base)
                     if hl >= 0:
                         e = p + hl
                         if e > rec_end:
                             raise _Bad(f"header {h} value length {hl} runs past the end of the record")
-                        hvb = rb[p:e]
+                        s = plain[p:e]
+                        if s.isascii():
+                            hv = {"text": s}
+                        else:
+                            hv = show(rb[p:e])
                         p = e
-                        try:
-                            s = hvb.decode()
-                            if s.isprintable() or s.translate(ws).isprintable():
-                                hv = {"text": s}
-                            else:
-                                hv = {"hex": hvb.hex()}
-                        except UnicodeDecodeError:
-                            hv = {"hex": hvb.hex()}
                     elif hl == -1:
                         hv = None
                     else:
@@ -276,24 +307,35 @@ def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_app
                     happend({"Key": hk, "Value": hv})
             if p != rec_end:
                 raise _Bad(f"record length {ln} but its fields take {p - rec_end + ln} bytes")
-            rec = {
-                "Length": ln,
-                "Attributes": rattr,
-                "TimestampDelta": tsd,
-                "Timestamp": max_ts if log_append else base_ts + tsd,
-                "OffsetDelta": od,
-                "Offset": base_offset + od,
-                "Key": key,
-                "Value": value,
-                "Headers": headers,
-            }
             if is_control:
-                rec["Control"] = _control(kb, vb)
-            append(rec)
+                append({
+                    "Length": ln,
+                    "Attributes": rattr,
+                    "TimestampDelta": tsd,
+                    "Timestamp": max_ts if log_append else base_ts + tsd,
+                    "OffsetDelta": od,
+                    "Offset": base_offset + od,
+                    "Key": key,
+                    "Value": value,
+                    "Headers": headers,
+                    "Control": _control(_raw(key), _raw(value)),
+                })
+            else:
+                append({
+                    "Length": ln,
+                    "Attributes": rattr,
+                    "TimestampDelta": tsd,
+                    "Timestamp": max_ts if log_append else base_ts + tsd,
+                    "OffsetDelta": od,
+                    "Offset": base_offset + od,
+                    "Key": key,
+                    "Value": value,
+                    "Headers": headers,
+                })
     except _Bad as e:
-        raise _Bad(f"record {i} at byte {rec_start}: {e}") from None
+        raise _Bad(f"record {i} at byte {rec_start + base}: {e}") from None
     except IndexError:
-        raise _Bad(f"record {i} at byte {rec_start}: cut short by the end of the records") from None
+        raise _Bad(f"record {i} at byte {rec_start + base}: cut short by the end of the records") from None
     return p
 
 
@@ -345,7 +387,9 @@ def _decode_v2(buf, pos, end, index, cap):
     start = pos + _V2_HEADER_SIZE
     where = ""
     if codec == 0:
-        rb, p, rend = buf, start, end
+        # the batch's records as their own bytes object: the record loop translates and decodes
+        # all of rb once, so it must not be the whole records field
+        rb, p, rend, base = buf[start:end], 0, end - start, start
     elif codec > 4:
         return _batch_error(batch, index, pos, end, buf, f"unknown compression codec {codec}")
     else:
@@ -359,11 +403,11 @@ def _decode_v2(buf, pos, end, index, cap):
         batch["DecompressedSize"] = len(rb)
         if framing is not None:
             batch["CompressionFraming"] = framing
-        p, rend = 0, len(rb)
+        p, rend, base = 0, len(rb), 0
         where = " of the decompressed payload"
     try:
         p = _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, attrs & 0x08,
-                               attrs & 0x20, records)
+                               attrs & 0x20, records, base)
     except _Bad as e:
         return _batch_error(batch, index, pos, end, buf, _where(str(e), where))
     if p != rend:
