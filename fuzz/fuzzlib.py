@@ -1,0 +1,407 @@
+"""Shared pieces of kwire's fuzzing: seed corpora from the real fixtures, hostile mutators, and the
+targets (one per decoder) with the single rule they are held to.
+
+The rule: a target may return, or raise kwire's own documented error (`KwireError` and its
+subclasses: `DecodeError`, `RecordsError`, `CaptureError`, ...) whose message is one line. Any other
+exception is a bug. `run_one(target, data)` applies the rule and returns None (fine) or a short
+description of the violation.
+
+Used by the bounded hypothesis tests in tests/test_fuzz_*.py and by the long runs in fuzz/*.py.
+"""
+from __future__ import annotations
+
+import io
+import json
+import random
+import struct
+import traceback
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "fixtures"
+
+# ----------------------------------------------------------------------------------- seed corpora
+
+
+@lru_cache(maxsize=None)
+def pairs() -> tuple[tuple[int, int, bytes, bytes | None], ...]:
+    """(api_key, api_version, request frame, response frame or None) of every recorded pair."""
+    out = []
+    for p in sorted((FIXTURES / "pairs").glob("*/*.json")):
+        d = json.loads(p.read_text())
+        resp = d.get("response")
+        out.append((d["api_key"], d["api_version"], bytes.fromhex(d["request"]),
+                    bytes.fromhex(resp) if resp else None))
+    return tuple(out)
+
+
+@lru_cache(maxsize=None)
+def hex_fixtures() -> tuple[bytes, ...]:
+    from kwire_cli.cli.common import parse_hex
+    return tuple(parse_hex(p.read_text()) for p in sorted((FIXTURES / "hex").glob("*.hex")))
+
+
+@lru_cache(maxsize=None)
+def captures() -> tuple[bytes, ...]:
+    paths = sorted((FIXTURES / "captures").glob("*.pcap")) + sorted((FIXTURES / "captures" / "rotated").glob("*.pcap"))
+    paths += sorted((FIXTURES / "negotiate").glob("*.pcap"))
+    return tuple(p.read_bytes() for p in paths)
+
+
+@lru_cache(maxsize=None)
+def records_fields() -> tuple[bytes, ...]:
+    """The raw bytes of every non-empty records field in the recorded pairs (produce/fetch)."""
+    from kwire_cli.codec import decode_request, decode_response
+    found: list[bytes] = []
+
+    def walk(node: Any, key: str = "") -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k == "Records" and isinstance(v, str) and v:
+                    found.append(bytes.fromhex(v))
+                else:
+                    walk(v, k)
+        elif isinstance(node, list):
+            for x in node:
+                walk(x, key)
+
+    for key, ver, req, resp in pairs():
+        if key not in (0, 1):
+            continue
+        walk(decode_request(req, records="hex").body)
+        if resp:
+            walk(decode_response(resp, key, ver, records="hex").body)
+    # one of each codec and magic, built by kwire's own encoder, so every decompressor is reached
+    from kwire_cli.records import encode_records
+    recs = [{"Key": "k%d" % i, "Value": "value %d " % i * 3, "Headers": [{"Key": "h", "Value": "x"}]}
+            for i in range(4)]
+    for comp in ("none", "gzip", "snappy", "lz4", "zstd"):
+        found.append(encode_records({"batches": [{"Compression": comp, "Records": recs}]}))
+    for comp in ("none", "gzip", "snappy", "lz4"):
+        for magic in (0, 1):
+            msgs = [{"Key": "k", "Value": "legacy %d" % i, "Offset": i} for i in range(3)]
+            found.append(encode_records({"batches": [{"Magic": magic, "Compression": comp, "Messages": msgs}]
+                                         if comp != "none" else
+                                         [{"Magic": magic, "Key": "k", "Value": "v", "Offset": 0}]}))
+    found.append(encode_records({"batches": [{"Compression": "snappy", "CompressionFraming": "raw",
+                                              "Records": recs}]}))
+    return tuple(dict.fromkeys(found))
+
+
+@lru_cache(maxsize=None)
+def compressed_payloads() -> tuple[tuple[int, bytes], ...]:
+    """(codec id, compressed payload) for every codec and framing kwire reads."""
+    from kwire_cli.records.compression import compress
+    data = b"".join(b"kwire %d hostile input " % i for i in range(400))
+    out = [(1, compress(1, data)), (2, compress(2, data)), (2, compress(2, data, framing="raw")),
+           (3, compress(3, data)), (3, compress(3, data, magic=0)), (4, compress(4, data))]
+    import cramjam
+    out.append((3, bytes(cramjam.lz4.compress(data))))  # cramjam's own frame (linked blocks)
+    return tuple(out)
+
+
+@lru_cache(maxsize=None)
+def api_versions() -> tuple[tuple[int, int, str], ...]:
+    """Every (api key, version, kind) the bundled specs define."""
+    from kwire_cli.spec.registry import registry
+    out = []
+    for key, api in sorted(registry().apis.items()):
+        for kind in ("request", "response"):
+            vv = api.spec(kind).valid_versions
+            for v in range(vv.lo, vv.hi + 1):
+                out.append((key, v, kind))
+    return tuple(out)
+
+
+# ----------------------------------------------------------------------------------- mutators
+
+def _flip(rng: random.Random, b: bytearray) -> None:
+    if b:
+        i = rng.randrange(len(b))
+        b[i] ^= 1 << rng.randrange(8)
+
+
+def _set_byte(rng: random.Random, b: bytearray) -> None:
+    if b:
+        b[rng.randrange(len(b))] = rng.choice((0, 1, 0x7F, 0x80, 0xFF, rng.randrange(256)))
+
+
+def _truncate(rng: random.Random, b: bytearray) -> None:
+    if b:
+        del b[rng.randrange(len(b)):]
+
+
+def _inflate_len(rng: random.Random, b: bytearray) -> None:
+    """Overwrite a 2/4-byte big-endian integer with a length that lies (huge, negative, off by one)."""
+    if len(b) < 4:
+        return
+    size = rng.choice((2, 4, 4))
+    i = rng.randrange(len(b) - size + 1)
+    if size == 4:
+        v = rng.choice((0x7FFFFFFF, 0x7FFFFFF0, 0x10000000, 0xFFFFFFFF, 0xFFFFFFFE, 0x80000000,
+                        len(b), len(b) - i, len(b) - i - 3, rng.randrange(1 << 32)))
+        struct.pack_into(">I", b, i, v & 0xFFFFFFFF)
+    else:
+        v = rng.choice((0x7FFF, 0xFFFF, 0xFFFE, 0x8000, len(b) & 0xFFFF, rng.randrange(1 << 16)))
+        struct.pack_into(">H", b, i, v)
+
+
+def _huge_varint(rng: random.Random, b: bytearray) -> None:
+    """Insert or overwrite with an over-long / huge unsigned varint."""
+    v = rng.choice((b"\xff" * rng.randrange(1, 16), b"\xff\xff\xff\xff\x0f", b"\xff\xff\xff\xff\x7f",
+                    b"\x80" * rng.randrange(1, 12) + b"\x01", b"\xfe\xff\xff\xff\x0f",
+                    b"\xff" * 9 + b"\x01", b"\xff" * 10 + b"\x01"))
+    i = rng.randrange(len(b) + 1)
+    if rng.random() < 0.5:
+        b[i:i] = v
+    else:
+        b[i:i + len(v)] = v
+
+
+def _tag_count(rng: random.Random, b: bytearray) -> None:
+    """Where a tagged-field section would be (a zero byte), put a bogus count."""
+    zeros = [i for i, x in enumerate(b) if x == 0]
+    if not zeros:
+        return
+    i = rng.choice(zeros)
+    b[i:i + 1] = rng.choice((b"\x7f", b"\xff\xff\xff\xff\x0f", b"\x01\x00\xff\xff\xff\xff\x0f",
+                             b"\x02\x00\x00\x00\x00", b"\x01\xff\xff\xff\xff\x0f\x00",
+                             b"\x03\x05\x01\x00\x05\x01\x00\x05\x01\x00"))
+
+
+def _insert(rng: random.Random, b: bytearray) -> None:
+    i = rng.randrange(len(b) + 1)
+    b[i:i] = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 9)))
+
+
+def _delete(rng: random.Random, b: bytearray) -> None:
+    if b:
+        i = rng.randrange(len(b))
+        del b[i:i + rng.randrange(1, 9)]
+
+
+def _duplicate(rng: random.Random, b: bytearray) -> None:
+    if b:
+        i = rng.randrange(len(b))
+        j = min(len(b), i + rng.randrange(1, 64))
+        k = rng.randrange(len(b) + 1)
+        b[k:k] = b[i:j]
+
+
+MUTATORS: tuple[Callable[[random.Random, bytearray], None], ...] = (
+    _flip, _flip, _set_byte, _truncate, _inflate_len, _inflate_len, _huge_varint, _tag_count,
+    _insert, _delete, _duplicate)
+
+
+def mutate(rng: random.Random, data: bytes, rounds: int | None = None) -> bytes:
+    b = bytearray(data)
+    for _ in range(rounds if rounds is not None else rng.choice((1, 1, 1, 2, 3, 5))):
+        rng.choice(MUTATORS)(rng, b)
+    return bytes(b)
+
+
+# ----------------------------------------------------------------------------------- targets
+# Each target takes (data, rng) and runs one decoder the way kwire's users reach it.
+
+
+def t_request(data: bytes, rng: random.Random) -> None:
+    from kwire_cli.codec import decode_request
+    decode_request(data, records=rng.choice(("decode", "hex")))
+
+
+def t_response(data: bytes, rng: random.Random, key: int | None = None, version: int | None = None) -> None:
+    from kwire_cli.codec import decode_response
+    if key is None:
+        key, version, _ = rng.choice([x for x in api_versions() if x[2] == "response"])
+    decode_response(data, key, version, records=rng.choice(("decode", "hex")))
+
+
+def t_body(data: bytes, rng: random.Random, key: int | None = None, version: int | None = None,
+           kind: str | None = None) -> None:
+    from kwire_cli.codec import decode_body
+    if key is None:
+        key, version, kind = rng.choice(api_versions())
+    decode_body(data, key, version, kind, records=rng.choice(("decode", "hex")))
+
+
+def t_partial(data: bytes, rng: random.Random, key: int | None = None, version: int | None = None,
+              kind: str | None = None, header: bool = False) -> None:
+    """The --partial walker (a second, interpreted decoder): never crashes."""
+    from kwire_cli.codec.partial import walk_message
+    if key is None:
+        key, version, kind = rng.choice(api_versions())
+    if header and kind == "request":
+        walk_message(data, "request", records=rng.choice(("decode", "hex")))
+    else:
+        walk_message(data, kind, key, version, header=header, records=rng.choice(("decode", "hex")))
+
+
+def t_records(data: bytes, rng: random.Random) -> None:
+    from kwire_cli.records import decode_records
+    decode_records(data, max_decompressed=rng.choice((1 << 20, 1 << 16, 4096)))
+
+
+def t_decompress(data: bytes, rng: random.Random, codec: int | None = None) -> None:
+    """The decompressors on their own; CompressionError is their documented failure (decode_records
+    turns it into a per-batch "error")."""
+    from kwire_cli.records.compression import CompressionError, decompress
+    codec = codec if codec is not None else rng.randrange(1, 5)
+    cap = rng.choice((1 << 20, 1 << 16, 1000))
+    try:
+        out, _ = decompress(codec, data, cap)
+    except CompressionError as e:
+        _one_line(e)
+        return
+    if len(out) > cap:
+        raise AssertionError(f"codec {codec} returned {len(out)} bytes over the cap {cap}")
+
+
+def t_embedded(data: bytes, rng: random.Random) -> None:
+    from kwire_cli.codec.embedded import ASSIGNMENT, SUBSCRIPTION, decode_embedded
+    decode_embedded(rng.choice((SUBSCRIPTION, ASSIGNMENT)), data)
+
+
+def t_capture(data: bytes, rng: random.Random) -> None:
+    """The whole pcap pipeline: reader, reassembly, framing, pairing, per-frame decode, summary."""
+    from kwire_cli.capture import CaptureStats, iter_capture
+    from kwire_cli.capture.session import Conversation, Summary
+    stats = CaptureStats()
+    conv = Conversation()
+    summ = Summary()
+    for rec in conv.records(iter_capture(io.BytesIO(data), file_label="fuzz.pcap", stats=stats)):
+        summ.add(rec)
+    out = summ.to_dict(stats=None, damage=conv.damage)
+    json.dumps(out, default=str)
+    if not out["reconciled"]:
+        raise AssertionError("summary does not reconcile")
+
+
+def t_hexdump(data: bytes, rng: random.Random) -> None:
+    """The CLI's input reader (hex, xxd, hexdump -C, tshark dumps, raw bytes)."""
+    from kwire_cli.cli.common import bytes_from_source
+    bytes_from_source(data, binary=None)
+
+
+TARGETS: dict[str, Callable[..., None]] = {
+    "request": t_request, "response": t_response, "body": t_body, "partial": t_partial,
+    "records": t_records, "decompress": t_decompress, "embedded": t_embedded, "capture": t_capture,
+    "hexdump": t_hexdump,
+}
+
+
+def seeds_for(name: str) -> list[tuple[bytes, dict]]:
+    """Seed inputs of a target, each with the keyword arguments that say how to decode it (the
+    response's own API and version, a body's kind); targets pick at random when given none."""
+    if name == "request":
+        return [(p[2], {}) for p in pairs()] + [(h, {}) for h in hex_fixtures()]
+    if name == "response":
+        return [(p[3], {"key": p[0], "version": p[1]}) for p in pairs() if p[3]]
+    if name in ("body", "partial", "partial_agrees"):
+        out = [(p[2][4:], {"key": p[0], "version": p[1], "kind": "request"}) for p in pairs()]
+        out += [(p[3][4:], {"key": p[0], "version": p[1], "kind": "response"}) for p in pairs() if p[3]]
+        if name in ("partial", "partial_agrees"):
+            out += [(p[2], {"key": p[0], "version": p[1], "kind": "request", "header": True}) for p in pairs()]
+            out += [(p[3], {"key": p[0], "version": p[1], "kind": "response", "header": True})
+                    for p in pairs() if p[3]]
+        return out
+    if name == "records":
+        return [(r, {}) for r in records_fields()]
+    if name == "decompress":
+        return [(p, {"codec": c}) for c, p in compressed_payloads()]
+    if name == "embedded":
+        return [(e, {}) for e in embedded_seeds()]
+    if name == "capture":
+        return [(c, {}) for c in captures()]
+    if name == "hexdump":
+        return [(p.read_bytes(), {}) for p in sorted((FIXTURES / "hex").glob("*.hex"))]
+    raise KeyError(name)
+
+
+@lru_cache(maxsize=None)
+def embedded_seeds_t() -> tuple[bytes, ...]:
+    from kwire_cli.codec import decode_request, decode_response
+    out = []
+    for key, ver, req, resp in pairs():
+        if key == 11:  # JoinGroup
+            for p in decode_request(req).body.get("Protocols") or []:
+                if p.get("Metadata"):
+                    out.append(bytes.fromhex(p["Metadata"]))
+        if key == 14 and resp:  # SyncGroup
+            a = decode_response(resp, key, ver).body.get("Assignment")
+            if a:
+                out.append(bytes.fromhex(a))
+    return tuple(dict.fromkeys(out))
+
+
+def embedded_seeds() -> list[bytes]:
+    return list(embedded_seeds_t())
+
+
+# ----------------------------------------------------------------------------------- the rule
+
+def _one_line(e: BaseException) -> None:
+    s = str(e)
+    if "\n" in s or not s.strip():
+        raise AssertionError(f"error message is not one non-empty line: {s!r}")
+
+
+def run_one(target: Callable[..., None], data: bytes, rng: random.Random, **kw: Any) -> str | None:
+    """None when the target behaved; else a one-line description of the bug (exception + where)."""
+    from kwire_cli.errors import KwireError
+    try:
+        target(data, rng, **kw)
+    except KwireError as e:
+        try:
+            _one_line(e)
+        except AssertionError as a:
+            return f"{type(e).__name__} {a}"
+        return None
+    except RecursionError:
+        return "RecursionError"
+    except Exception as e:  # noqa: BLE001 - this is what we are looking for
+        tb = traceback.extract_tb(e.__traceback__)
+        where = next((f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in reversed(tb)
+                      if "kwire_cli" in f.filename or "<kwire" in f.filename), "?")
+        return f"{type(e).__name__}: {str(e)[:120]} @ {where}"
+    return None
+
+
+def t_partial_agrees(data: bytes, rng: random.Random, key: int | None = None, version: int | None = None,
+                     kind: str | None = None, header: bool = False) -> None:
+    """Differential: `kwire decode --partial` (the walker) and the compiled codec must agree: the
+    same value when the bytes decode, the same error (message) when they do not."""
+    from kwire_cli.codec import decode_body, decode_request, decode_response
+    from kwire_cli.codec.partial import walk_message
+    from kwire_cli.errors import DecodeError
+    if key is None:
+        key, version, kind = rng.choice(api_versions())
+    records = rng.choice(("decode", "hex"))
+    try:
+        if not header:
+            msg = decode_body(data, key, version, kind, records=records)
+        elif kind == "request":
+            msg = decode_request(data, records=records)
+        else:
+            msg = decode_response(data, key, version, records=records)
+        err = None
+    except DecodeError as e:
+        msg, err = None, e
+    try:
+        pm = walk_message(data, kind, None if (header and kind == "request") else key, version,
+                          header=header, records=records)
+    except DecodeError as e:
+        if err is None or str(e) != str(err):
+            raise AssertionError(f"walker raised {e!s:.100} but the codec said {err!s:.100}") from None
+        return
+    if err is None:
+        if pm.error is not None:
+            raise AssertionError(f"walker failed ({pm.error!s:.100}) where the codec decoded")
+        if pm.body != msg.body:
+            raise AssertionError("walker and codec decoded different bodies")
+    elif pm.error is None or str(pm.error) != str(err):
+        raise AssertionError(f"walker error {pm.error!s:.100} differs from the codec's {err!s:.100}")
+
+
+TARGETS["partial_agrees"] = t_partial_agrees
