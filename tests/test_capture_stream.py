@@ -484,3 +484,30 @@ def test_only_the_broker_side_captured():
     assert [f.correlation_id for f in fr] == [2, 3]
     assert [d.kind for d in dmg] == ["resync-skip", "unpaired-response", "unpaired-response"]
     assert dmg[0].bytes == len(RESPS[0]) - 30
+
+
+def test_lost_last_segment_followed_only_by_acks_and_fin_is_a_gap():
+    """The last request's packet is lost; only the broker's ACK and the FINs follow. The ACK
+    (and the FIN's sequence number) show the bytes existed: a gap, reported at close."""
+    c = Conversation()
+    segs = c.handshake() + c.send(0, REQS[0]) + c.send(1, RESPS[0])
+    lost = c.send(0, REQS[1])  # not captured
+    segs += [c.ack(1), c.fin(0), c.fin(1), c.ack(0)]
+    fr, dmg, st = run(segs)
+    gaps = [d for d in dmg if d.kind == "gap"]
+    assert len(gaps) == 1 and gaps[0].bytes == len(lost[0][7])
+    assert "acknowledged by the peer" in gaps[0].detail or "before the FIN" in gaps[0].detail
+    assert [f.correlation_id for f in fr] == [1, 1]
+    # the same with only the FIN as evidence (no ACK from the broker captured)
+    c = Conversation()
+    segs = c.handshake() + c.send(0, REQS[0])
+    c.send(0, REQS[1])
+    segs += [c.fin(0)]
+    fr, dmg, st = run(segs)
+    assert st.damage_bytes["gap"] == len(REQS[1])
+    # and no gap when nothing was lost: the ACK of a FIN is not a byte
+    c = Conversation()
+    segs = c.handshake() + c.send(0, REQS[0]) + c.send(1, RESPS[0]) + [c.fin(0), c.fin(1), c.ack(0)]
+    segs.append(c.ack(1))
+    fr, dmg, st = run(segs)
+    assert dmg == [] and "gap" not in st.damage_bytes

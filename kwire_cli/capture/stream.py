@@ -49,7 +49,8 @@ _tnew = tuple.__new__
 class _Dir:
     """One direction of a connection: reassembly state and framing state."""
 
-    __slots__ = ("base", "nxt", "ooo", "heap", "ooo_bytes", "fin_off", "last_frame", "ack_seq",
+    __slots__ = ("base", "nxt", "ooo", "heap", "ooo_bytes", "fin_off", "last_frame", "ack_seq", "ack_frame",
+                 "fin_frame",
                  "buf", "start_frame", "resync", "skip", "skip_acc", "skip_from", "verify",
                  "is_request", "src", "dst", "need")
 
@@ -62,6 +63,8 @@ class _Dir:
         self.fin_off: int | None = None
         self.last_frame: int | None = None
         self.ack_seq: int | None = None  # the peer's latest acknowledgement number for this direction
+        self.ack_frame: int | None = None  # ... and the packet that carried it
+        self.fin_frame: int | None = None
         self.buf = bytearray()
         self.start_frame: int | None = None
         self.resync = False
@@ -193,6 +196,7 @@ class StreamAssembler:
         r = conn.dirs[1 - di]
         if flags & ACK:
             r.ack_seq = ack
+            r.ack_frame = frame
             if r.heap:
                 a = r.nxt + (((ack - r.base - r.nxt) + _HALF) & _M) - _HALF
                 if a >= r.heap[0]:
@@ -223,6 +227,7 @@ class StreamAssembler:
             end = off + (wire_len if wire_len > len(payload) else len(payload))
             if d.fin_off is None or end < d.fin_off:
                 d.fin_off = end
+                d.fin_frame = frame
             conn.fin_seen = True
         if flags & RST:
             conn.reset = True
@@ -656,6 +661,8 @@ class StreamAssembler:
             for d in conn.dirs:
                 if d.heap:
                     self._gaps(conn, d, file, None)
+                if d.base is not None:
+                    self._unseen_tail(conn, d, file)
                 if d.skip:
                     st.damage_bytes[PARTIAL_FRAME] = st.damage_bytes.get(PARTIAL_FRAME, 0) - d.skip
                     d.skip = 0
@@ -682,6 +689,22 @@ class StreamAssembler:
             self._closed[k] = (conn.last_ts, conn.gen)
         while len(self._closed) > 200000:
             self._closed.pop(next(iter(self._closed)))
+
+    def _unseen_tail(self, conn, d: _Dir, file) -> None:
+        """At close: bytes the peer acknowledged, or that came before the FIN, but that the capture
+        never showed (a lost segment followed only by ACKs/FIN) are a gap too."""
+        end = d.fin_off
+        frame = d.fin_frame
+        why = "before the FIN"
+        if d.ack_seq is not None:
+            a = d.nxt + (((d.ack_seq - d.base - d.nxt) + _HALF) & _M) - _HALF
+            if end is not None and a > end:
+                a = end  # the ACK of the FIN itself
+            if end is None or a > end:
+                end, frame, why = a, d.ack_frame, "acknowledged by the peer"
+        if end is not None and end > d.nxt:
+            self._lost(conn, d, end - d.nxt, file, d.last_frame, frame, conn.last_ts,
+                       f"{why}, never captured")
 
     def _sweep(self, now: float) -> None:
         limit = now - self.idle_timeout
