@@ -1,0 +1,89 @@
+"""`kwire spark-decode`: `kwire pcap` over many or large captures, as a PySpark job."""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+EPILOG = """\b
+Examples:
+  kwire spark-decode fixtures/captures --out /tmp/kwire-out
+  kwire spark-decode 'traces/*.pcap*' --out /data/kafka-rows --format jsonl --port 19092
+  kwire spark-decode /shared/captures --out /shared/rows --master spark://10.0.0.5:7077
+  spark-submit --py-files kwire_cli.zip $(which kwire) spark-decode /shared/captures --out /shared/rows
+
+\b
+Without --master (and outside spark-submit) kwire starts a local Spark session (local[*]):
+Java 17 and this package are all it needs. On a cluster, every executor needs Python with
+kwire's dependencies (click, cramjam, crc32c, pyyaml, rich); kwire itself and its message
+specs are shipped by the job. Input paths must be readable from the executors.
+
+\b
+Output: one row per Kafka frame, partitioned by api_name (DIR/api_name=Produce/...), with the
+columns of `kwire pcap --format jsonl` (parquet: header/body as JSON strings). Beside them:
+_kwire_summary.json (the `kwire pcap --summary` JSON) and _kwire_result.json.
+
+\b
+Exit codes: 0 the job ran (files that are not captures are reported on stderr and skipped;
+with --strict they, undecodable frames and damage give 1), 1 the job could not run, 2 usage."""
+
+
+def _conf(ctx, param, values):
+    out = []
+    for v in values:
+        if "=" not in v:
+            raise click.BadParameter(f"{v!r} is not KEY=VALUE")
+        k, _, val = v.partition("=")
+        out.append((k.strip(), val.strip()))
+    return out
+
+
+@click.command(epilog=EPILOG)
+@click.argument("inputs", nargs=-1, required=True, metavar="DIR|FILE|GLOB...")
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Output directory.")
+@click.option("--format", "fmt", type=click.Choice(["parquet", "jsonl"]), default="parquet", show_default=True,
+              help="Parquet (typed columns, header/body as JSON strings) or JSON lines (kwire pcap's lines).")
+@click.option("--master", metavar="URL", help="Spark master (spark://host:7077, local[4], yarn...). "
+              "Default: the spark-submit configuration, else local[*].")
+@click.option("--port", "ports", type=click.IntRange(1, 65535), multiple=True, metavar="N",
+              help="A broker port (repeatable). Default: 9092 and ports seen answering Kafka requests.")
+@click.option("--partitions", type=click.IntRange(1, 100000), metavar="N",
+              help="Shuffle partitions for connections and for decoding. Default: 2 x Spark's parallelism.")
+@click.option("--split-size", type=click.IntRange(1, 1 << 20), default=64, show_default=True, metavar="MB",
+              help="Files larger than this are read in ranges of this size, cut at record boundaries.")
+@click.option("--raw-records", is_flag=True, help="Keep records fields as hex instead of decoding batches.")
+@click.option("--overwrite", is_flag=True, help="Replace the output directory if it is not empty.")
+@click.option("--conf", "conf", multiple=True, metavar="KEY=VALUE", callback=_conf,
+              help="A Spark configuration setting (repeatable), e.g. spark.executor.memory=4g.")
+@click.option("--summary-format", type=click.Choice(["table", "json", "none"]), default="table",
+              show_default=True, help="How to print the summary on stdout.")
+@click.option("--strict", is_flag=True, help="Exit 1 when a file failed, a frame did not decode or "
+              "the capture is damaged.")
+def spark_decode(inputs, out, fmt, master, ports, partitions, split_size, raw_records, overwrite, conf,
+                 summary_format, strict):
+    """Decode Kafka conversations from captures with Spark (same codec and capture code as
+    `kwire pcap`).
+
+    DIR (recursively), FILE or GLOB: pcap, pcapng, gzip-compressed pcap. Connections split
+    across rotated files (tcpdump -C/-G) are reassembled as one; large files are read in
+    parallel byte ranges cut at record boundaries.
+    """
+    from kwire_cli.spark.job import run
+    res = run(inputs, out, fmt=fmt, master=master, ports=ports, partitions=partitions,
+              split_size=split_size << 20, raw_records=raw_records, overwrite=overwrite, conf=conf)
+    if summary_format == "table":
+        from kwire_cli.cli.pcap import _print_summary_tables
+        _print_summary_tables(res.summary)
+    elif summary_format == "json":
+        from kwire_cli.render.json import to_jsonable
+        click.echo(json.dumps(to_jsonable(res.summary), ensure_ascii=False, allow_nan=False, indent=2))
+    for msg in res.failures:
+        click.echo(f"kwire: error: {msg}", err=True)
+    dmg = sum(v["events"] for v in (res.summary.get("damage") or {}).values())
+    if res.undecodable or dmg:
+        click.echo(f"kwire: warning: {res.undecodable} of {res.frames} frames did not decode; "
+                   f"{dmg} damage events (see {out}/_kwire_summary.json)", err=True)
+    click.echo(res.line(), err=True)
+    if strict and (res.failures or res.undecodable or dmg):
+        sys.exit(1)

@@ -1,0 +1,585 @@
+"""The PySpark job behind ``kwire spark-decode``: the capture and codec code of ``kwire pcap``, on executors.
+
+Stages (one Spark job for the data, plus two tiny ones):
+
+0. driver: expand the inputs, read each file's header (``reading.plan_file``); an *index* job
+   finds record boundaries and packet counts of the byte ranges of large files.
+1. read: one task per byte range (or per small / gzip file) streams ``Packet``s with the capture
+   reader and keys them by connection (``conn_key``).
+2. assemble: the packets are repartitioned by connection and sorted within it by (file order,
+   packet number); each connection runs through its own ``StreamAssembler`` (so a connection
+   split across rotated files is reassembled as one). Frames that carry per-connection context
+   (non-Produce requests, Metadata-like responses) are decoded here with a ``Conversation``;
+   the rest (Produce requests, other responses: the bulk of the bytes) leave with the context
+   they need (the request's client id and protocol type, the connection's topic-id names).
+3. decode: frames are spread evenly over the decode partitions (so one busy connection does not
+   pin one core), decoded with ``Conversation.record`` and turned into rows, written partitioned
+   by ``api_name``. Damage, capture counters and failures travel with the data to this stage and
+   are added to an accumulator there (result tasks: each counted exactly once).
+
+The summary is then computed with Spark aggregations over the rows written (``summary.py``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import glob
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import zipfile
+import zlib
+from collections import OrderedDict
+from typing import Any, Iterable, Iterator
+
+from kwire_cli.capture import CaptureStats, Damage, KafkaFrame, Packet, StreamAssembler, conn_key
+from kwire_cli.errors import KwireError
+from kwire_cli.spark.reading import DEFAULT_SPLIT, FilePlan, index_range, nominal_ranges, plan_file, \
+    read_range, stitch
+
+PRODUCE = 0
+TOPIC_MAP_APIS = frozenset({3, 19, 75})  # Metadata, CreateTopics, DescribeTopicPartitions responses
+MAX_DAMAGE_EVENTS = 200
+_FRAME_FIELDS = tuple(KafkaFrame._fields) if hasattr(KafkaFrame, "_fields") else \
+    tuple(f.name for f in dataclasses.fields(KafkaFrame))
+_FILE_AT = _FRAME_FIELDS.index("file")
+_META = ("",)
+
+
+class SparkJobError(KwireError):
+    """The Spark job could not run (no Java, bad master URL, output exists...): one line."""
+
+
+# ------------------------------------------------------------------------------------ inputs
+def expand_inputs(inputs: Iterable[str]) -> list[str]:
+    """Files named by DIR (recursively; hidden files skipped), FILE or GLOB, in a stable order."""
+    out: list[str] = []
+    seen = set()
+    for spec in inputs:
+        if os.path.isdir(spec):
+            found = []
+            for root, dirs, files in os.walk(spec):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                found += [os.path.join(root, f) for f in files if not f.startswith(".")]
+            paths = sorted(found)
+        elif os.path.exists(spec):
+            paths = [spec]
+        else:
+            paths = sorted(p for p in glob.glob(spec, recursive=True) if os.path.isfile(p))
+            if not paths:
+                raise SparkJobError(f"{spec}: no such file, directory or matching files")
+        for p in paths:
+            if os.path.isfile(p) and os.path.realpath(p) not in seen:
+                seen.add(os.path.realpath(p))
+                out.append(p)
+    if not out:
+        raise SparkJobError("no input files")
+    return out
+
+
+# ------------------------------------------------------------------------------------ totals
+class Totals:
+    """What the tasks report besides rows; merged by an accumulator (see ``TotalsParam``)."""
+
+    def __init__(self) -> None:
+        self.stats = CaptureStats()
+        self.damage_kinds: dict[str, list[int]] = {}
+        self.damage_events: list[tuple] = []   # (rank, frame, seq, dict), the first MAX by position
+        self.failures: list[str] = []
+        self.what_if = {"responses": 0, "applicable": 0, "bytes_now": 0, "bytes_tagged": 0, "saving": 0}
+        self.rows = 0
+        self.executor_code: set[str] = set()
+
+    def add_damage(self, key: tuple, d: dict) -> None:
+        k = self.damage_kinds.setdefault(d["kind"], [0, 0])
+        k[0] += 1
+        k[1] += d["bytes"]
+        self.damage_events.append(key + (d,))
+        if len(self.damage_events) > 2 * MAX_DAMAGE_EVENTS:
+            self._trim()
+
+    def _trim(self) -> None:
+        self.damage_events.sort(key=lambda e: e[:3])
+        del self.damage_events[MAX_DAMAGE_EVENTS:]
+
+    def merge(self, o: "Totals") -> "Totals":
+        self.stats.merge(o.stats)
+        for k, (n, b) in o.damage_kinds.items():
+            m = self.damage_kinds.setdefault(k, [0, 0])
+            m[0] += n
+            m[1] += b
+        self.damage_events += o.damage_events
+        self._trim()
+        self.failures += o.failures
+        for k, v in o.what_if.items():
+            self.what_if[k] = self.what_if.get(k, 0) + v
+        self.rows += o.rows
+        self.executor_code |= o.executor_code
+        return self
+
+
+def _totals_param():
+    from pyspark.accumulators import AccumulatorParam
+
+    class TotalsParam(AccumulatorParam):
+        def zero(self, value):
+            return Totals()
+
+        def addInPlace(self, a, b):
+            return a.merge(b)
+
+    return TotalsParam()
+
+
+# ------------------------------------------------------------------------------------ executors
+_specs_in_use: list = [None]
+
+
+def _executor_setup(specs_name: str | None) -> None:
+    """Make the codec read the specs the driver shipped (an executor may not have kwire installed)."""
+    if not specs_name or _specs_in_use[0] == specs_name:
+        return
+    from pyspark import SparkFiles
+    from kwire_cli.spec.registry import use_specs
+    path = SparkFiles.get(specs_name)
+    if os.path.isdir(path):
+        use_specs(path)
+    _specs_in_use[0] = specs_name
+
+
+def _conn_hash(conn: tuple) -> int:
+    return zlib.crc32(("%s|%d|%s|%d" % conn).encode())
+
+
+def read_task(task: tuple, plans: list[FilePlan]) -> Iterator[tuple]:
+    """Stage 1: one range of one file -> ((hash, conn, rank, frame), packet fields) and meta items."""
+    rank, range_no, rng = task
+    plan = plans[rank]
+    stats = CaptureStats()
+    seq = 0
+    h_meta = (rank * 131 + range_no) & 0x7FFFFFFF
+    try:
+        for item in read_range(plan, rank, rng, range_no, stats):
+            if item.__class__ is Packet:
+                c = conn_key(item)
+                yield (_conn_hash(c), c, rank, item.frame), item[2:]
+            else:
+                seq += 1
+                yield (h_meta, _META, rank, seq), ("dmg", _damage_dict(item, rank))
+    except KwireError as e:
+        msg = str(e)
+        seq += 1
+        yield (h_meta, _META, rank, seq), ("fail", msg if plan.label in msg else f"{plan.label}: {msg}")
+    seq += 1
+    yield (h_meta, _META, rank, seq), ("stats", stats)
+
+
+def _damage_dict(d: Damage, rank: int) -> dict:
+    return {"file": rank, "frame": d.frame, "conn": d.conn, "kind": d.kind, "bytes": d.bytes,
+            "detail": d.detail}
+
+
+def _request_client_id(data: bytes) -> tuple[bool, Any]:
+    """Does this request's header decode (API known, version valid)? And its client id."""
+    from kwire_cli.codec.headers import request_header_version
+    from kwire_cli.codec.message import header_plan
+    from kwire_cli.spec.registry import registry
+    try:
+        key, ver = int.from_bytes(data[0:2], "big", signed=True), int.from_bytes(data[2:4], "big", signed=True)
+        api = registry().api(key)
+        if ver not in api.request.valid_versions:
+            return False, None
+        header, _ = header_plan("request", request_header_version(api, ver)).decode(data, 0, len(data))
+        return True, header.get("ClientId")
+    except (KwireError, IndexError, ValueError):
+        return False, None
+
+
+def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records_mode: str | None,
+                       specs_name: str | None) -> Iterator[tuple]:
+    """Stage 2: sorted packets of some connections -> frames (with context), records, damage."""
+    from kwire_cli.capture.session import Conversation
+    _executor_setup(specs_name)
+    stats = CaptureStats()
+    seq = 0
+    cur = None
+    asm = conv = None
+    snap = None
+
+    def key(rank, frame):
+        nonlocal seq
+        seq += 1
+        return (rank, -1 if frame is None else frame, index, seq)
+
+    def handle(events):
+        nonlocal snap
+        for ev in events:
+            if ev.__class__ is not KafkaFrame:
+                d = _damage_dict(ev, ev.file)
+                yield key(ev.file, ev.frame), ("dmg", d)
+                continue
+            if ev.kind == "request":
+                if ev.api_key == PRODUCE and ev.size >= 8:
+                    ok, cid = _request_client_id(ev.data)
+                    if ok and ev.acks != 0:
+                        conv._remember(ev.conn, ev.correlation_id, (cid, None))
+                    yield key(ev.file, ev.frame), ("frm", tuple(getattr(ev, n) for n in _FRAME_FIELDS), None, snap)
+                else:
+                    yield key(ev.file, ev.frame), ("rec", conv.record(ev))
+            elif ev.api_key is None or ev.api_key in TOPIC_MAP_APIS:
+                rec = conv.record(ev)
+                if ev.api_key is not None and conv.topic_names and conv.topic_names != snap:
+                    snap = dict(conv.topic_names)
+                yield key(ev.file, ev.frame), ("rec", rec)
+            else:
+                info = conv.open.get(ev.conn, {}).pop(ev.correlation_id, (None, None)) \
+                    if ev.correlation_id is not None else (None, None)
+                yield key(ev.file, ev.frame), ("frm", tuple(getattr(ev, n) for n in _FRAME_FIELDS), info, snap)
+
+    for k, v in items:
+        conn = k[1]
+        if conn is _META or conn == _META:
+            yield key(k[2], None), v
+            continue
+        if conn != cur:
+            if asm is not None:
+                yield from handle(asm.finish())
+            cur = conn
+            asm = StreamAssembler(broker_ports=ports or None, stats=stats)
+            conv = Conversation(records_mode)
+            snap = None
+        ev = asm.feed(Packet(k[2], k[3], *v))
+        if ev:
+            yield from handle(ev)
+    if asm is not None:
+        yield from handle(asm.finish())
+    yield key(-1, None), ("stats", stats)
+
+
+def _exec_code() -> str:
+    import kwire_cli
+    return os.path.dirname(os.path.dirname(os.path.abspath(kwire_cli.__file__)))
+
+
+def decode_partition(items: Iterator[tuple], labels: list[str], fmt: str, records_mode: str | None,
+                     specs_name: str | None, acc) -> Iterator[tuple]:
+    """Stage 3: frames -> records -> output rows; everything else -> the accumulator."""
+    from kwire_cli.capture.session import Conversation, Summary
+    _executor_setup(specs_name)
+    tot = Totals()
+    tot.executor_code.add(_exec_code())
+    conv = Conversation(records_mode)
+    summ = Summary()  # only its what-if part is used (per record, as kwire pcap does)
+    empty: dict = {}
+    for k, v in items:
+        tag = v[0]
+        if tag == "frm":
+            t = list(v[1])
+            t[_FILE_AT] = labels[t[_FILE_AT]]
+            f = KafkaFrame(*t)
+            conv.topic_names = v[3] if v[3] is not None else empty
+            conv.open = {f.conn: OrderedDict({f.correlation_id: v[2]})} if v[2] is not None else {}
+            rec = conv.record(f)
+        elif tag == "rec":
+            rec = v[1]
+            rec["file"] = labels[rec["file"]]
+        elif tag == "dmg":
+            d = v[1]
+            rank = d["file"]
+            d["file"] = labels[rank]
+            tot.add_damage((rank, -1 if d["frame"] is None else d["frame"], k[3]), d)
+            continue
+        elif tag == "stats":
+            tot.stats.merge(v[1])
+            continue
+        elif tag == "fail":
+            tot.failures.append(v[1])
+            continue
+        else:  # pragma: no cover
+            continue
+        if rec["kind"] == "response" and rec.get("error") is None:
+            summ._what_if(rec)
+        tot.rows += 1
+        yield to_row(rec, fmt)
+    tot.what_if = dict(summ.what_if)
+    acc.add(tot)
+
+
+# ------------------------------------------------------------------------------------ rows
+EXTRA_KEYS = ("topic_names", "embedded")
+_encoders: dict = {}
+
+
+def _encoder():
+    """kwire pcap's JSON line encoder (orjson when installed), and one for parts of a record."""
+    enc = _encoders.get("line")
+    if enc is None:
+        from kwire_cli.cli.pcap import _float_apis, _json_default, line_encoder
+        from kwire_cli.render.json import to_jsonable
+        line = line_encoder()
+        floats = _float_apis()
+        try:
+            import orjson
+            fast = orjson.dumps
+        except ImportError:  # pragma: no cover - orjson is optional
+            fast = None
+
+        def careful(v):
+            return json.dumps(to_jsonable(v), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+        def part(v, api_key):
+            if fast is None or api_key in floats:
+                return careful(v)
+            try:
+                return fast(v, default=_json_default).decode()
+            except TypeError:
+                return careful(v)
+        enc = _encoders["line"] = (line, part)
+    return enc
+
+
+def to_row(rec: dict, fmt: str) -> tuple:
+    """One output row: the jsonl line of ``kwire pcap`` (jsonl), or typed columns (parquet)."""
+    from kwire_cli.capture.session import RECORD_KEYS
+    line, part = _encoder()
+    if fmt == "jsonl":
+        ordered = {k: rec.get(k) for k in RECORD_KEYS}
+        for k in rec:
+            if k not in ordered:
+                ordered[k] = rec[k]
+        return (line(ordered).decode(), rec.get("api_name"))
+    ak = rec["api_key"]
+    extra = {k: v for k, v in rec.items() if k not in RECORD_KEYS and k not in EXTRA_KEYS}
+    return (rec["file"], rec["frame"], rec["ts"], rec["src"], rec["dst"], rec["kind"], ak,
+            rec["api_name"], rec["api_version"], rec["correlation_id"], rec["client_id"], rec["size"],
+            None if rec.get("latency_ms") is None else float(rec["latency_ms"]),
+            None if rec.get("header") is None else part(rec["header"], ak),
+            None if rec.get("body") is None else part(rec["body"], ak),
+            list(rec.get("error_codes") or []), rec.get("error"),
+            None if rec.get("topic_names") is None else part(rec["topic_names"], ak),
+            None if rec.get("embedded") is None else part(rec["embedded"], ak),
+            part(extra, ak) if extra else None)
+
+
+def row_schema(fmt: str):
+    from pyspark.sql.types import (ArrayType, DoubleType, IntegerType, LongType, StringType, StructField,
+                                   StructType)
+    if fmt == "jsonl":
+        return StructType([StructField("line", StringType()), StructField("api_name", StringType())])
+    s, i, l, d = StringType(), IntegerType(), LongType(), DoubleType()
+    cols = [("file", s), ("frame", l), ("ts", d), ("src", s), ("dst", s), ("kind", s), ("api_key", i),
+            ("api_name", s), ("api_version", i), ("correlation_id", i), ("client_id", s), ("size", l),
+            ("latency_ms", d), ("header", s), ("body", s), ("error_codes", ArrayType(s)), ("error", s),
+            ("topic_names", s), ("embedded", s), ("extra", s)]
+    return StructType([StructField(n, t) for n, t in cols])
+
+
+# ------------------------------------------------------------------------------------ session
+def get_session(master: str | None = None, conf: Iterable[tuple[str, str]] = (), progress: bool = True):
+    """The active SparkSession (spark-submit, tests), or a new one: ``master`` or ``local[*]``.
+
+    Returns (session, created).
+    """
+    from pyspark import SparkConf
+    from pyspark.sql import SparkSession
+    active = SparkSession.getActiveSession()
+    if active is not None and master is None:
+        return active, False
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    b = SparkSession.builder.appName("kwire spark-decode")
+    if master:
+        b = b.master(master)
+    elif not SparkConf().contains("spark.master"):
+        b = b.master("local[*]")
+    b = b.config("spark.ui.showConsoleProgress", "true" if progress else "false") \
+         .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false") \
+         .config("spark.python.worker.reuse", "true")
+    for k, v in conf:
+        b = b.config(k, v)
+    try:
+        spark = b.getOrCreate()
+    except Exception as e:  # Java missing, master unreachable...: one line
+        raise SparkJobError(f"cannot start Spark ({master or 'local[*]'}): {_first_line(e)}") from None
+    spark.sparkContext.setLogLevel("WARN")
+    return spark, True
+
+
+def _first_line(e: BaseException) -> str:
+    s = str(e).strip().splitlines()
+    return s[0] if s else type(e).__name__
+
+
+_shipped: dict = {}
+
+
+def ship_code(sc) -> str | None:
+    """Zip kwire_cli for the executors (addPyFile) and ship the specs folder the driver uses
+    (addFile); returns the name executors find the specs under (SparkFiles)."""
+    import kwire_cli
+    from kwire_cli.spec.registry import registry
+    key = sc.applicationId
+    if key in _shipped:
+        return _shipped[key]
+    pkg = os.path.dirname(os.path.abspath(kwire_cli.__file__))
+    h = hashlib.sha1()
+    files = []
+    for root, dirs, names in os.walk(pkg):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("_bundled"))
+        for n in sorted(names):
+            if n.endswith(".py"):
+                p = os.path.join(root, n)
+                files.append(p)
+                with open(p, "rb") as f:
+                    h.update(p.encode() + f.read())
+    tmp = os.path.join(tempfile.gettempdir(), f"kwire-spark-{os.getpid()}")
+    os.makedirs(tmp, exist_ok=True)
+    zpath = os.path.join(tmp, f"kwire_cli-{h.hexdigest()[:12]}.zip")
+    if not os.path.exists(zpath):
+        with zipfile.ZipFile(zpath + ".tmp", "w", zipfile.ZIP_DEFLATED) as z:
+            for p in files:
+                z.write(p, os.path.join("kwire_cli", os.path.relpath(p, pkg)))
+        os.replace(zpath + ".tmp", zpath)
+    sc.addPyFile(zpath)
+    specs = os.path.abspath(registry().folder)
+    name = f"kwire-specs-{hashlib.sha1(specs.encode()).hexdigest()[:10]}"
+    link = os.path.join(tmp, name)
+    if not os.path.exists(link):
+        shutil.copytree(specs, link)
+    sc.addFile(link, recursive=True)
+    _shipped[key] = name
+    return name
+
+
+# ------------------------------------------------------------------------------------ the job
+@dataclasses.dataclass
+class JobResult:
+    files: int
+    packets: int
+    frames: int
+    decoded: int
+    undecodable: int
+    rows: int
+    elapsed: float
+    failures: list
+    summary: dict
+    out: str
+    fmt: str
+    executor_code: list
+
+    def line(self) -> str:
+        return (f"kwire spark-decode: files {self.files}, packets {self.packets}, frames {self.frames}, "
+                f"decoded {self.decoded}, undecodable {self.undecodable}, rows written {self.rows}, "
+                f"failed files {len(self.failures)}, elapsed {self.elapsed:.1f} s -> {self.out}")
+
+
+def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | None = None,
+        ports: Iterable[int] = (), partitions: int | None = None, split_size: int = DEFAULT_SPLIT,
+        raw_records: bool = False, overwrite: bool = False, conf: Iterable[tuple[str, str]] = (),
+        spark=None, progress: bool = True) -> JobResult:
+    """Decode captures with Spark; write rows to ``out`` (partitioned by api_name) and the summary."""
+    t0 = time.monotonic()
+    if fmt not in ("parquet", "jsonl"):
+        raise SparkJobError(f"unknown output format {fmt!r} (parquet or jsonl)")
+    paths = expand_inputs(inputs)
+    if os.path.exists(out) and os.listdir(out) and not overwrite:
+        raise SparkJobError(f"output directory {out} exists and is not empty (use --overwrite)")
+    created = False
+    if spark is None:
+        spark, created = get_session(master, conf, progress)
+    try:
+        return _run(spark, paths, out, fmt, tuple(ports), partitions, split_size,
+                    "hex" if raw_records else None, t0)
+    finally:
+        if created:
+            spark.stop()
+
+
+def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0) -> JobResult:
+    from kwire_cli.spark.summary import spark_summary
+    sc = spark.sparkContext
+    specs_name = ship_code(sc)
+    nparts = partitions or max(2, sc.defaultParallelism * 2)
+
+    driver = Totals()
+    plans = [plan_file(p, p, split_size) for p in paths]
+    for p in plans:
+        if p.failure:
+            if p.counted:  # kwire pcap counts a file it could open, capture or not
+                driver.stats.files += 1
+            driver.failures.append(p.failure)
+    good = [p for p in plans if not p.failure]
+    good.sort(key=lambda p: (p.first_ts is None, p.first_ts or 0.0, p.label))
+    labels = [p.label for p in good]
+
+    # index job: record boundaries and packet counts of the ranges of large files
+    probes = []
+    cuts = {}
+    for rank, p in enumerate(good):
+        if p.kind in ("pcap", "pcapng"):
+            cuts[rank] = nominal_ranges(p, split_size)
+            probes += [(rank, i) for i in range(len(cuts[rank]) - 1)]
+    if probes:
+        sc.setJobDescription("kwire: find record boundaries")
+        res = sc.parallelize(probes, len(probes)).map(
+            lambda t, good=good, cuts=cuts: (t[0], index_range(good[t[0]], t[1], cuts[t[0]]))).collect()
+        by_file: dict = {}
+        for rank, r in res:
+            by_file.setdefault(rank, []).append(r)
+        for rank, rs in by_file.items():
+            good[rank].ranges = stitch(good[rank], cuts[rank], rs)
+    tasks = []
+    for rank, p in enumerate(good):
+        if p.kind == "whole" or not p.ranges:
+            tasks.append((rank, 0, None))
+        else:
+            tasks += [(rank, i, r) for i, r in enumerate(p.ranges)]
+
+    acc = sc.accumulator(Totals(), _totals_param())
+    totals = driver
+    rows_written = 0
+    if tasks:
+        sc.setJobDescription("kwire: read, reassemble, decode, write")
+        bplans = sc.broadcast(good)
+        pk = sc.parallelize(tasks, len(tasks)).flatMap(lambda t, b=bplans: read_task(t, b.value))
+        by_conn = pk.repartitionAndSortWithinPartitions(nparts, partitionFunc=lambda k: k[0])
+        frames = by_conn.mapPartitionsWithIndex(
+            lambda i, it, ports=ports, rm=records_mode, sn=specs_name: assemble_partition(i, it, ports, rm, sn))
+        spread = frames.repartitionAndSortWithinPartitions(
+            nparts, partitionFunc=lambda k: (k[0] * 1000003 + k[1] * 8191 + k[3]) & 0x7FFFFFFF)
+        rows = spread.mapPartitions(
+            lambda it, labels=labels, fmt=fmt, rm=records_mode, sn=specs_name, acc=acc:
+            decode_partition(it, labels, fmt, rm, sn, acc))
+        df = spark.createDataFrame(rows, row_schema(fmt), verifySchema=False)
+        w = df.write.mode("overwrite").partitionBy("api_name")
+        if fmt == "parquet":
+            w.parquet(out)
+        else:
+            w.text(out)
+        bplans.unpersist()
+        totals.merge(acc.value)
+        rows_written = totals.rows
+    else:
+        os.makedirs(out, exist_ok=True)
+
+    sc.setJobDescription("kwire: summary")
+    damage = [e[3] for e in sorted(totals.damage_events, key=lambda e: e[:3])]
+    summary = spark_summary(spark, out, fmt, totals, damage)
+    sc.setJobDescription(None)
+    elapsed = time.monotonic() - t0
+    result = JobResult(files=totals.stats.files, packets=totals.stats.packets, frames=summary["frames"],
+                       decoded=summary["decoded"], undecodable=summary["undecodable"], rows=rows_written,
+                       elapsed=elapsed, failures=list(totals.failures), summary=summary, out=out, fmt=fmt,
+                       executor_code=sorted(totals.executor_code))
+    from kwire_cli.render.json import to_jsonable
+    with open(os.path.join(out, "_kwire_summary.json"), "w", encoding="utf-8") as f:
+        json.dump(to_jsonable(summary), f, ensure_ascii=False, allow_nan=False, indent=2)
+        f.write("\n")
+    with open(os.path.join(out, "_kwire_result.json"), "w", encoding="utf-8") as f:
+        d = dataclasses.asdict(result)
+        d.pop("summary")
+        json.dump(d, f, indent=2)
+        f.write("\n")
+    return result

@@ -1,0 +1,104 @@
+"""The summary of ``kwire pcap --summary``, computed with Spark aggregations over the rows written.
+
+``kwire_cli.capture.session.Summary`` computes it from records; this module computes the same
+dict from the output rows (read back from ``out``, so it describes exactly what was written):
+counts, undecodable frames by reason, per (API, version, kind) counts, bytes and nearest-rank
+latency percentiles (``percentile_disc``: the same nearest rank ``Summary`` uses), error codes,
+clients and their versions, and the negotiation audit (the last ApiVersions answer of each broker,
+then ``Summary.audit`` itself). What is not in the rows (capture counters, damage, what-if) comes
+from the job's accumulator.
+
+Differences from ``kwire pcap --summary`` (documented in docs/spark.md): latency percentiles use
+every latency (``Summary`` keeps the first 100,000 per API and version); ties in the error-code
+order are broken by name; ``damage_events`` are the first 200 by file order and packet number.
+"""
+from __future__ import annotations
+
+import json
+
+from kwire_cli.capture.session import Summary, error_kind
+
+
+def read_rows(spark, out: str, fmt: str):
+    """The rows written by the job as a DataFrame with typed columns (jsonl lines are parsed)."""
+    from pyspark.sql import functions as F
+    from kwire_cli.spark.job import row_schema
+    schema = row_schema("parquet")
+    if fmt == "parquet":
+        return spark.read.schema(schema).option("basePath", out).parquet(out)
+    from pyspark.sql.types import StructType
+    fields = StructType([f for f in schema.fields if f.name != "api_name"])
+    parsed = spark.read.option("basePath", out).text(out).select(F.from_json("value", fields).alias("r"), "api_name")
+    return parsed.select("r.*", "api_name")
+
+
+def spark_summary(spark, out: str, fmt: str, totals, damage: list[dict]) -> dict:
+    from pyspark.sql import functions as F
+    df = read_rows(spark, out, fmt)
+    ok = F.col("error").isNull()
+
+    head = df.agg(F.count(F.lit(1)).alias("frames"), F.count(F.when(ok, 1)).alias("decoded")).first()
+    frames, decoded = int(head["frames"]), int(head["decoded"])
+
+    kind_udf = F.udf(error_kind)
+    undecodable = {r["k"]: int(r["n"]) for r in
+                   df.where(~ok).groupBy(kind_udf("error").alias("k")).agg(F.count(F.lit(1)).alias("n")).collect()}
+
+    api = F.coalesce(F.col("api_name"), F.lit("?"))
+    apis = []
+    for r in df.groupBy(api.alias("api_name"), "api_version", "kind").agg(
+            F.count(F.lit(1)).alias("count"), F.sum(F.coalesce("size", F.lit(0))).alias("bytes"),
+            F.count(F.when(~ok, 1)).alias("undecodable"),
+            F.expr("percentile_disc(0.5) WITHIN GROUP (ORDER BY latency_ms)").alias("p50"),
+            F.expr("percentile_disc(0.99) WITHIN GROUP (ORDER BY latency_ms)").alias("p99")).collect():
+        apis.append({"api_name": r["api_name"], "api_version": r["api_version"], "kind": r["kind"],
+                     "count": int(r["count"]), "bytes": int(r["bytes"]), "undecodable": int(r["undecodable"]),
+                     "latency_p50_ms": r["p50"], "latency_p99_ms": r["p99"]})
+    apis.sort(key=lambda a: (str(a["api_name"]), a["api_version"] if a["api_version"] is not None else -1,
+                             a["kind"]))
+
+    errs = df.select(F.explode("error_codes").alias("e")).groupBy("e").count().collect()
+    error_codes = dict(sorted(((r["e"], int(r["count"])) for r in errs), key=lambda kv: (-kv[1], kv[0])))
+
+    reqs = df.where((F.col("kind") == "request") & ok)
+    cid = F.coalesce(F.col("client_id"), F.lit("(null)"))
+    clients: dict = {}
+    for r in reqs.groupBy(cid.alias("c")).count().collect():
+        clients[r["c"]] = {"requests": int(r["count"]), "versions": {}}
+    for r in reqs.groupBy(cid.alias("c"), "api_name").agg(
+            F.array_sort(F.collect_set("api_version")).alias("v")).collect():
+        clients[r["c"]]["versions"][r["api_name"]] = list(r["v"])
+    for c in clients.values():
+        c["versions"] = dict(sorted(c["versions"].items()))
+
+    summ = Summary()
+    for r in reqs.groupBy("dst", "client_id", "api_key", "api_name", "api_version").count().collect():
+        summ.requests_seen[(r["dst"], r["client_id"], r["api_key"], r["api_name"], r["api_version"])] = int(r["count"])
+    # the last ApiVersions answer of each broker that listed its APIs without an error
+    av = df.where((F.col("kind") == "response") & ok & (F.col("api_name") == "ApiVersions")) \
+        .withColumn("ec", F.get_json_object("body", "$.ErrorCode").cast("int")) \
+        .withColumn("nk", F.size(F.from_json(F.get_json_object("body", "$.ApiKeys"), "array<string>"))) \
+        .where((F.coalesce(F.col("ec"), F.lit(0)) == 0) & (F.col("nk") > 0)) \
+        .groupBy("src").agg(F.max_by("body", F.struct("ts", "file", "frame")).alias("body"))
+    for r in av.collect():
+        body = json.loads(r["body"])
+        summ.advertised[r["src"]] = {k["ApiKey"]: (k["MinVersion"], k["MaxVersion"])
+                                     for k in body.get("ApiKeys") or []}
+    result = {
+        "frames": frames, "decoded": decoded, "undecodable": sum(undecodable.values()),
+        "undecodable_by_reason": dict(sorted(undecodable.items())),
+        "reconciled": frames == decoded + sum(undecodable.values()),
+        "apis": apis,
+        "error_codes": error_codes,
+        "clients": {k: clients[k] for k in sorted(clients, key=str)},
+        "negotiation_audit": summ.audit(),
+        "advertised_by": sorted(summ.advertised),
+        "what_if_tagged_error_fields": dict(totals.what_if),
+        "capture": totals.stats.to_dict(),
+    }
+    kinds: dict = {}
+    for k, (n, b) in sorted(totals.damage_kinds.items()):
+        kinds[k] = {"events": n, "bytes": b}
+    result["damage"] = kinds
+    result["damage_events"] = damage[:200]
+    return result
