@@ -5,6 +5,7 @@ import io
 import json
 import os
 import sys
+from contextlib import contextmanager
 from typing import Any, BinaryIO, Iterator
 
 import click
@@ -258,6 +259,40 @@ def pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | Non
     with their request through the correlation id on the same connection. Damaged captures still
     give every intact frame, and the summary accounts for the rest.
     """
+    with _gc_tuned():
+        _pcap(files, fmt, summary, filter_expr, ports, raw_records, strict)
+
+
+@contextmanager
+def _gc_tuned():
+    """Fewer garbage-collector passes while decoding.
+
+    A decoded Fetch or Produce frame is a tree of up to millions of containers (records, keys,
+    values, headers), which with the default thresholds sets off full collections that scan them
+    all again and again: 10-15% of the CPU time of `kwire pcap --format jsonl` on a 100k-record
+    capture. The specs and compiled codecs loaded at start-up are frozen out of the collector's
+    sight, and young collections happen every 100,000 allocations instead of 700. The trees hold
+    no cycles, so nothing waits longer to be freed; the thresholds are restored afterwards.
+    """
+    import gc
+    from kwire_cli.spec.registry import registry
+
+    try:
+        registry()
+    except KwireError:
+        pass  # reported where the specs are first used
+    old = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(100_000, 50, 100)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+        gc.unfreeze()
+
+
+def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | None, ports: tuple[int, ...],
+          raw_records: bool, strict: bool) -> None:
     from kwire_cli.capture import CaptureStats
     from kwire_cli.capture.filter import compile_filter
     from kwire_cli.capture.session import RECORD_KEYS, Conversation, Summary
