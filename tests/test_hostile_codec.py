@@ -4,7 +4,7 @@ cannot back; no loop runs longer than the bytes allow."""
 from __future__ import annotations
 
 import struct
-import sys
+
 import time
 import tracemalloc
 from pathlib import Path
@@ -15,8 +15,6 @@ from kwire_cli.codec import (DecodeError, decode_body, decode_request, decode_re
                              encode_request)
 from kwire_cli.errors import KwireError
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
-import fuzzlib  # noqa: E402
 
 CLAIMS = (b"\x7f\xff\xff\xff",          # int32 length / count 2^31-1 (about 2 GB, or 2G elements)
           b"\xff\xff\xff\xff\x0f",      # uvarint 2^32-1: compact length / count 2^32-2
