@@ -511,3 +511,12 @@ def test_lost_last_segment_followed_only_by_acks_and_fin_is_a_gap():
     segs.append(c.ack(1))
     fr, dmg, st = run(segs)
     assert dmg == [] and "gap" not in st.damage_bytes
+
+
+def test_syn_retried_with_new_isn_before_data():
+    c = Conversation(isn_c=1000)
+    first_syn = c.handshake()[0]
+    c = Conversation(isn_c=777777)
+    segs = [first_syn] + c.handshake() + c.send(0, REQS[0]) + c.send(1, RESPS[0])
+    fr, dmg, st = run(segs)
+    assert [f.correlation_id for f in fr] == [1, 1] and dmg == [] and st.connections == 1

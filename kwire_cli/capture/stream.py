@@ -177,7 +177,9 @@ class StreamAssembler:
                     r0 = conn.dirs[1 - di]
                     if r0.base is None:
                         r0.base = ack & _M
-            elif isn1 != d.base and not flags & ACK and (d.nxt or d.fin_off is not None or conn.reset):
+            elif isn1 != d.base and not d.nxt and not d.heap and d.fin_off is None and not conn.reset:
+                d.base = isn1  # a SYN sent again with a new ISN before any data: start from it
+            elif isn1 != d.base and not flags & ACK:
                 # a new connection on the same ports: close the old one, start again
                 self._close(conn, file, "new SYN on the same ports")
                 del self._closed[key]
