@@ -167,6 +167,18 @@ class Conversation:
 
 # --------------------------------------------------------------------------------- summary
 
+def what_if_for_record(r: dict) -> dict | None:
+    """`kwire diff --what-if-tagged ErrorCode,ErrorMessage` for one decoded response record."""
+    if r.get("kind") != "response" or r.get("error") is not None or r.get("body") is None:
+        return None
+    from kwire_cli.whatif import what_if_tagged
+    try:
+        spec = registry().api(r["api_key"]).response
+        return what_if_tagged(spec, r["api_version"], r["body"], size=r.get("size"))
+    except KwireError:
+        return None
+
+
 def _percentile(sorted_values: list[float], q: float) -> float | None:
     """Nearest-rank percentile, as Spark's percentile over a small exact set would give."""
     if not sorted_values:
@@ -229,10 +241,6 @@ class Summary:
             self._what_if(r)
 
     def _what_if(self, r: dict) -> None:
-        try:
-            from kwire_cli.whatif import what_if_for_record
-        except ImportError:
-            return
         w = what_if_for_record(r)
         if w is None:
             return
