@@ -150,13 +150,23 @@ def encode_body(api_key: int | str, api_version: int, kind: str, body: dict | No
     return bytes(out)
 
 
-def encode_request(api_key: int | str, api_version: int, header: dict | None, body: dict | None, *,
-                   size_prefix: bool = True) -> bytes:
-    api = registry().api(api_key)
+def _encode_message(api: Api, api_version: int, kind: str, header_version: int, header: dict,
+                    body: dict | None, size_prefix: bool) -> bytes:
     try:
-        _check_version(api, api_version, "request")
+        _check_version(api, api_version, kind)
     except DecodeError as e:
         raise EncodeError(str(e)) from None
+    label = _label(api, api_version, kind)
+    out = bytearray()
+    _encode(header_plan(kind, header_version), header, out, label + " header")
+    _encode(body_plan(api, api_version, kind), body, out, label)
+    return frame(bytes(out)) if size_prefix else bytes(out)
+
+
+def encode_request(api_key: int | str, api_version: int, header: dict | None, body: dict | None, *,
+                   size_prefix: bool = True) -> bytes:
+    """Header fields RequestApiKey/RequestApiVersion are filled in (and checked when given)."""
+    api = registry().api(api_key)
     hv = request_header_version(api, api_version)
     h = dict(header or {})
     for k, want in (("RequestApiKey", api.key), ("RequestApiVersion", api_version)):
@@ -165,23 +175,11 @@ def encode_request(api_key: int | str, api_version: int, header: dict | None, bo
         h[k] = want
     if hv == 0:
         h.pop("ClientId", None)
-    label = _label(api, api_version, "request")
-    out = bytearray()
-    _encode(header_plan("request", hv), h, out, label + " header")
-    _encode(body_plan(api, api_version, "request"), body, out, label)
-    return frame(bytes(out)) if size_prefix else bytes(out)
+    return _encode_message(api, api_version, "request", hv, h, body, size_prefix)
 
 
 def encode_response(api_key: int | str, api_version: int, header: dict | None, body: dict | None, *,
                     size_prefix: bool = True) -> bytes:
     api = registry().api(api_key)
-    try:
-        _check_version(api, api_version, "response")
-    except DecodeError as e:
-        raise EncodeError(str(e)) from None
-    label = _label(api, api_version, "response")
-    out = bytearray()
-    _encode(header_plan("response", response_header_version(api, api_version)), header or {}, out,
-            label + " header")
-    _encode(body_plan(api, api_version, "response"), body, out, label)
-    return frame(bytes(out)) if size_prefix else bytes(out)
+    return _encode_message(api, api_version, "response", response_header_version(api, api_version),
+                           header or {}, body, size_prefix)
