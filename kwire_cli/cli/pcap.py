@@ -134,13 +134,12 @@ def line_encoder():
     to_jsonable would (non-finite floats, non-str keys, ints past 64 bits) take the to_jsonable
     path. orjson writes NaN as null, so records of APIs with float64 fields never go to it.
     """
-    from kwire_cli.render.json import to_jsonable
-
     floats = _float_apis()
     std = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"),
                            default=_json_default).encode
 
     def careful(rec: dict) -> bytes:
+        from kwire_cli.render.json import to_jsonable  # imports yaml: only when needed
         return json.dumps(to_jsonable(rec), ensure_ascii=False, allow_nan=False,
                           separators=(",", ":")).encode()
 
@@ -296,7 +295,10 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
     from kwire_cli.capture import CaptureStats
     from kwire_cli.capture.filter import compile_filter
     from kwire_cli.capture.session import RECORD_KEYS, Conversation, Summary
-    from kwire_cli.render.json import to_jsonable
+
+    def to_jsonable(value):
+        from kwire_cli.render.json import to_jsonable as conv  # imports yaml: only when needed
+        return conv(value)
 
     keep = compile_filter(filter_expr)
     stats = CaptureStats()
