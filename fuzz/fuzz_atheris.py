@@ -32,7 +32,7 @@ with atheris.instrument_imports(include=["kwire_cli"]):
     import kwire_cli.codec.embedded  # noqa: F401
     import kwire_cli.codec.partial  # noqa: F401
     import kwire_cli.records  # noqa: F401
-    import kwire_cli.records.compression  # noqa: F401
+    import kwire_cli.records.compression  # noqa: F401,F811
 
 import fuzzlib  # noqa: E402
 
@@ -50,7 +50,8 @@ def params(sel: int) -> dict:
         return {"key": k, "version": v}
     if NAME in ("body", "partial", "partial_agrees"):
         k, v, kind = PLANS[sel % len(PLANS)]
-        return {"key": k, "version": v, "kind": kind, **({"header": True} if sel & 0x8000 else {})}
+        header = NAME != "body" and bool(sel & 0x8000)
+        return {"key": k, "version": v, "kind": kind, **({"header": True} if header else {})}
     if NAME == "decompress":
         return {"codec": CODECS[sel % 4]}
     return {}
