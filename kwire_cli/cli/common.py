@@ -319,6 +319,8 @@ def load_documents(text: str, where: str) -> list[Any]:
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise InputError(f"{where}: not valid YAML or JSON{at}: {problem}") from None
+    except RecursionError:
+        raise InputError(f"{where}: YAML or JSON nested too deep to read") from None
     if not docs:
         raise InputError(f"{where}: no message in the file")
     return docs
