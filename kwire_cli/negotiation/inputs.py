@@ -55,6 +55,8 @@ def load_requirements(path: str | Path, api_names: dict[int, str] | None = None
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         raise NegotiationError(f"{where}: not valid YAML/JSON: "
                                f"{getattr(e, 'problem', None) or str(e).splitlines()[0]}") from None
+    except RecursionError:
+        raise NegotiationError(f"{path}: YAML/JSON nested too deep to read") from None
     if isinstance(doc, dict) and set(doc) == {"features"} and isinstance(doc["features"], dict):
         doc = doc["features"]
     if not isinstance(doc, dict) or not doc:

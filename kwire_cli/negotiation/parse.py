@@ -536,6 +536,8 @@ def parse_yaml_answers(text: str, source: str = "<input>") -> list[BrokerAnswer]
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise NegotiationError(f"{where}: not a recognised broker answer (hex, kafka-broker-api-versions "
                                f"output, librdkafka log) and not valid YAML/JSON: {problem}") from None
+    except RecursionError:
+        raise NegotiationError(f"{source}: YAML/JSON nested too deep to read") from None
     if not docs:
         raise NegotiationError(f"{source}: empty input")
     items: list[Any] = []
