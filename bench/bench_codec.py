@@ -1,6 +1,6 @@
 """Codec benchmark: kwire vs kafka-python 3.x vs kio, same bytes, one run.
 
-    python bench/bench_codec.py                 # full run (~40 s on 2 cores)
+    python bench/bench_codec.py                 # full run (~30 s of CPU on 2 cores)
     python bench/bench_codec.py --quick         # short timing loops, for a smoke test
     python bench/bench_codec.py --json out.json # also write every figure as JSON
 
