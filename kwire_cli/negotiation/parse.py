@@ -102,6 +102,9 @@ def parse_broker_input(data: bytes | str, source: str = "<input>") -> list[Broke
     if form == "capture":
         answers = _from_capture(payload, source)
     elif form in ("hex", "raw"):
+        if form == "hex" and len(_clean_hex(payload)) % 2:
+            raise NegotiationError(f"{source}: odd number of hex digits ({len(_clean_hex(payload))}): "
+                                   "a byte needs two")
         raw = bytes.fromhex(_clean_hex(payload)) if form == "hex" else payload
         answers = [decode_api_versions_bytes(raw, address=_default_address(source), source=source,
                                              form=form)]
