@@ -3,6 +3,7 @@
     python bench/bench_pcap.py                                # the kafkajs bulk captures in bench/data/
     python bench/bench_pcap.py bench/data/bulk-kafkajs.pcap --repeat 5
     python bench/bench_pcap.py --json out.json                # also write the figures as JSON
+    python bench/bench_pcap.py --phases                       # also kwire's CPU time by phase
 
 The captures come from the fixture recorder (not committed; bench/data/ is gitignored):
 
@@ -200,6 +201,65 @@ def bench_file(path: Path, tshark: str, port: int, repeat: int, verify: bool) ->
     return res
 
 
+def phases_child(path: str) -> None:
+    """Run in a fresh interpreter: CPU seconds of each phase of `kwire pcap --format jsonl`,
+    frame by frame as the CLI streams them, printed as one JSON object."""
+    t_start = time.process_time()
+    import gc
+
+    sys.path.insert(0, str(ROOT))
+    from kwire_cli.capture import CaptureStats, KafkaFrame, iter_capture
+    from kwire_cli.capture.session import RECORD_KEYS, Conversation, Summary
+    from kwire_cli.cli.pcap import line_encoder
+    from kwire_cli.spec.registry import registry
+
+    registry()
+    encode = line_encoder()
+    out = {"imports_and_specs": time.process_time() - t_start}
+    gc.freeze()
+    gc.set_threshold(100_000, 50, 100)  # as kwire pcap does
+    pt = time.process_time
+    t0 = pt()
+    events = list(iter_capture(path, file_label=path, stats=CaptureStats()))
+    out["read_reassemble_frame"] = pt() - t0
+    frames = [e for e in events if e.__class__ is KafkaFrame]
+    as_hex, full, summ = Conversation(records_mode="hex"), Conversation(), Summary()
+    t_hex = t_full = t_sum = t_json = t_free = 0.0
+    size = 0
+    for f in frames:
+        t0 = pt()
+        as_hex.record(f)  # the message codec with records fields left as hex
+        t1 = pt()
+        r = full.record(f)
+        t2 = pt()
+        summ.add(r)
+        t3 = pt()
+        o = {k: r.get(k) for k in RECORD_KEYS}
+        for k in r:
+            if k not in o:
+                o[k] = r[k]
+        size += len(encode(o)) + 1
+        t4 = pt()
+        del r, o  # the decoded tree is freed here, as the CLI frees it before the next frame
+        t5 = pt()
+        t_hex += t1 - t0
+        t_full += t2 - t1
+        t_sum += t3 - t2
+        t_json += t4 - t3
+        t_free += t5 - t4
+    out.update(codec_records_as_hex=t_hex, records_decode=t_full - t_hex, summary=t_sum, json_lines=t_json,
+               free_trees=t_free, json_bytes=size, kafka_frames=len(frames))
+    print(json.dumps(out))
+
+
+def phases(path: Path) -> dict:
+    proc = subprocess.run([sys.executable, __file__, "--phases-child", str(path)], capture_output=True,
+                          text=True, env=child_env(), cwd=str(ROOT))
+    if proc.returncode != 0:
+        raise BenchError(f"phase breakdown of {path} failed: {proc.stderr.strip()[-400:]}")
+    return {k: round(v, 3) if isinstance(v, float) else v for k, v in json.loads(proc.stdout).items()}
+
+
 def tool_versions(tshark: str) -> dict:
     tv = subprocess.run([tshark, "--version"], capture_output=True, text=True).stdout.splitlines()
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -236,6 +296,12 @@ def print_table(results: list[dict], versions: dict) -> None:
             print(f"  {tool:7s} {t['wall_s']:8.2f} {t['cpu_s']:8.2f} {t['peak_rss_mib']:13.1f} "
                   f"{t['packets_per_s'] or '-':>10} {t['kafka_frames_per_s'] or '-':>9} "
                   f"{t['records_per_s'] or '-':>10} {t['mb_per_s']:7.2f}")
+        ph = r.get("kwire_phases_cpu_s")
+        if ph:
+            print("  kwire CPU s by phase (in-process, one run): " + ", ".join(
+                f"{k.replace('_', ' ')} {ph[k]:.2f}" for k in ("imports_and_specs", "read_reassemble_frame",
+                                                              "codec_records_as_hex", "records_decode",
+                                                              "summary", "json_lines", "free_trees")))
         verdict = "meets" if r["speed_ratio"] >= GOAL else "below"
         print(f"  speed kwire/tshark: {r['speed_ratio']:.2f}x (wall; CPU time {r['cpu_ratio']:.2f}x), "
               f"{verdict} the {GOAL:g}x goal; peak RSS kwire/tshark: {r['rss_ratio']:.2f}")
@@ -250,7 +316,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tshark", default=shutil.which("tshark"), help="tshark binary (default: from PATH)")
     ap.add_argument("--no-verify", action="store_true", help="skip the untimed depth (records decoded) check")
     ap.add_argument("--json", metavar="FILE", help="also write the figures to FILE as JSON")
+    ap.add_argument("--phases", action="store_true",
+                    help="also break kwire's CPU time down by phase (reading, codec, records, JSON)")
+    ap.add_argument("--phases-child", metavar="FILE", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.phases_child:
+        phases_child(args.phases_child)
+        return 0
     try:
         if not args.tshark:
             raise BenchError("tshark not found on PATH (apt-get install tshark) and --tshark not given")
@@ -266,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
         versions = tool_versions(args.tshark)
         results = [bench_file(p.resolve(), args.tshark, args.port, args.repeat, not args.no_verify)
                    for p in captures]
+        if args.phases:
+            for p, r in zip(captures, results):
+                r["kwire_phases_cpu_s"] = phases(p.resolve())
     except BenchError as e:
         print(f"bench_pcap: {e}", file=sys.stderr)
         return 1
