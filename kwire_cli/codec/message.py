@@ -89,37 +89,60 @@ def _finish(pos: int, end: int, label: str, msg: Message) -> Message:
     return msg
 
 
+_targets: dict[tuple, tuple] = {}
+
+
+def _target(key: int, version: int, kind: str, records: str | None, registry_now) -> tuple:
+    """(api, header plan, body plan, label, header label) for a message, looked up once and then cached."""
+    t = _targets.get((key, version, kind, records))
+    if t is not None and t[0] is registry_now:
+        return t[1]
+    try:
+        api = registry_now.api(key)
+    except KwireError:
+        raise DecodeError(f"unknown API key {key}", 0) from None
+    _check_version(api, version, kind)
+    hv = request_header_version(api, version) if kind == "request" else response_header_version(api, version)
+    label = _label(api, version, kind)
+    value = (api, header_plan(kind, hv), body_plan(api, version, kind, records), label, label + " header")
+    _targets[(key, version, kind, records)] = (registry_now, value)
+    return value
+
+
 def decode_request(data: bytes, *, size_prefixed: bool | None = None, records: str | None = None) -> Message:
-    data = bytes(data)
+    if data.__class__ is not bytes:
+        data = bytes(data)
     start, end = unframe(data, size_prefixed)
     if end - start < 4:
         raise DecodeError(f"request header needs at least 4 bytes (api key, version), "
                           f"{end - start} left at offset {start}", start)
     key, version = _PEEK.unpack_from(data, start)
-    try:
-        api = registry().api(key)
-    except KwireError:
-        raise DecodeError(f"unknown API key {key} in the request header at offset {start}", start) from None
-    _check_version(api, version, "request")
-    label = _label(api, version, "request")
-    header, pos = _run(header_plan("request", request_header_version(api, version)), data, start, end,
-                       label + " header")
-    body, pos = _run(body_plan(api, version, "request", records), data, pos, end, label)
-    return _finish(pos, end, label, Message(api.key, api.name, version, "request", header, body, end - start))
+    reg = registry()
+    if key not in reg.apis:
+        raise DecodeError(f"unknown API key {key} in the request header at offset {start}", start)
+    api, hplan, bplan, label, hlabel = _target(key, version, "request", records, reg)
+    header, pos = _run(hplan, data, start, end, hlabel)
+    body, pos = _run(bplan, data, pos, end, label)
+    if pos != end:
+        return _finish(pos, end, label, Message(api.key, api.name, version, "request", header, body, end - start))
+    return Message(api.key, api.name, version, "request", header, body, end - start)
 
 
 def decode_response(data: bytes, api_key: int | str, api_version: int, *,
                     size_prefixed: bool | None = None, records: str | None = None) -> Message:
-    data = bytes(data)
-    api = registry().api(api_key)
-    _check_version(api, api_version, "response")
+    if data.__class__ is not bytes:
+        data = bytes(data)
+    reg = registry()
+    if api_key.__class__ is not int:
+        api_key = reg.api(api_key).key
+    api, hplan, bplan, label, hlabel = _target(api_key, api_version, "response", records, reg)
     start, end = unframe(data, size_prefixed)
-    label = _label(api, api_version, "response")
-    header, pos = _run(header_plan("response", response_header_version(api, api_version)), data, start,
-                       end, label + " header")
-    body, pos = _run(body_plan(api, api_version, "response", records), data, pos, end, label)
-    return _finish(pos, end, label, Message(api.key, api.name, api_version, "response", header, body,
-                                            end - start))
+    header, pos = _run(hplan, data, start, end, hlabel)
+    body, pos = _run(bplan, data, pos, end, label)
+    if pos != end:
+        return _finish(pos, end, label, Message(api.key, api.name, api_version, "response", header, body,
+                                                end - start))
+    return Message(api.key, api.name, api_version, "response", header, body, end - start)
 
 
 def decode_body(data: bytes, api_key: int | str, api_version: int, kind: str, *,

@@ -112,13 +112,14 @@ def bundled_folder() -> Path:
 
 
 _override: str | None = None
+_current: Registry | None = None
 
 
 def use_specs(folder: str | None) -> None:
     """Make the registry read another folder (the CLI's --specs)."""
-    global _override
+    global _override, _current
     _override = folder
-    registry.cache_clear()
+    _current = None
 
 
 @lru_cache(maxsize=None)
@@ -127,8 +128,20 @@ def _load(folder: str) -> Registry:
 
 
 def registry() -> Registry:
-    folder = _override or os.environ.get("KWIRE_SPECS") or str(bundled_folder())
-    return _load(folder)
+    """The registry in use: resolved once (from --specs, KWIRE_SPECS or the bundled specs), then
+    returned as is on every call (the codec calls this per message)."""
+    global _current
+    reg = _current
+    if reg is None:
+        folder = _override or os.environ.get("KWIRE_SPECS") or str(bundled_folder())
+        reg = _current = _load(folder)
+    return reg
 
 
-registry.cache_clear = _load.cache_clear  # type: ignore[attr-defined]
+def _clear() -> None:
+    global _current
+    _current = None
+    _load.cache_clear()
+
+
+registry.cache_clear = _clear  # type: ignore[attr-defined]
