@@ -25,6 +25,8 @@ None); ``compress`` takes the same framing name back so a re-encode keeps it.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import struct
 import zlib
 
@@ -265,11 +267,61 @@ def _unlz4(payload: bytes, cap: int) -> tuple[bytes, str]:
     return b"".join(out), framing
 
 
+DEFAULT_MAX_FRAME_DECOMPRESSED = 256 * 1024 * 1024
+
+
+class FrameBudget:
+    """What is left of one frame's decompression allowance (see ``frame_budget``)."""
+
+    __slots__ = ("limit", "left")
+
+    def __init__(self, limit: int):
+        self.limit = self.left = limit
+
+
+_frame = contextvars.ContextVar("kwire_frame_budget", default=None)
+
+
+@contextlib.contextmanager
+def frame_budget(limit: int = DEFAULT_MAX_FRAME_DECOMPRESSED):
+    """Cap the bytes decompressed while the block runs, all batches and records fields together
+    (one Kafka frame): a frame of many batches, each under the per-batch cap, cannot decompress
+    more than ``limit`` in total. Nested scopes share the outermost one's budget."""
+    outer = _frame.get()
+    if outer is not None:
+        yield outer
+        return
+    budget = FrameBudget(int(limit))
+    token = _frame.set(budget)
+    try:
+        yield budget
+    finally:
+        _frame.reset(token)
+
+
 def decompress(codec: int, payload: bytes, cap: int) -> tuple[bytes, str | None]:
-    """Decompress ``payload`` with Kafka codec id ``codec``; never produce more than ``cap`` bytes.
+    """Decompress ``payload`` with Kafka codec id ``codec``; never produce more than ``cap`` bytes,
+    nor more than what is left of the current ``frame_budget`` (which is then charged).
 
     Raises CompressionError (DecompressedTooLarge when over the cap).
     """
+    budget = _frame.get()
+    if budget is None:
+        return _decompress(codec, payload, cap)
+    if budget.left < cap:
+        try:
+            out = _decompress(codec, payload, budget.left)
+        except DecompressedTooLarge:
+            raise DecompressedTooLarge(
+                f"decompressed size exceeds the {budget.left} bytes left of the frame's cap of "
+                f"{budget.limit} bytes (all batches together)") from None
+    else:
+        out = _decompress(codec, payload, cap)
+    budget.left -= len(out[0])
+    return out
+
+
+def _decompress(codec: int, payload: bytes, cap: int) -> tuple[bytes, str | None]:
     if codec == 1:
         return _gunzip(payload, cap), None
     if codec == 2:
