@@ -8,7 +8,7 @@ Each input is a real fixture mutated 1-5 times (bit flips, truncation, inflated 
 varints, bogus tag counts, inserted / deleted / duplicated runs) or, one time in eight, random
 bytes. Every decode runs under an address-space limit (--mem-mb, default 2048) so a decoder
 that allocates from a lying length fails loudly as MemoryError instead of taking the machine.
-Findings (exception type + innermost kwire frame) are deduplicated and the first reproducer of
+Findings are deduplicated by exception type + innermost kwire frame and the first reproducer of
 each is written to fuzz/findings/<target>-<n>.bin. Exit status 1 when anything was found.
 """
 from __future__ import annotations
@@ -45,14 +45,15 @@ def run_target(name: str, seconds: float, seed: int, out_dir: Path, verbose: boo
             r_seed = rng.randrange(1 << 30)
             bug = fuzzlib.run_one(target, data, random.Random(r_seed), **kw)
             n += 1
-            if bug is not None and bug not in found:
-                found[bug] = data
+            key = None if bug is None else bug.split(":", 1)[0] + " @ " + bug.rsplit(" @ ", 1)[-1]
+            if bug is not None and key not in found:
+                found[key] = data
                 out_dir.mkdir(parents=True, exist_ok=True)
                 p = out_dir / f"{name}-{len(found)}.bin"
                 p.write_bytes(data)
                 (out_dir / f"{name}-{len(found)}.txt").write_text(f"{bug}\nrng seed {r_seed}\nkwargs {kw}\n")
                 if verbose:
-                    print(f"  [{name}] {bug}  ({p.name}, {len(data)} bytes)", flush=True)
+                    print(f"  [{name}] {bug[:200]}  ({p.name}, {len(data)} bytes)", flush=True)
     return n, found
 
 

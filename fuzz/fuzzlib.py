@@ -316,6 +316,11 @@ def seeds_for(name: str) -> list[tuple[bytes, dict]]:
         return [(c, {}) for c in captures()]
     if name == "hexdump":
         return [(p.read_bytes(), {}) for p in sorted((FIXTURES / "hex").glob("*.hex"))]
+    if name == "negotiate":
+        return [(p.read_bytes(), {}) for p in sorted((FIXTURES / "negotiate").iterdir())
+                if p.is_file() and p.suffix != ".md"]
+    if name == "yaml":
+        return [(p.read_bytes(), {}) for p in sorted((FIXTURES / "yaml").glob("*.yaml"))]
     raise KeyError(name)
 
 
@@ -405,3 +410,34 @@ def t_partial_agrees(data: bytes, rng: random.Random, key: int | None = None, ve
 
 
 TARGETS["partial_agrees"] = t_partial_agrees
+
+
+def t_negotiate(data: bytes, rng: random.Random) -> None:
+    """`kwire negotiate` input: any broker-answer form (hex, raw bytes, kafka-broker-api-versions
+    output, librdkafka log, YAML/JSON, capture), then the intersection and its renderings."""
+    from kwire_cli.negotiation.inputs import kwire_client_ranges
+    from kwire_cli.negotiation.negotiate import negotiate
+    from kwire_cli.negotiation.parse import parse_broker_input
+    from kwire_cli.negotiation.render import render_json
+    if rng.random() < 0.3:
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+    answers = parse_broker_input(data, "fuzz")
+    render_json(negotiate(kwire_client_ranges(), answers))
+
+
+def t_yaml_doc(data: bytes, rng: random.Random) -> None:
+    """`kwire encode` input: YAML/JSON message documents, then the encoder."""
+    from kwire_cli.cli.common import message_docs
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return
+    for doc in message_docs(text, "fuzz.yaml"):
+        doc.encode()
+
+
+TARGETS["negotiate"] = t_negotiate
+TARGETS["yaml"] = t_yaml_doc
