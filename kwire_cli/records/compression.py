@@ -172,6 +172,9 @@ def _unsnappy(payload: bytes, cap: int) -> tuple[bytes, str]:
 
 _LZ4_MAGIC = b"\x04\x22\x4d\x18"
 _LZ4_BLOCK_MAX = {4: 1 << 16, 5: 1 << 18, 6: 1 << 20, 7: 1 << 22}
+# frame descriptor (FLG BD [content size] [dict id]) -> (header checksum, early Kafka's one):
+# producers use one or two descriptors, and xxh32 in Python costs more than the block itself
+_HC_CACHE: dict = {}
 
 
 def _grow_into(fn, payload, cap: int, name: str) -> bytes:
@@ -214,10 +217,16 @@ def _unlz4(payload: bytes, cap: int) -> tuple[bytes, str]:
     if block_max is None:
         raise CompressionError(f"lz4: bad block maximum size code {(bd >> 4) & 7}")
     hc = payload[desc_end]
-    right_hc = (xxh32(payload[4:desc_end]) >> 8) & 0xFF
+    desc = payload[4:desc_end]
+    known = _HC_CACHE.get(desc)
+    if known is None:
+        known = ((xxh32(desc) >> 8) & 0xFF, (xxh32(_LZ4_MAGIC + desc) >> 8) & 0xFF)
+        if len(_HC_CACHE) < 256:
+            _HC_CACHE[desc] = known
+    right_hc, legacy_hc = known
     if hc == right_hc:
         framing = "frame"
-    elif hc == (xxh32(payload[0:desc_end]) >> 8) & 0xFF:
+    elif hc == legacy_hc:
         framing = "frame-kafka-legacy-hc"
     else:
         framing = "frame-bad-hc"
