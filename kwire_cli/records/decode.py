@@ -11,7 +11,8 @@ from gc import disable as _gc_disable, enable as _gc_enable, isenabled as _gc_is
 
 from crc32c import crc32c as _crc32c
 
-from .compression import CODEC_NAMES, CompressionError, DecompressedTooLarge, decompress
+from .compression import (CODEC_NAMES, DEFAULT_MAX_FRAME_DECOMPRESSED, CompressionError,
+                          DecompressedTooLarge, FrameBudget, _frame, decompress)
 from .errors import RecordsError
 
 DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024
@@ -817,10 +818,25 @@ def _decode_legacy(buf, pos, end, index, cap):
 
 # ---------------------------------------------------------------------------------------------
 
-def decode_records(data, *, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> dict:
-    """Decode a ``records`` field (record batches and/or legacy messages). See the package docstring."""
+def decode_records(data, *, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+                   max_frame_decompressed: int = DEFAULT_MAX_FRAME_DECOMPRESSED) -> dict:
+    """Decode a ``records`` field (record batches and/or legacy messages). See the package docstring.
+
+    ``max_decompressed`` caps each batch; all batches together are capped by the enclosing
+    ``frame_budget`` (the message codec opens one per message), or, outside one, by
+    ``max_frame_decompressed`` for this call."""
     if data is None:
         return None
+    if _frame.get() is None:
+        if isinstance(max_frame_decompressed, bool) or not isinstance(max_frame_decompressed, int) \
+                or max_frame_decompressed < 0:
+            raise RecordsError(f"records: max_frame_decompressed must be a byte count >= 0, "
+                               f"got {max_frame_decompressed!r}")
+        token = _frame.set(FrameBudget(max_frame_decompressed))
+        try:
+            return decode_records(data, max_decompressed=max_decompressed)
+        finally:
+            _frame.reset(token)
     if type(data) is bytes:
         buf = data
     elif isinstance(data, str):
