@@ -351,6 +351,8 @@ class _Gen:
                 continue
             done.add(sid)
             self.gen_struct(s, sid)
+        if self.records_mode == "decode" and any("_rec(" in line for line in self.lines):
+            _frame_scope(self.lines, self.ns)
         src = "\n".join(self.lines)
         code = compile(src, f"<kwire {self.spec.name} v{self.v}>", "exec")
         exec(code, self.ns)
@@ -832,6 +834,21 @@ class _Missing:
 
 
 _MISSING = _Missing()
+
+
+def _frame_scope(lines: list[str], ns: dict[str, Any]) -> None:
+    """A plan that decodes records fields decodes each message in one kwire_cli.records
+    frame_budget (unless the caller opened one), so that all its records fields together stay
+    under the per-frame decompression cap, not just each batch under the per-batch one."""
+    from kwire_cli.records.compression import DEFAULT_MAX_FRAME_DECOMPRESSED, FrameBudget, _frame
+    ns.update(_fb_get=_frame.get, _fb_set=_frame.set, _fb_reset=_frame.reset, _FB=FrameBudget,
+              _FB_MAX=DEFAULT_MAX_FRAME_DECOMPRESSED)
+    lines += ["_dec0_inner = dec0",
+              "def dec0(buf, pos, end, depth=0):",
+              "    if _fb_get() is not None: return _dec0_inner(buf, pos, end, depth)",
+              "    tok = _fb_set(_FB(_FB_MAX))",
+              "    try: return _dec0_inner(buf, pos, end, depth)",
+              "    finally: _fb_reset(tok)"]
 
 
 def _records_decoder(mode: str) -> Callable[[bytes], Any]:
