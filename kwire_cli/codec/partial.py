@@ -311,8 +311,14 @@ def walk_message(data: bytes, kind: str, api_key: int | str | None = None, api_v
             pm.error = err
             return pm
     pm.body = {}
-    pos, err = _walk(Walker(api.spec(kind), version, records), api.spec(kind).struct, data, pos, end, label,
-                     pm.body)
+    if records == "decode":  # all records fields of the message share one decompression budget
+        from kwire_cli.records.compression import frame_budget
+        with frame_budget():
+            pos, err = _walk(Walker(api.spec(kind), version, records), api.spec(kind).struct, data, pos, end,
+                             label, pm.body)
+    else:
+        pos, err = _walk(Walker(api.spec(kind), version, records), api.spec(kind).struct, data, pos, end, label,
+                         pm.body)
     if err:
         pm.error = err
         return pm
