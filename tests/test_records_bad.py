@@ -154,7 +154,7 @@ def test_huge_header_count_and_overlong_varint_fail_fast():
     assert "error" in d["batches"][0]
     overlong = b"\xff" * 11 + b"\x00" * 10
     d = _check_total(_with_payload(base, overlong, count=1))
-    assert "varint longer than 10 bytes" in d["batches"][0]["error"]
+    assert "varint longer than 5 bytes" in d["batches"][0]["error"]
 
 
 def test_every_single_byte_corruption_of_a_small_batch():

@@ -70,8 +70,9 @@ def show_bytes(b: bytes):
     return {"hex": b.hex()}
 
 
-def _varint_slow(buf, pos, base=0):
-    """Zig-zag varint/varlong of any length (up to 10 bytes) starting at ``pos``.
+def _varint_slow(buf, pos, base=0, limit=5):
+    """Zig-zag varint (at most 5 bytes, as Kafka's ByteUtils.readVarint) or, with limit=10, varlong
+    starting at ``pos``.
 
     ``base`` is added to the position in the error message."""
     result = 0
@@ -83,8 +84,8 @@ def _varint_slow(buf, pos, base=0):
         if b < 0x80:
             return (result >> 1) ^ -(result & 1), pos
         shift += 7
-        if shift > 63:
-            raise _Bad(f"varint longer than 10 bytes at byte {pos - 10 + base}")
+        if shift >= 7 * limit:
+            raise _Bad(f"varint longer than {limit} bytes at byte {pos - limit + base}")
 
 
 def _control(key, value):
@@ -251,7 +252,7 @@ def _v2_records_fast(rb, count, base_offset, base_ts):
                     tsd = zz2[b + (b2 << 7)]
                     p += 3
                 else:
-                    tsd, p = varint(rb, p + 1)
+                    tsd, p = varint(rb, p + 1, 0, 10)
             # offset delta
             b = rb[p]
             if b < 128:
@@ -445,7 +446,7 @@ def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_app
                     tsd = zz2[b + (b2 << 7)]
                     p += 3
                 else:
-                    tsd, p = varint(rb, p + 1, base)
+                    tsd, p = varint(rb, p + 1, base, 10)
             # offset delta
             b = rb[p]
             if b < 128:
