@@ -321,11 +321,16 @@ def decompress(codec: int, payload: bytes, cap: int) -> tuple[bytes, str | None]
         try:
             out = _decompress(codec, payload, budget.left)
         except DecompressedTooLarge:
+            left, budget.left = budget.left, 0
             raise DecompressedTooLarge(
-                f"decompressed size exceeds the {budget.left} bytes left of the frame's cap of "
+                f"decompressed size exceeds the {left} bytes left of the frame's cap of "
                 f"{budget.limit} bytes (all batches together)") from None
     else:
-        out = _decompress(codec, payload, cap)
+        try:
+            out = _decompress(codec, payload, cap)
+        except DecompressedTooLarge:
+            budget.left -= cap  # the bytes it took to find out count too
+            raise
     budget.left -= len(out[0])
     return out
 
