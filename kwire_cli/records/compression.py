@@ -37,7 +37,13 @@ CODEC_IDS = {name: i for i, name in enumerate(CODEC_NAMES)}
 
 
 class CompressionError(Exception):
-    """A compressed payload that cannot be decompressed (corrupt, truncated, unsupported)."""
+    """A compressed payload that cannot be decompressed (corrupt, truncated, unsupported).
+
+    ``produced``: bytes decompressed before the failure was found (charged to the frame budget)."""
+
+    def __init__(self, message: str = "", produced: int = 0):
+        super().__init__(message)
+        self.produced = produced
 
 
 class DecompressedTooLarge(CompressionError):
@@ -107,9 +113,10 @@ def _gunzip(payload: bytes, cap: int) -> bytes:
         d = zlib.decompressobj(47)  # 32 + 15: gzip or zlib header, auto-detected
         while True:
             try:
-                chunk = d.decompress(data, cap + 1 - total)
+                # in steps, so that `total` says how much a corrupt member made before failing
+                chunk = d.decompress(data, min(cap + 1 - total, 1 << 20))
             except zlib.error as e:
-                raise CompressionError(f"gzip member {member}: {e}") from None
+                raise CompressionError(f"gzip member {member}: {e}", total) from None
             total += len(chunk)
             if total > cap:
                 raise _too_large(cap)
@@ -118,7 +125,7 @@ def _gunzip(payload: bytes, cap: int) -> bytes:
                 break
             data = d.unconsumed_tail
             if not data and not chunk:
-                raise CompressionError(f"gzip member {member}: stream truncated (no end of stream)")
+                raise CompressionError(f"gzip member {member}: stream truncated (no end of stream)", total)
         rest = d.unused_data
         if rest[:2] == b"\x1f\x8b":
             data = rest
@@ -141,7 +148,7 @@ def _unsnappy_raw(block, cap: int, total: int, where: str) -> bytes:
     try:
         return bytes(cramjam.snappy.decompress_raw(block))
     except Exception as e:
-        raise CompressionError(f"snappy{where}: {e}") from None
+        raise CompressionError(f"snappy{where}: {e}", total + n) from None
 
 
 def _unsnappy(payload: bytes, cap: int) -> tuple[bytes, str]:
@@ -154,12 +161,12 @@ def _unsnappy(payload: bytes, cap: int) -> tuple[bytes, str]:
         while pos < n:
             if pos + 4 > n:
                 raise CompressionError(
-                    f"snappy (xerial) block {index} at byte {pos}: length cut short ({n - pos} of 4 bytes)")
+                    f"snappy (xerial) block {index} at byte {pos}: length cut short ({n - pos} of 4 bytes)", total)
             (size,) = struct.unpack_from(">i", payload, pos)
             if size < 0 or pos + 4 + size > n:
                 raise CompressionError(
                     f"snappy (xerial) block {index} at byte {pos}: length {size} runs past the end "
-                    f"of the {n}-byte payload")
+                    f"of the {n}-byte payload", total)
             block = payload[pos + 4:pos + 4 + size]
             chunk = _unsnappy_raw(block, cap, total, f" (xerial) block {index} at byte {pos}")
             total += len(chunk)
@@ -190,7 +197,7 @@ def _grow_into(fn, payload, cap: int, name: str) -> bytes:
                     raise _too_large(cap) from None
                 size = min(cap + 1, size * 4)
                 continue
-            raise CompressionError(f"{name}: {msg}") from None
+            raise CompressionError(f"{name}: {msg}", size) from None
         if n > cap:
             raise _too_large(cap)
         del buf[n:]
@@ -244,28 +251,30 @@ def _unlz4(payload: bytes, cap: int) -> tuple[bytes, str]:
     decompress_block_into = cramjam.lz4.decompress_block_into
     while True:
         if pos + 4 > n:
-            raise CompressionError(f"lz4: frame truncated at byte {pos} (no end mark)")
+            raise CompressionError(f"lz4: frame truncated at byte {pos} (no end mark)", total)
         (size,) = unpack_from("<I", payload, pos)
         pos += 4
         if size == 0:
             if content_checksum and pos + 4 > n:
-                raise CompressionError("lz4: content checksum cut short")
+                raise CompressionError("lz4: content checksum cut short", total)
             break
         stored = size & 0x80000000
         size &= 0x7FFFFFFF
         if size > block_max:
             raise CompressionError(
-                f"lz4: block {index} at byte {pos - 4}: size {size} exceeds the frame's block maximum {block_max}")
+                f"lz4: block {index} at byte {pos - 4}: size {size} exceeds the frame's block maximum {block_max}",
+                total)
         if pos + size > n:
             raise CompressionError(
-                f"lz4: block {index} at byte {pos - 4}: {size} bytes run past the end of the {n}-byte payload")
+                f"lz4: block {index} at byte {pos - 4}: {size} bytes run past the end of the {n}-byte payload",
+                total)
         if stored:
             chunk = payload[pos:pos + size]
         else:
             try:
                 got = decompress_block_into(payload[pos:pos + size], scratch)
             except Exception as e:
-                raise CompressionError(f"lz4: block {index} at byte {pos - 4}: {e}") from None
+                raise CompressionError(f"lz4: block {index} at byte {pos - 4}: {e}", total) from None
             chunk = bytes(scratch[:got])
         total += len(chunk)
         if total > cap:
@@ -317,20 +326,20 @@ def decompress(codec: int, payload: bytes, cap: int) -> tuple[bytes, str | None]
     budget = _frame.get()
     if budget is None:
         return _decompress(codec, payload, cap)
-    if budget.left < cap:
-        try:
-            out = _decompress(codec, payload, budget.left)
-        except DecompressedTooLarge:
+    eff = budget.left if budget.left < cap else cap
+    try:
+        out = _decompress(codec, payload, eff)
+    except DecompressedTooLarge:
+        if eff < cap:
             left, budget.left = budget.left, 0
             raise DecompressedTooLarge(
                 f"decompressed size exceeds the {left} bytes left of the frame's cap of "
                 f"{budget.limit} bytes (all batches together)") from None
-    else:
-        try:
-            out = _decompress(codec, payload, cap)
-        except DecompressedTooLarge:
-            budget.left -= cap  # the bytes it took to find out count too
-            raise
+        budget.left -= cap  # the bytes it took to find out count too
+        raise
+    except CompressionError as e:  # corrupt after producing output: that work counts as well
+        budget.left -= min(e.produced, eff)
+        raise
     budget.left -= len(out[0])
     return out
 
