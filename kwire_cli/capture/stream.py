@@ -686,8 +686,8 @@ class StreamAssembler:
                              f"{len(ids)} request(s) without a response at {why} "
                              f"(correlation ids {shown})", conn.last_ts)
                 conn.open.clear()
-        for k in conn.keys:
-            del self._flows[k]
+        for k in conn.keys:  # both the same for a connection from an ip:port to itself
+            self._flows.pop(k, None)
             self._closed[k] = (conn.last_ts, conn.gen)
         while len(self._closed) > 200000:
             self._closed.pop(next(iter(self._closed)))
