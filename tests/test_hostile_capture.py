@@ -282,3 +282,17 @@ def test_one_connection_of_pure_garbage_costs_only_itself():
     damaged = sum(v["bytes"] for k, v in summary["damage"].items() if k in ("resync-skip", "partial-frame",
                                                                              "oversize-frame"))
     assert garbage_frames + damaged == bad_bytes
+
+
+def test_a_connection_from_an_address_to_itself_does_not_crash():
+    """Found by atheris: a TCP connection whose two ends are the same ip:port (a self-connect, or a
+    forged one) has one flow key for both directions, and closing it raised KeyError."""
+    me = ("127.0.0.1", 9092)
+    selfc = TcpConv(client=me, server=me)
+    other = TcpConv(client=("10.0.0.1", 50000))
+    segs = selfc.handshake() + _metadata_exchange(selfc, 1) + other.handshake() + _metadata_exchange(other, 2)
+    segs += [selfc.fin(0), selfc.fin(1), other.fin(0), other.fin(1)]
+    recs, summary, stats = run(write_pcap(segs))
+    assert stats.reconcile()["ok"] and summary["reconciled"]
+    mine = [r for r in recs if "10.0.0.1:50000" in (r["src"], r["dst"])]
+    assert [(r["correlation_id"], r["kind"], r["error"]) for r in mine] == [(2, "request", None), (2, "response", None)]
