@@ -39,6 +39,7 @@ _LONE_OFFSET = re.compile(r"^[0-9A-Fa-f]{4,16}$")               # hexdump -C's l
 _LABEL = re.compile(r"^(.*\S)\s*\((\d+) bytes?\):$")              # tshark: "Reassembled TCP (74 bytes):"
 _HEXDUMP_ASCII = re.compile(r"\s\|.*\|\s*$")
 _HEX_TOKEN = re.compile(r"^(?:[0-9A-Fa-f]{2})+$")
+_MAX_REPEAT = 100 << 20  # a '*' line of hexdump -C never stands for more (a broker's largest frame)
 _SEPARATORS = re.compile(r"(?:0[xX]|\\[xX])(?=[0-9A-Fa-f])|[\s:,;.\-_]+")
 
 
@@ -146,6 +147,9 @@ def _parse_offset_dump(lines: list[tuple[int, str]]) -> list[tuple[str | None, b
                 prev = dl[i - 1].hex
                 if not prev or (pos - len(data)) % len(prev):
                     raise InputError(f"cannot expand the '*' before line {d.lineno}")
+                if pos - len(data) > _MAX_REPEAT:
+                    raise InputError(f"the '*' before line {d.lineno} stands for {pos - len(data)} bytes, "
+                                     f"more than a Kafka frame ({_MAX_REPEAT} bytes)")
                 data += prev * ((pos - len(data)) // len(prev))
             data += d.hex
         out.append((lbl, bytes(data)))
