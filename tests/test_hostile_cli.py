@@ -213,3 +213,25 @@ def test_pcap_one_bad_file_among_good_ones(tmp_path):
     alone = kwire_process("pcap", str(good), "--format", "jsonl")
     assert alone.code == 0 and len(alone.out.splitlines()) == 10
     assert r.out.splitlines() == alone.out.splitlines() * 2
+
+
+def test_hexdump_repeat_marker_before_a_far_offset_is_refused_not_expanded(tmp_path):
+    """Found by atheris: in a 31-byte hexdump -C style input, a '*' line followed by an offset
+    8 GB further on was expanded by repeating the previous line: gigabytes allocated from a claim.
+    Now the repeat may stand for at most a Kafka frame (100 MiB)."""
+    f = tmp_path / "far.txt"
+    f.write_bytes(b"0100082\t10010826\n*\n211600082\t11")
+    r = kwire("decode", "@" + str(f))
+    one_line_error(r)
+    assert "the '*' before line 3 stands for 8880390140 bytes, more than a Kafka frame" in r.err
+    # a real repeat still expands (hexdump -C of a Metadata request naming topic "t" * 80)
+    g = tmp_path / "ok.txt"
+    g.write_text("00000000  00 00 00 61 00 03 00 01  00 00 00 07 00 01 63 00  |...a..........c.|\n"
+                 "00000010  00 00 01 00 50 74 74 74  74 74 74 74 74 74 74 74  |....Pttttttttttt|\n"
+                 "00000020  74 74 74 74 74 74 74 74  74 74 74 74 74 74 74 74  |tttttttttttttttt|\n"
+                 "*\n"
+                 "00000060  74 74 74 74 74                                    |ttttt|\n"
+                 "00000065\n")
+    r = kwire("decode", "@" + str(g), "--format", "json")
+    assert r.code == 0, r
+    assert r.json()["body"]["Topics"] == [{"Name": "t" * 80}]
