@@ -6,7 +6,7 @@
     python fuzz/fuzz_atheris.py records -max_total_time=300 -rss_limit_mb=2048 -timeout=10
 
 TARGET is one of fuzzlib.TARGETS (request, response, body, partial, partial_agrees, records,
-decompress, embedded, capture, hexdump). The corpus starts from the real fixtures (written to
+decompress, embedded, capture, hexdump, negotiate, yaml). The corpus starts from the real fixtures (written to
 fuzz/corpus/TARGET/ on first use). The first two input bytes choose the decode parameters (the
 (api, version, kind) of a bare body or response, the codec of a payload); the rest are the bytes.
 Anything but kwire's own one-line error is a crash: libFuzzer saves the input as crash-* and
@@ -33,6 +33,9 @@ with atheris.instrument_imports(include=["kwire_cli"]):
     import kwire_cli.codec.partial  # noqa: F401
     import kwire_cli.records  # noqa: F401
     import kwire_cli.records.compression  # noqa: F401,F811
+    import kwire_cli.negotiation.negotiate  # noqa: F401
+    import kwire_cli.negotiation.parse  # noqa: F401
+    import kwire_cli.negotiation.render  # noqa: F401
 
 import fuzzlib  # noqa: E402
 
