@@ -383,23 +383,16 @@ def _v2_records_fast(rb, count, base_offset, base_ts):
 
 
 def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_append, is_control,
-                       recs, base):
+                       recs, base, items=None):
     """Append ``count`` decoded records from rb[p:rend] to ``recs``; return the end position.
 
     ``base`` is added to positions in error messages (rb may be a copy of part of the records
     field). Raises _Bad(message) with the record index and byte position.
 
-    This is the hot loop of the records codec, written for CPython's interpreter:
-
-    * every varint is decoded inline: one- and two-byte varints by table lookup, longer ones by
-      _varint_slow;
-    * text detection costs one slice per key/value: ``plain`` is the records decoded as latin-1
-      after every byte that cannot be part of the text form without a closer look (ASCII
-      control bytes other than tab, CR, LF, and all non-ASCII bytes) was made 0xff, so
-      ``plain[p:e]`` is either pure ASCII - then it is exactly the text of rb[p:e], and CPython
-      has already worked out that it is ASCII while slicing, so ``isascii()`` is O(1) - or it is
-      not, and rb[p:e] goes through show_bytes;
-    * everything it needs is a local.
+    The careful loop: run only when _v2_records_fast gave up on a batch (something is wrong, or a
+    case the fast path leaves alone), it checks every length against its record and the records
+    before reading on, so the first problem is named exactly. Varints and text detection work as
+    in _v2_records_fast.
 
     The checks and their order define the error messages; keep them when editing.
     """
@@ -412,11 +405,16 @@ def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_app
     plain = rb.translate(_PLAIN).decode("latin-1")
     i = 0
     rec_start = p
+    left = items  # records and headers the frame's budget still allows (None: no need to count)
     try:
         for i in range(count):
             rec_start = p
             if p >= rend:
                 raise _Bad(f"batch says {count} records but the records end after {i}")
+            if left is not None:
+                left -= 1
+                if left < 0:
+                    raise _Bad(f"the {items} records and headers left of the frame's cap are used up")
             # length
             b = rb[p]
             if b < 128:
@@ -527,6 +525,11 @@ def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_app
             if hc:
                 if hc < 0 or 2 * hc > rec_end - p:
                     raise _Bad(f"header count {hc} does not fit in the record")
+                if left is not None:
+                    left -= hc
+                    if left < 0:
+                        raise _Bad(f"{hc} headers are more than the {items} records and headers left "
+                                   "of the frame's cap")
                 happend = headers.append
                 for h in range(hc):
                     b = rb[p]
@@ -677,8 +680,17 @@ def _decode_v2(buf, pos, end, index, cap):
             batch["CompressionFraming"] = framing
         p, rend, base = 0, len(rb), 0
         where = " of the decompressed payload"
-    fast = _v2_records_fast(rb, count, base_offset, base_ts)
+    # the frame's budget of records and headers (each a few hundred bytes of value tree, made of
+    # as little as 2 to 7 bytes): a batch that could exceed what is left takes the careful loop,
+    # which counts its headers as it goes
+    budget = _frame.get()
+    items = None
+    if budget is not None and count + (rend - p) // 2 > budget.items_left:
+        items = budget.items_left
+    fast = _v2_records_fast(rb, count, base_offset, base_ts) if items is None else None
     if fast is not None:
+        if budget is not None:
+            budget.items_left -= len(fast) + sum([len(rec["Headers"]) for rec in fast])
         if attrs & 0x08:  # LogAppendTime: the broker's MaxTimestamp, as clients report
             for rec in fast:
                 rec["Timestamp"] = max_ts
@@ -690,9 +702,13 @@ def _decode_v2(buf, pos, end, index, cap):
     # something is wrong (or unusual): the careful loop finds out what and words it
     try:
         p = _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, attrs & 0x08,
-                               attrs & 0x20, records, base)
+                               attrs & 0x20, records, base, items)
     except _Bad as e:
+        if budget is not None:
+            budget.items_left -= len(records) + sum([len(rec["Headers"]) for rec in records])
         return _batch_error(batch, index, pos, end, buf, _where(str(e), where))
+    if budget is not None:
+        budget.items_left -= len(records) + sum([len(rec["Headers"]) for rec in records])
     if p != rend:
         return _batch_error(batch, index, pos, end, buf,
                             f"{rend - p} bytes left after the last of {count} records{where}")
@@ -776,7 +792,14 @@ def _legacy_message(buf, pos, end, cap, nested):
     q = 0
     n = len(inner_buf)
     j = 0
+    budget = _frame.get()
     while q < n:
+        if budget is not None:
+            if budget.items_left <= 0:
+                m["error"] = (f"inner message {j} at byte {q} of the decompressed payload: the frame's cap "
+                              f"of {budget.max_items} records and headers is reached")
+                return m
+            budget.items_left -= 1
         if q + _LOG_OVERHEAD > n:
             m["error"] = f"inner message {j} at byte {q} of the decompressed payload: cut short"
             return m
@@ -804,6 +827,14 @@ def _legacy_message(buf, pos, end, cap, nested):
 
 
 def _decode_legacy(buf, pos, end, index, cap):
+    budget = _frame.get()
+    if budget is not None:
+        if budget.items_left <= 0:
+            offset, size, crc, magic, attrs = _LEGACY_HEADER.unpack_from(buf, pos)
+            return _batch_error({"ByteOffset": pos, "Offset": offset, "MessageSize": size, "Magic": magic,
+                                 "Attributes": attrs}, index, pos, end, buf,
+                                f"the frame's cap of {budget.max_items} records and headers is reached")
+        budget.items_left -= 1
     try:
         m = _legacy_message(buf, pos, end, cap, False)
     except _Bad as e:
