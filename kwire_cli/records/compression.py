@@ -286,30 +286,36 @@ def _unlz4(payload: bytes, cap: int) -> tuple[bytes, str]:
 
 
 DEFAULT_MAX_FRAME_DECOMPRESSED = 256 * 1024 * 1024
+# decoded records + record headers per frame: each is a few hundred bytes of Python objects and
+# can be made of as little as 2 to 7 bytes, so this (not the bytes) bounds the value tree (~1.5 GB)
+DEFAULT_MAX_FRAME_ITEMS = 4_000_000
 
 
 class FrameBudget:
-    """What is left of one frame's decompression allowance (see ``frame_budget``)."""
+    """What is left of one frame's allowances (see ``frame_budget``): decompressed bytes, and
+    decoded records and record headers."""
 
-    __slots__ = ("limit", "left")
+    __slots__ = ("limit", "left", "max_items", "items_left")
 
-    def __init__(self, limit: int):
+    def __init__(self, limit: int, max_items: int = DEFAULT_MAX_FRAME_ITEMS):
         self.limit = self.left = limit
+        self.max_items = self.items_left = max_items
 
 
 _frame = contextvars.ContextVar("kwire_frame_budget", default=None)
 
 
 @contextlib.contextmanager
-def frame_budget(limit: int = DEFAULT_MAX_FRAME_DECOMPRESSED):
+def frame_budget(limit: int = DEFAULT_MAX_FRAME_DECOMPRESSED, max_items: int = DEFAULT_MAX_FRAME_ITEMS):
     """Cap the bytes decompressed while the block runs, all batches and records fields together
     (one Kafka frame): a frame of many batches, each under the per-batch cap, cannot decompress
-    more than ``limit`` in total. Nested scopes share the outermost one's budget."""
+    more than ``limit`` in total, nor decode more than ``max_items`` records and record headers.
+    Nested scopes share the outermost one's budget."""
     outer = _frame.get()
     if outer is not None:
         yield outer
         return
-    budget = FrameBudget(int(limit))
+    budget = FrameBudget(int(limit), int(max_items))
     token = _frame.set(budget)
     try:
         yield budget
