@@ -47,6 +47,8 @@ _FRAME_FIELDS = tuple(KafkaFrame._fields) if hasattr(KafkaFrame, "_fields") else
     tuple(f.name for f in dataclasses.fields(KafkaFrame))
 _FILE_AT = _FRAME_FIELDS.index("file")
 _META = ("",)
+WRITE_CONF = {"spark.sql.optimizer.plannedWrite.enabled": "false",
+              "spark.sql.maxConcurrentOutputFileWriters": "200"}
 
 
 class SparkJobError(KwireError):
@@ -266,9 +268,17 @@ def _exec_code() -> str:
 
 def decode_partition(items: Iterator[tuple], labels: list[str], fmt: str, records_mode: str | None,
                      specs_name: str | None, acc) -> Iterator[tuple]:
-    """Stage 3: frames -> records -> output rows; everything else -> the accumulator."""
-    from kwire_cli.capture.session import Conversation, Summary
+    """Stage 3: frames -> records -> output rows; everything else -> the accumulator.
+
+    Runs with kwire pcap's garbage-collector tuning (decoded record trees are large and acyclic)."""
+    from kwire_cli.cli.pcap import _gc_tuned
     _executor_setup(specs_name)
+    with _gc_tuned():
+        yield from _decode_partition(items, labels, fmt, records_mode, acc)
+
+
+def _decode_partition(items, labels, fmt, records_mode, acc):
+    from kwire_cli.capture.session import Conversation, Summary
     tot = Totals()
     tot.executor_code.add(_exec_code())
     conv = Conversation(records_mode)
@@ -328,13 +338,14 @@ def _encoder():
             fast = None
 
         def careful(v):
-            return json.dumps(to_jsonable(v), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+            return json.dumps(to_jsonable(v), ensure_ascii=False, allow_nan=False,
+                              separators=(",", ":")).encode()
 
         def part(v, api_key):
             if fast is None or api_key in floats:
                 return careful(v)
             try:
-                return fast(v, default=_json_default).decode()
+                return fast(v, default=_json_default)
             except TypeError:
                 return careful(v)
         enc = _encoders["line"] = (line, part)
@@ -342,7 +353,10 @@ def _encoder():
 
 
 def to_row(rec: dict, fmt: str) -> tuple:
-    """One output row: the jsonl line of ``kwire pcap`` (jsonl), or typed columns (parquet)."""
+    """One output row: the jsonl line of ``kwire pcap`` (jsonl), or typed columns (parquet).
+
+    JSON text travels as UTF-8 ``bytes`` (binary columns, cast to strings in the JVM): far cheaper
+    to hand over than Python strings."""
     from kwire_cli.capture.session import RECORD_KEYS
     line, part = _encoder()
     if fmt == "jsonl":
@@ -350,7 +364,7 @@ def to_row(rec: dict, fmt: str) -> tuple:
         for k in rec:
             if k not in ordered:
                 ordered[k] = rec[k]
-        return (line(ordered).decode(), rec.get("api_name"))
+        return (line(ordered), rec.get("api_name"))
     ak = rec["api_key"]
     extra = {k: v for k, v in rec.items() if k not in RECORD_KEYS and k not in EXTRA_KEYS}
     return (rec["file"], rec["frame"], rec["ts"], rec["src"], rec["dst"], rec["kind"], ak,
@@ -364,17 +378,30 @@ def to_row(rec: dict, fmt: str) -> tuple:
             part(extra, ak) if extra else None)
 
 
-def row_schema(fmt: str):
-    from pyspark.sql.types import (ArrayType, DoubleType, IntegerType, LongType, StringType, StructField,
-                                   StructType)
+JSON_COLUMNS = ("header", "body", "topic_names", "embedded", "extra")
+
+
+def row_schema(fmt: str, wire: bool = False):
+    """The output schema; ``wire=True``: as the tasks hand rows over (JSON text as binary)."""
+    from pyspark.sql.types import (ArrayType, BinaryType, DoubleType, IntegerType, LongType, StringType,
+                                   StructField, StructType)
+    j = BinaryType() if wire else StringType()
     if fmt == "jsonl":
-        return StructType([StructField("line", StringType()), StructField("api_name", StringType())])
+        return StructType([StructField("line", j), StructField("api_name", StringType())])
     s, i, l, d = StringType(), IntegerType(), LongType(), DoubleType()
     cols = [("file", s), ("frame", l), ("ts", d), ("src", s), ("dst", s), ("kind", s), ("api_key", i),
             ("api_name", s), ("api_version", i), ("correlation_id", i), ("client_id", s), ("size", l),
-            ("latency_ms", d), ("header", s), ("body", s), ("error_codes", ArrayType(s)), ("error", s),
-            ("topic_names", s), ("embedded", s), ("extra", s)]
+            ("latency_ms", d), ("header", j), ("body", j), ("error_codes", ArrayType(s)), ("error", s),
+            ("topic_names", j), ("embedded", j), ("extra", j)]
     return StructType([StructField(n, t) for n, t in cols])
+
+
+def rows_dataframe(spark, rows, fmt: str):
+    """Task rows -> the DataFrame to write (binary JSON columns cast to strings)."""
+    from pyspark.sql import functions as F
+    df = spark.createDataFrame(rows, row_schema(fmt, wire=True), verifySchema=False)
+    return df.select([F.col(c).cast("string").alias(c) if c in JSON_COLUMNS or c == "line" else F.col(c)
+                      for c in df.columns])
 
 
 # ------------------------------------------------------------------------------------ session
@@ -394,6 +421,9 @@ def get_session(master: str | None = None, conf: Iterable[tuple[str, str]] = (),
         b = b.master(master)
     elif not SparkConf().contains("spark.master"):
         b = b.master("local[*]")
+    given = {k for k, _ in conf}
+    if "spark.driver.memory" not in given and not os.environ.get("SPARK_DRIVER_MEMORY"):
+        b = b.config("spark.driver.memory", "2g")  # local mode runs the executors in the driver JVM
     b = b.config("spark.ui.showConsoleProgress", "true" if progress else "false") \
          .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false") \
          .config("spark.python.worker.reuse", "true")
@@ -552,12 +582,27 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
         rows = spread.mapPartitions(
             lambda it, labels=labels, fmt=fmt, rm=records_mode, sn=specs_name, acc=acc:
             decode_partition(it, labels, fmt, rm, sn, acc))
-        df = spark.createDataFrame(rows, row_schema(fmt), verifySchema=False)
-        w = df.write.mode("overwrite").partitionBy("api_name")
-        if fmt == "parquet":
-            w.parquet(out)
-        else:
-            w.text(out)
+        df = rows_dataframe(spark, rows, fmt)
+        # rows go to one open file per api_name instead of being sorted by it first
+        # (jsonl only: parquet writers buffer a row group each, so those rows are sorted instead)
+        wconf = WRITE_CONF if fmt == "jsonl" else {}
+        saved = {k: spark.conf.get(k, None) for k in wconf}
+        for k, v in wconf.items():
+            spark.conf.set(k, v)
+        try:
+            w = df.write.mode("overwrite").partitionBy("api_name")
+            if fmt == "parquet":
+                # bodies can be megabytes: check the page size after every row, not every 100
+                w.option("parquet.page.size.row.check.min", "1") \
+                 .option("parquet.page.size.row.check.max", "100").parquet(out)
+            else:
+                w.text(out)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    spark.conf.unset(k)
+                else:
+                    spark.conf.set(k, v)
         bplans.unpersist()
         totals.merge(acc.value)
         rows_written = totals.rows

@@ -19,26 +19,37 @@ import json
 from kwire_cli.capture.session import Summary, error_kind
 
 
-def read_rows(spark, out: str, fmt: str):
+SMALL = ("file", "frame", "ts", "src", "dst", "kind", "api_key", "api_name", "api_version", "client_id",
+         "size", "latency_ms", "error_codes", "error")
+
+
+def read_rows(spark, out: str, fmt: str, columns=None):
     """The rows written by the job as a DataFrame with typed columns (jsonl lines are parsed)."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
     from kwire_cli.spark.job import row_schema
     schema = row_schema("parquet")
     if fmt == "parquet":
-        return spark.read.schema(schema).option("basePath", out).parquet(out)
-    from pyspark.sql.types import StructType
-    fields = StructType([f for f in schema.fields if f.name != "api_name"])
-    parsed = spark.read.option("basePath", out).text(out).select(F.from_json("value", fields).alias("r"), "api_name")
-    return parsed.select("r.*", "api_name")
+        df = spark.read.schema(schema).option("basePath", out).parquet(out)
+        return df.select(*columns) if columns else df
+    fields = StructType([f for f in schema.fields if f.name != "api_name" and (not columns or f.name in columns)])
+    return spark.read.option("basePath", out).text(out) \
+        .select(F.from_json("value", fields).alias("r"), "api_name").select("r.*", "api_name")
 
 
 def spark_summary(spark, out: str, fmt: str, totals, damage: list[dict]) -> dict:
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
-    df = read_rows(spark, out, fmt)
-    ok = F.col("error").isNull()
+    df = read_rows(spark, out, fmt, SMALL).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        return _summary(spark, df, out, fmt, totals, damage)
+    finally:
+        df.unpersist()
 
-    head = df.agg(F.count(F.lit(1)).alias("frames"), F.count(F.when(ok, 1)).alias("decoded")).first()
-    frames, decoded = int(head["frames"]), int(head["decoded"])
+
+def _summary(spark, df, out, fmt, totals, damage) -> dict:
+    from pyspark.sql import functions as F
+    ok = F.col("error").isNull()
 
     kind_udf = F.udf(error_kind)
     undecodable = {r["k"]: int(r["n"]) for r in
@@ -46,11 +57,14 @@ def spark_summary(spark, out: str, fmt: str, totals, damage: list[dict]) -> dict
 
     api = F.coalesce(F.col("api_name"), F.lit("?"))
     apis = []
+    frames = decoded = 0
     for r in df.groupBy(api.alias("api_name"), "api_version", "kind").agg(
             F.count(F.lit(1)).alias("count"), F.sum(F.coalesce("size", F.lit(0))).alias("bytes"),
             F.count(F.when(~ok, 1)).alias("undecodable"),
             F.expr("percentile_disc(0.5) WITHIN GROUP (ORDER BY latency_ms)").alias("p50"),
             F.expr("percentile_disc(0.99) WITHIN GROUP (ORDER BY latency_ms)").alias("p99")).collect():
+        frames += int(r["count"])
+        decoded += int(r["count"]) - int(r["undecodable"])
         apis.append({"api_name": r["api_name"], "api_version": r["api_version"], "kind": r["kind"],
                      "count": int(r["count"]), "bytes": int(r["bytes"]), "undecodable": int(r["undecodable"]),
                      "latency_p50_ms": r["p50"], "latency_p99_ms": r["p99"]})
@@ -60,22 +74,25 @@ def spark_summary(spark, out: str, fmt: str, totals, damage: list[dict]) -> dict
     errs = df.select(F.explode("error_codes").alias("e")).groupBy("e").count().collect()
     error_codes = dict(sorted(((r["e"], int(r["count"])) for r in errs), key=lambda kv: (-kv[1], kv[0])))
 
-    reqs = df.where((F.col("kind") == "request") & ok)
-    cid = F.coalesce(F.col("client_id"), F.lit("(null)"))
+    # decoded requests by (broker, client id, API, version): clients and the negotiation audit
     clients: dict = {}
-    for r in reqs.groupBy(cid.alias("c")).count().collect():
-        clients[r["c"]] = {"requests": int(r["count"]), "versions": {}}
-    for r in reqs.groupBy(cid.alias("c"), "api_name").agg(
-            F.array_sort(F.collect_set("api_version")).alias("v")).collect():
-        clients[r["c"]]["versions"][r["api_name"]] = list(r["v"])
+    summ = Summary()
+    for r in df.where((F.col("kind") == "request") & ok) \
+            .groupBy("dst", "client_id", "api_key", "api_name", "api_version").count().collect():
+        n = int(r["count"])
+        cid = r["client_id"]
+        summ.requests_seen[(r["dst"], cid, r["api_key"], r["api_name"], r["api_version"])] = n
+        c = clients.setdefault(cid if cid is not None else "(null)", {"requests": 0, "versions": {}})
+        c["requests"] += n
+        vs = c["versions"].setdefault(r["api_name"], [])
+        if r["api_version"] not in vs:
+            vs.append(r["api_version"])
+            vs.sort()
     for c in clients.values():
         c["versions"] = dict(sorted(c["versions"].items()))
-
-    summ = Summary()
-    for r in reqs.groupBy("dst", "client_id", "api_key", "api_name", "api_version").count().collect():
-        summ.requests_seen[(r["dst"], r["client_id"], r["api_key"], r["api_name"], r["api_version"])] = int(r["count"])
     # the last ApiVersions answer of each broker that listed its APIs without an error
-    av = df.where((F.col("kind") == "response") & ok & (F.col("api_name") == "ApiVersions")) \
+    av = read_rows(spark, out, fmt, ("src", "ts", "file", "frame", "kind", "error", "body")) \
+        .where((F.col("api_name") == "ApiVersions") & (F.col("kind") == "response") & ok) \
         .withColumn("ec", F.get_json_object("body", "$.ErrorCode").cast("int")) \
         .withColumn("nk", F.size(F.from_json(F.get_json_object("body", "$.ApiKeys"), "array<string>"))) \
         .where((F.coalesce(F.col("ec"), F.lit(0)) == 0) & (F.col("nk") > 0)) \
