@@ -122,10 +122,11 @@ def _header_key(b):
         return {"hex": b.hex()}
 
 
-def _headers_fast(rb, plain, p):
+def _headers_fast(rb, plain, p, room):
     """_v2_records_fast's headers from the header count at ``p`` on: (headers, end position).
 
-    Same rules as there; raises _Bad (a negative count or length) or IndexError when anything is off.
+    Same rules as there; raises _Bad (a negative count or length, or more headers than ``room``,
+    what the frame's item budget leaves) or IndexError when anything is off.
     """
     zz1 = _ZZ1
     zz2 = _ZZ2
@@ -140,8 +141,8 @@ def _headers_fast(rb, plain, p):
             p += 2
         else:
             hc, p = _varint_slow(rb, p)
-    if hc < 0:
-        raise _Bad("negative header count")
+    if hc < 0 or hc > room:
+        raise _Bad("negative header count, or more than the frame's budget leaves")
     headers = []
     for _ in range(hc):
         b = rb[p]
@@ -188,7 +189,7 @@ def _headers_fast(rb, plain, p):
     return headers, p
 
 
-def _v2_records_fast(rb, count, base_offset, base_ts):
+def _v2_records_fast(rb, count, base_offset, base_ts, room=1 << 62):
     """The records of a batch (rb: exactly its records section), or None when anything is off.
 
     The fast path of the records codec, written for CPython's interpreter. It does not say what
@@ -319,6 +320,7 @@ def _v2_records_fast(rb, count, base_offset, base_ts):
                 headers = []
                 p += 1
             elif b == 2:
+                room -= 1
                 b = rb[p + 1]
                 if b < 128:
                     n = zz1[b]
@@ -361,7 +363,8 @@ def _v2_records_fast(rb, count, base_offset, base_ts):
                 else:
                     return None
             else:
-                headers, p = headers_fast(rb, plain, p)
+                headers, p = headers_fast(rb, plain, p, room)
+                room -= len(headers)
             if p != rec_end:
                 return None
             append({
@@ -377,7 +380,7 @@ def _v2_records_fast(rb, count, base_offset, base_ts):
             })
     except (IndexError, _Bad):
         return None
-    if p != len(rb):
+    if p != len(rb) or room < 0:  # room < 0: one-header records went past the frame's budget
         return None
     return recs
 
@@ -684,10 +687,12 @@ def _decode_v2(buf, pos, end, index, cap):
     # as little as 2 to 7 bytes): a batch that could exceed what is left takes the careful loop,
     # which counts its headers as it goes
     budget = _frame.get()
-    items = None
-    if budget is not None and count + (rend - p) // 2 > budget.items_left:
+    if budget is None:
+        items = None
+        fast = _v2_records_fast(rb, count, base_offset, base_ts)
+    else:
         items = budget.items_left
-    fast = _v2_records_fast(rb, count, base_offset, base_ts) if items is None else None
+        fast = _v2_records_fast(rb, count, base_offset, base_ts, items - count) if count <= items else None
     if fast is not None:
         if budget is not None:
             budget.items_left -= len(fast) + sum([len(rec["Headers"]) for rec in fast])
