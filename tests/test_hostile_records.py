@@ -268,3 +268,73 @@ def test_minimal_and_zero_length_structures_do_not_loop():
     # a length below the minimum cannot be stepped over: one line, naming batch and byte
     with pytest.raises(RecordsError, match=r"^records: batch 1 at byte 26: length 0 is below the minimum"):
         decode_records(one + struct.pack(">qi", 0, 0) + b"\x00" * 20)
+
+
+# ------------------------------------------------------------------ the value tree's size
+
+def _record(fields: bytes) -> bytes:
+    from kwire_cli.codec.primitives import write_varint
+    ln = bytearray()
+    write_varint(ln, len(fields))
+    return bytes(ln) + fields
+
+
+def _batch_of(record: bytes, n: int, compressed: bool = True) -> bytes:
+    """A v2 batch of ``n`` copies of one raw record (zstd-compressed unless told otherwise)."""
+    section = record * n
+    return v2_batch(4, bytes(cramjam.zstd.compress(section, level=1)), n) if compressed else v2_batch(0, section, n)
+
+
+# attributes, timestamp delta, offset delta, null key, null value
+BARE = b"\x00\x00\x00\x01\x01"
+
+
+def test_a_header_bomb_is_refused_by_the_default_frame_item_cap():
+    """Fixed bug: 2 bytes per header made a value tree ~190x the decompressed size, so a batch of a
+    few KB could build gigabytes under the byte caps. The frame also caps decoded records +
+    headers (default 4,000,000): here one record claims 5,000,000 empty headers."""
+    import tracemalloc
+    from kwire_cli.codec.primitives import write_varint
+    hc = bytearray()
+    write_varint(hc, 5_000_000)
+    bomb = _batch_of(_record(BARE + bytes(hc) + b"\x00\x00" * 5_000_000), 1)
+    assert len(bomb) < 2000
+    tracemalloc.start()
+    try:
+        out = decode_records(bomb + good_batch())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    first, second = out["batches"]
+    assert first["error"].endswith("record 0 at byte 0 of the decompressed payload: 5000000 headers are more "
+                                   "than the 4000000 records and headers left of the frame's cap")
+    assert second["Records"][0]["Value"] == {"text": "still here"}
+    assert peak < 64 * MiB, peak     # the 10 MB payload, never a tree of 5M headers
+
+
+def test_records_and_headers_beyond_the_frame_item_cap_are_cut_and_kept_as_bytes():
+    one_header = _batch_of(_record(BARE + b"\x02\x02h\x02x"), 40_000)
+    plain = _batch_of(_record(BARE + b"\x00"), 30_000, compressed=False)
+    data = plain + one_header + one_header + good_batch()
+    with frame_budget(max_items=100_000) as budget:
+        out = decode_records(data)
+    b = out["batches"]
+    assert "error" not in b[0] and len(b[0]["Records"]) == 30_000
+    # 70,000 items left: the first one-header batch stops at record 35,000 (35,000 records + headers)
+    assert b[1]["error"].endswith("record 35000 at byte 385000 of the decompressed payload: the 70000 records "
+                                  "and headers left of the frame's cap are used up"), b[1]["error"]
+    assert "the 0 records and headers left of the frame's cap are used up" in b[2]["error"]
+    assert "the 0 records and headers left" in b[3]["error"]         # even a small one: the frame is spent
+    assert budget.items_left == 0
+    assert [bytes.fromhex(x["RawHex"]) for x in b[1:]] == [one_header, one_header, good_batch()]
+
+
+def test_legacy_messages_count_against_the_frame_item_cap():
+    inner = [{"Key": "k", "Value": "v", "Offset": i} for i in range(5000)]
+    wrapper = encode_records({"batches": [{"Magic": 1, "Compression": "gzip", "Timestamp": 1, "Messages": inner}]})
+    with frame_budget(max_items=3000):
+        out = decode_records(wrapper + wrapper)
+    first, second = out["batches"]
+    assert len(first["Messages"]) == 2999      # the wrapper itself is one item
+    assert "inner message 2999 at byte" in first["error"] and "cap of 3000 records and headers is reached" in first["error"]
+    assert second["error"].endswith("the frame's cap of 3000 records and headers is reached")
