@@ -335,7 +335,7 @@ class StreamAssembler:
             return
         # out of order: keep it until the hole fills or is declared lost
         self._buffer(d, off, payload, frame, ts, lost_tail)
-        if d.ack_seq is not None:
+        if d.ack_seq is not None and d.heap:  # (a segment all past the FIN buffers nothing)
             a = nxt + (((d.ack_seq - d.base - nxt) + _HALF) & _M) - _HALF
             if a >= d.heap[0]:
                 self._gaps(conn, d, file, a)
