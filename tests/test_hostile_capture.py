@@ -296,3 +296,18 @@ def test_a_connection_from_an_address_to_itself_does_not_crash():
     assert stats.reconcile()["ok"] and summary["reconciled"]
     mine = [r for r in recs if "10.0.0.1:50000" in (r["src"], r["dst"])]
     assert [(r["correlation_id"], r["kind"], r["error"]) for r in mine] == [(2, "request", None), (2, "response", None)]
+
+
+def test_a_segment_past_the_fin_and_past_a_hole():
+    """Found by the long mutation run: a FIN ahead of the stream (a hole before it), then a data
+    segment beyond the FIN: all of it is after the close, nothing is buffered, and the
+    acknowledgement check read the first buffered offset of an empty buffer (IndexError)."""
+    c = TcpConv()
+    segs = c.handshake() + _metadata_exchange(c, 1)
+    sip, sp, dip, dp, seq, ack, _flags, _ = c.ack(0)
+    fin = (sip, sp, dip, dp, (seq + 500) & 0xFFFFFFFF, ack, 0x11, b"")             # FIN|ACK after a hole
+    late = (sip, sp, dip, dp, (seq + 600) & 0xFFFFFFFF, ack, 0x18, b"x" * 40)      # data past the FIN
+    recs, summary, stats = run(write_pcap(segs + [fin, late]))
+    assert stats.reconcile()["ok"] and summary["reconciled"]
+    assert stats.after_close_bytes == 40
+    assert [(r["correlation_id"], r["error"]) for r in recs] == [(1, None), (1, None)]
