@@ -12,7 +12,9 @@ itself to the error's path on the way, so the message reads
 from __future__ import annotations
 
 import binascii
+import os
 import struct
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -25,6 +27,16 @@ _FMT = {"bool": "B", "int8": "b", "int16": "h", "uint16": "H", "int32": "i", "ui
         "int64": "q", "float64": "d", "uuid": "16s"}
 _ARRAY_FMT = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "uint32": "I",
               "int64": "q", "float64": "d"}
+try:  # the optional native decoder (kwire_cli/codec/_speedups.c); pure Python without it
+    if os.environ.get("KWIRE_NO_SPEEDUPS", "") not in ("", "0"):
+        raise ImportError("disabled by KWIRE_NO_SPEEDUPS")
+    from kwire_cli.codec import _speedups
+except ImportError:
+    _speedups = None
+
+_NATIVE_KIND = {"bool": 1, "int8": 2, "int16": 3, "uint16": 4, "int32": 5, "uint32": 6, "int64": 7,
+                "float64": 8, "uuid": 9, "string": 10, "bytes": 11, "records": 12, "struct": 13,
+                "array": 14}  # the K_* codes of _speedups.c
 MAX_DEPTH = 64  # nesting bound for decoded structs (specs nest far less)
 _SMALL = 64  # arrays of fixed-size numbers shorter than this use a precompiled Struct per length
 
@@ -47,6 +59,25 @@ class Plan:
     encode: Callable[[dict, bytearray], None]
     default: Callable[[], dict]
     source: str
+    py_decode: Callable[[bytes, int, int], tuple[dict, int]] | None = None  # the generated Python decoder
+
+    @property
+    def native(self) -> bool:
+        """True when `decode` is the native decoder (which falls back to `py_decode`)."""
+        return self.decode is not self.py_decode
+
+
+def speedups_available() -> bool:
+    """The native decoder is built and was not turned off with KWIRE_NO_SPEEDUPS=1."""
+    return _speedups is not None
+
+
+def use_speedups(flag: bool) -> bool:
+    """Turn the native decoder on or off for every plan (off: each plan runs its generated Python
+    decoder); returns the previous setting. Without the extension this is always off."""
+    if _speedups is None:
+        return False
+    return _speedups.set_enabled(bool(flag))
 
 
 # ----------------------------------------------------------------------------- runtime helpers
@@ -289,6 +320,7 @@ class _Gen:
         }
         self.ns["_rec"] = _records_decoder(records_mode)
         self.struct_ids: dict[int, int] = {}
+        self.structs: list[StructSpec] = []  # by struct id
         self.pending: list[tuple[StructSpec, int]] = []
         self.counter = 0
         self.tag_defaults: list[tuple[str, str, Any]] = []
@@ -309,6 +341,7 @@ class _Gen:
         key = id(s)
         if key not in self.struct_ids:
             self.struct_ids[key] = len(self.struct_ids)
+            self.structs.append(s)
             self.pending.append((s, self.struct_ids[key]))
         return self.struct_ids[key]
 
@@ -360,8 +393,64 @@ class _Gen:
             b = bytearray()
             self.ns[fn](default() if callable(default) else default, b)
             self.ns[var] = bytes(b)
-        return Plan(self.spec, self.v, self.flexible, self.ns["dec0"], self.ns["enc0"],
-                    self.ns["dflt0"], src)
+        py_decode = self.ns["dec0"]
+        decode = py_decode
+        if _speedups is not None:
+            desc = self.native_program()
+            if desc is not None:
+                decode = _speedups.Program(desc, py_decode)
+        return Plan(self.spec, self.v, self.flexible, decode, self.ns["enc0"],
+                    self.ns["dflt0"], src, py_decode)
+
+    # -- the native decoder's description of this plan (see _speedups.c)
+    def native_program(self) -> tuple | None:
+        """(flexible, max depth, records mode, structs) for _speedups.Program, or None when the plan
+        has something it does not do: records decoded into values (kwire_cli.records is called
+        per field and charges a per-frame budget, so it must run exactly once, in Python).
+
+        Each struct is a tuple of fields in spec order, (name, type, tagged, tag, default,
+        default factory, default's encoding); a type is (kind, nullable, compact, struct index,
+        minimum element size, element type, elements inline). Everything mirrors what the
+        generated Python decoder does, which stays the reference: the native one hands any input
+        it does not fully accept back to it."""
+        if self.records_mode not in ("bytes", "hex") and self._has_records():
+            return None
+        structs = []
+        for s in self.structs:
+            fields = []
+            for f in s.fields:
+                if self.v not in f.versions:
+                    continue
+                tagged = f.tagged_in(self.v)
+                t = self.native_type(f.type, f.nullable_in(self.v), self.compact(f), f, tagged)
+                value = factory = tagdef = None
+                if tagged:
+                    expr = self.default_expr(f)
+                    if expr == "[]" or expr.startswith("dflt"):
+                        factory = eval(f"lambda: {expr}", self.ns)  # a fresh one each time, as the literal
+                    else:
+                        value = eval(expr, self.ns)
+                    tagdef = self.ns[self.tag_names(f)[1]]
+                fields.append((sys.intern(f.name), t, tagged, f.tag if tagged else 0, value, factory, tagdef))
+            structs.append(tuple(fields))
+        return (self.flexible, MAX_DEPTH, 0 if self.records_mode == "bytes" else 1, tuple(structs))
+
+    def native_type(self, ft: FieldType, nullable: bool, compact: bool, f: FieldSpec, in_tags: bool) -> tuple:
+        k = ft.kind
+        if k == "struct":
+            return (_NATIVE_KIND[k], nullable, compact, self.struct_ids[id(f.struct)], 0, None, False)
+        if k == "array":
+            el = ft.element
+            ms = max(1, _min_size(el, compact, False))
+            inline = el.kind == "struct" and not in_tags and self.leaf_struct(f.struct)
+            return (_NATIVE_KIND[k], nullable, compact, 0, ms,
+                    self.native_type(el, False, compact, f, in_tags), inline)
+        return (_NATIVE_KIND[k], nullable, compact, 0, 0, None, False)
+
+    def _has_records(self) -> bool:
+        def walk(ft: FieldType) -> bool:
+            return ft.kind == "records" or (ft.kind == "array" and walk(ft.element))
+        return any(walk(f.type) for s in self.structs for f in s.fields if self.v in f.versions)
 
     def emit(self, ind: int, line: str) -> None:
         self.lines.append("    " * ind + line)

@@ -1,0 +1,678 @@
+/* kwire_cli.codec._speedups: an optional native decoder for compiled plans.
+ *
+ * compiler.py describes a plan (message spec at one version) as nested tuples and wraps its
+ * generated Python decoder in a `Program` built from that description. Calling the Program with
+ * (buf, pos, end) decodes the whole value in C and returns (dict, pos), exactly what the Python
+ * decoder returns. It never reports a problem itself: on anything it does not handle, or any
+ * input the Python decoder would reject (short input, bad lengths, bad UTF-8, a non-bytes buffer,
+ * nesting too deep, ...), it drops what it built and calls the Python decoder, which stays the
+ * reference and raises kwire's own errors with their paths and offsets.
+ *
+ * The value tree is the one the generated code builds: dicts in spec order (tagged fields hold
+ * their defaults there until the tag section replaces them), then `_unknown_tags` and
+ * `_explicit_tags` when the tag section had some.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+enum {
+    K_BOOL = 1, K_INT8, K_INT16, K_UINT16, K_INT32, K_UINT32, K_INT64, K_FLOAT64, K_UUID,
+    K_STRING, K_BYTES, K_RECORDS, K_STRUCT, K_ARRAY
+};
+
+enum { REC_BYTES = 0, REC_HEX = 1 };
+
+typedef struct TypeOp {
+    int kind;
+    int nullable;
+    int compact;
+    int sid;               /* K_STRUCT: index of the struct */
+    int inline_elems;      /* K_ARRAY of structs: elements decoded inline (no depth check) */
+    Py_ssize_t minsize;    /* K_ARRAY: bytes each element needs at least */
+    struct TypeOp *elem;   /* K_ARRAY: the element type (owned) */
+} TypeOp;
+
+typedef struct {
+    PyObject *key;         /* interned field name */
+    int tagged;
+    TypeOp type;
+    uint32_t tag;
+    PyObject *dvalue;      /* tagged: the default (immutable) */
+    PyObject *dfactory;    /* tagged: called for a fresh default (lists, structs), or NULL */
+    PyObject *tagdef;      /* tagged: bytes of the default's encoding */
+} FieldOp;
+
+typedef struct {
+    Py_ssize_t nfields;
+    FieldOp *fields;
+    Py_ssize_t ntagged;
+    FieldOp **tagged;
+} StructOp;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    int flexible;
+    int max_depth;
+    int records_mode;
+    Py_ssize_t nstructs;
+    StructOp *structs;
+    PyObject *fallback;
+    PyObject *description;
+} ProgramObject;
+
+static int g_enabled = 1;
+static PyObject *s_unknown_tags;
+static PyObject *s_explicit_tags;
+
+/* ------------------------------------------------------------------------- reading */
+
+typedef struct {
+    const unsigned char *b;
+    ProgramObject *prog;
+} Ctx;
+
+static inline uint16_t be16(const unsigned char *p) { return (uint16_t)((p[0] << 8) | p[1]); }
+static inline uint32_t be32(const unsigned char *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+static inline uint64_t be64(const unsigned char *p) {
+    return ((uint64_t)be32(p) << 32) | be32(p + 4);
+}
+
+/* An unsigned varint of at most 5 bytes whose value fits 32 bits (primitives.read_uvarint). */
+static inline int read_uvarint(const unsigned char *b, Py_ssize_t *pos, Py_ssize_t end, uint64_t *out) {
+    Py_ssize_t p = *pos, start = p;
+    uint64_t r = 0;
+    int shift = 0;
+    for (;;) {
+        if (p >= end)
+            return -1;
+        unsigned char c = b[p++];
+        r |= (uint64_t)(c & 0x7F) << shift;
+        if (c < 0x80) {
+            if (r > 0xFFFFFFFFu)
+                return -1;
+            *pos = p;
+            *out = r;
+            return 0;
+        }
+        shift += 7;
+        if (p - start >= 5)
+            return -1;
+    }
+}
+
+static const char HEXDIGITS[] = "0123456789abcdef";
+
+static PyObject *hex_str(const unsigned char *p, Py_ssize_t n) {
+    PyObject *s = PyUnicode_New(2 * n, 127);
+    if (s == NULL)
+        return NULL;
+    Py_UCS1 *d = PyUnicode_1BYTE_DATA(s);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        d[2 * i] = HEXDIGITS[p[i] >> 4];
+        d[2 * i + 1] = HEXDIGITS[p[i] & 15];
+    }
+    return s;
+}
+
+static const char B64URL[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/* Kafka's Uuid.toString(): 22 characters of URL-safe base64, no padding. */
+static PyObject *uuid_text(const unsigned char *p) {
+    PyObject *s = PyUnicode_New(22, 127);
+    if (s == NULL)
+        return NULL;
+    Py_UCS1 *d = PyUnicode_1BYTE_DATA(s);
+    int j = 0;
+    for (int i = 0; i < 15; i += 3) {
+        uint32_t v = ((uint32_t)p[i] << 16) | ((uint32_t)p[i + 1] << 8) | p[i + 2];
+        d[j++] = B64URL[(v >> 18) & 63];
+        d[j++] = B64URL[(v >> 12) & 63];
+        d[j++] = B64URL[(v >> 6) & 63];
+        d[j++] = B64URL[v & 63];
+    }
+    d[j++] = B64URL[p[15] >> 2];
+    d[j++] = B64URL[(p[15] & 3) << 4];
+    return s;
+}
+
+static PyObject *new_dict(Py_ssize_t n) {
+#if PY_VERSION_HEX < 0x030D0000
+    return _PyDict_NewPresized(n);
+#else
+    (void)n;
+    return PyDict_New();
+#endif
+}
+
+static PyObject *decode_struct(Ctx *c, int sid, Py_ssize_t *pos, Py_ssize_t end, int depth, int check);
+
+/* Length of a string/bytes/records/array: -1 means null (already known to be allowed);
+ * -2 means the Python decoder would reject it. */
+static inline int64_t read_len(Ctx *c, const TypeOp *t, Py_ssize_t *pos, Py_ssize_t end, int width) {
+    int64_t n;
+    if (t->compact) {
+        uint64_t u;
+        if (read_uvarint(c->b, pos, end, &u) < 0)
+            return -2;
+        n = (int64_t)u - 1;
+        if (n < 0 && !t->nullable)
+            return -2;
+        return n;
+    }
+    if (*pos + width > end)
+        return -2;
+    n = width == 2 ? (int64_t)(int16_t)be16(c->b + *pos) : (int64_t)(int32_t)be32(c->b + *pos);
+    *pos += width;
+    if (n < 0) {
+        if (n == -1 && t->nullable)
+            return -1;
+        return -2;
+    }
+    return n;
+}
+
+/* One value of type t at *pos; NULL means "let the Python decoder do it" (an exception may be set). */
+static PyObject *decode_value(Ctx *c, const TypeOp *t, Py_ssize_t *pos, Py_ssize_t end, int depth) {
+    const unsigned char *b = c->b;
+    Py_ssize_t p = *pos;
+    PyObject *v;
+    switch (t->kind) {
+    case K_BOOL:
+        if (p + 1 > end) return NULL;
+        *pos = p + 1;
+        return Py_NewRef(b[p] ? Py_True : Py_False);
+    case K_INT8:
+        if (p + 1 > end) return NULL;
+        *pos = p + 1;
+        return PyLong_FromLong((int8_t)b[p]);
+    case K_INT16:
+        if (p + 2 > end) return NULL;
+        *pos = p + 2;
+        return PyLong_FromLong((int16_t)be16(b + p));
+    case K_UINT16:
+        if (p + 2 > end) return NULL;
+        *pos = p + 2;
+        return PyLong_FromLong(be16(b + p));
+    case K_INT32:
+        if (p + 4 > end) return NULL;
+        *pos = p + 4;
+        return PyLong_FromLong((int32_t)be32(b + p));
+    case K_UINT32:
+        if (p + 4 > end) return NULL;
+        *pos = p + 4;
+        return PyLong_FromUnsignedLong(be32(b + p));
+    case K_INT64:
+        if (p + 8 > end) return NULL;
+        *pos = p + 8;
+        return PyLong_FromLongLong((long long)(int64_t)be64(b + p));
+    case K_FLOAT64: {
+        if (p + 8 > end) return NULL;
+#if PY_VERSION_HEX >= 0x030B0000
+        double x = PyFloat_Unpack8((const char *)(b + p), 0);
+#else
+        double x = _PyFloat_Unpack8(b + p, 0);
+#endif
+        if (x == -1.0 && PyErr_Occurred()) return NULL;
+        *pos = p + 8;
+        return PyFloat_FromDouble(x);
+    }
+    case K_UUID:
+        if (p + 16 > end) return NULL;
+        *pos = p + 16;
+        return uuid_text(b + p);
+    case K_STRING:
+    case K_BYTES:
+    case K_RECORDS: {
+        int64_t n = read_len(c, t, &p, end, t->kind == K_STRING ? 2 : 4);
+        if (n == -2) return NULL;
+        if (n == -1) {
+            *pos = p;
+            Py_RETURN_NONE;
+        }
+        if (n > end - p) return NULL;
+        if (t->kind == K_STRING)
+            v = PyUnicode_DecodeUTF8((const char *)(b + p), (Py_ssize_t)n, NULL);
+        else if (t->kind == K_RECORDS && c->prog->records_mode == REC_BYTES)
+            v = PyBytes_FromStringAndSize((const char *)(b + p), (Py_ssize_t)n);
+        else
+            v = hex_str(b + p, (Py_ssize_t)n);
+        if (v != NULL)
+            *pos = p + (Py_ssize_t)n;
+        return v;
+    }
+    case K_STRUCT:
+        if (t->nullable) {
+            if (p >= end) return NULL;
+            *pos = p + 1;
+            if (b[p] >= 128)
+                Py_RETURN_NONE;
+        }
+        return decode_struct(c, t->sid, pos, end, depth + 1, 1);
+    case K_ARRAY: {
+        int64_t cnt = read_len(c, t, &p, end, 4);
+        if (cnt == -2) return NULL;
+        if (cnt == -1) {
+            *pos = p;
+            Py_RETURN_NONE;
+        }
+        if (cnt * t->minsize > end - p) return NULL;
+        PyObject *list = PyList_New((Py_ssize_t)cnt);
+        if (list == NULL) return NULL;
+        const TypeOp *el = t->elem;
+        for (Py_ssize_t i = 0; i < (Py_ssize_t)cnt; i++) {
+            PyObject *x;
+            if (el->kind == K_STRUCT && t->inline_elems)
+                x = decode_struct(c, el->sid, &p, end, depth, 0);
+            else
+                x = decode_value(c, el, &p, end, depth);
+            if (x == NULL) {
+                Py_DECREF(list);
+                return NULL;
+            }
+            PyList_SET_ITEM(list, i, x);
+        }
+        *pos = p;
+        return list;
+    }
+    default:
+        return NULL;
+    }
+}
+
+static PyObject *decode_struct(Ctx *c, int sid, Py_ssize_t *pos, Py_ssize_t end, int depth, int check) {
+    ProgramObject *prog = c->prog;
+    if (check && sid != 0 && depth > prog->max_depth)
+        return NULL;
+    const StructOp *s = &prog->structs[sid];
+    PyObject *d = new_dict(s->nfields);
+    if (d == NULL)
+        return NULL;
+    Py_ssize_t p = *pos;
+    for (Py_ssize_t i = 0; i < s->nfields; i++) {
+        const FieldOp *f = &s->fields[i];
+        PyObject *v;
+        if (f->tagged)
+            v = f->dfactory ? PyObject_CallNoArgs(f->dfactory) : Py_NewRef(f->dvalue);
+        else
+            v = decode_value(c, &f->type, &p, end, depth);
+        if (v == NULL) goto fail;
+        int r = PyDict_SetItem(d, f->key, v);
+        Py_DECREF(v);
+        if (r < 0) goto fail;
+    }
+    if (prog->flexible) {
+        uint64_t nt;
+        if (read_uvarint(c->b, &p, end, &nt) < 0) goto fail;
+        if (nt) {
+            PyObject *unk = NULL, *expl = NULL;
+            if ((int64_t)nt * 2 > end - p) goto fail;
+            for (uint64_t k = 0; k < nt; k++) {
+                uint64_t tag, sz;
+                if (read_uvarint(c->b, &p, end, &tag) < 0) goto tagfail;
+                if (read_uvarint(c->b, &p, end, &sz) < 0) goto tagfail;
+                Py_ssize_t e2 = p + (Py_ssize_t)sz;
+                if (e2 > end) goto tagfail;
+                const FieldOp *f = NULL;
+                for (Py_ssize_t j = 0; j < s->ntagged; j++) {
+                    if (s->tagged[j]->tag == tag) {
+                        f = s->tagged[j];
+                        break;
+                    }
+                }
+                if (f != NULL) {
+                    Py_ssize_t start = p;
+                    PyObject *v = decode_value(c, &f->type, &p, e2, depth);
+                    if (v == NULL) goto tagfail;
+                    if (p != e2) {
+                        Py_DECREF(v);
+                        goto tagfail;
+                    }
+                    int r = PyDict_SetItem(d, f->key, v);
+                    Py_DECREF(v);
+                    if (r < 0) goto tagfail;
+                    if (PyBytes_GET_SIZE(f->tagdef) == e2 - start
+                            && memcmp(PyBytes_AS_STRING(f->tagdef), c->b + start, (size_t)(e2 - start)) == 0) {
+                        if (expl == NULL && (expl = PyList_New(0)) == NULL) goto tagfail;
+                        PyObject *t = PyLong_FromUnsignedLong((unsigned long)tag);
+                        if (t == NULL) goto tagfail;
+                        r = PyList_Append(expl, t);
+                        Py_DECREF(t);
+                        if (r < 0) goto tagfail;
+                    }
+                } else {
+                    if (unk == NULL && (unk = PyDict_New()) == NULL) goto tagfail;
+                    PyObject *key = PyUnicode_FromFormat("%lu", (unsigned long)tag);
+                    if (key == NULL) goto tagfail;
+                    PyObject *h = hex_str(c->b + p, (Py_ssize_t)sz);
+                    if (h == NULL) {
+                        Py_DECREF(key);
+                        goto tagfail;
+                    }
+                    int r = PyDict_SetItem(unk, key, h);
+                    Py_DECREF(key);
+                    Py_DECREF(h);
+                    if (r < 0) goto tagfail;
+                    p = e2;
+                }
+            }
+            if (unk != NULL && PyDict_SetItem(d, s_unknown_tags, unk) < 0) goto tagfail;
+            if (expl != NULL && PyDict_SetItem(d, s_explicit_tags, expl) < 0) goto tagfail;
+            Py_XDECREF(unk);
+            Py_XDECREF(expl);
+            goto done;
+        tagfail:
+            Py_XDECREF(unk);
+            Py_XDECREF(expl);
+            goto fail;
+        }
+    }
+done:
+    *pos = p;
+    return d;
+fail:
+    Py_DECREF(d);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------- the Program type */
+
+static void free_type(TypeOp *t) {
+    if (t->elem != NULL) {
+        free_type(t->elem);
+        PyMem_Free(t->elem);
+        t->elem = NULL;
+    }
+}
+
+static void program_free_structs(ProgramObject *self) {
+    if (self->structs == NULL)
+        return;
+    for (Py_ssize_t i = 0; i < self->nstructs; i++) {
+        StructOp *s = &self->structs[i];
+        for (Py_ssize_t j = 0; j < s->nfields; j++) {
+            FieldOp *f = &s->fields[j];
+            Py_XDECREF(f->key);
+            Py_XDECREF(f->dvalue);
+            Py_XDECREF(f->dfactory);
+            Py_XDECREF(f->tagdef);
+            free_type(&f->type);
+        }
+        PyMem_Free(s->fields);
+        PyMem_Free(s->tagged);
+    }
+    PyMem_Free(self->structs);
+    self->structs = NULL;
+}
+
+static int parse_type(PyObject *desc, TypeOp *t, Py_ssize_t nstructs, int level) {
+    /* (kind, nullable, compact, sid, minsize, element or None, inline) */
+    int kind, nullable, compact, sid, inl;
+    Py_ssize_t minsize;
+    PyObject *elem;
+    if (level > 8) {
+        PyErr_SetString(PyExc_ValueError, "type nested too deep");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(desc, "ipiinOp;type description", &kind, &nullable, &compact, &sid, &minsize,
+                          &elem, &inl))
+        return -1;
+    t->kind = kind;
+    t->nullable = nullable;
+    t->compact = compact;
+    t->sid = sid;
+    t->minsize = minsize;
+    t->inline_elems = inl;
+    t->elem = NULL;
+    if (kind < K_BOOL || kind > K_ARRAY) {
+        PyErr_Format(PyExc_ValueError, "unknown kind %d", kind);
+        return -1;
+    }
+    if (kind == K_STRUCT && (sid < 0 || sid >= nstructs)) {
+        PyErr_Format(PyExc_ValueError, "struct index %d out of range", sid);
+        return -1;
+    }
+    if (kind == K_ARRAY) {
+        if (minsize < 1) {
+            PyErr_SetString(PyExc_ValueError, "array element size must be at least 1");
+            return -1;
+        }
+        t->elem = PyMem_Calloc(1, sizeof(TypeOp));
+        if (t->elem == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        if (parse_type(elem, t->elem, nstructs, level + 1) < 0)
+            return -1;
+        if (t->elem->kind == K_ARRAY || t->elem->nullable) {
+            PyErr_SetString(PyExc_ValueError, "unsupported array element");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int parse_struct(PyObject *desc, StructOp *s, Py_ssize_t nstructs) {
+    /* tuple of (key, type, tagged, tag, default value, default factory or None, tagdef bytes or None) */
+    if (!PyTuple_Check(desc)) {
+        PyErr_SetString(PyExc_TypeError, "a struct description is a tuple of fields");
+        return -1;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(desc);
+    s->fields = PyMem_Calloc(n ? n : 1, sizeof(FieldOp));
+    s->tagged = PyMem_Calloc(n ? n : 1, sizeof(FieldOp *));
+    if (s->fields == NULL || s->tagged == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    s->nfields = n;
+    s->ntagged = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        FieldOp *f = &s->fields[i];
+        PyObject *key, *type, *dvalue, *dfactory, *tagdef;
+        int tagged;
+        unsigned long tag;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(desc, i), "UOpkOOO;field description", &key, &type, &tagged,
+                              &tag, &dvalue, &dfactory, &tagdef))
+            return -1;
+        Py_INCREF(key);
+        PyUnicode_InternInPlace(&key);
+        f->key = key;
+        f->tagged = tagged;
+        f->tag = (uint32_t)tag;
+        if (parse_type(type, &f->type, nstructs, 0) < 0)
+            return -1;
+        if (tagged) {
+            if (!PyBytes_Check(tagdef)) {
+                PyErr_SetString(PyExc_TypeError, "a tagged field needs its default's bytes");
+                return -1;
+            }
+            f->dvalue = Py_NewRef(dvalue);
+            f->dfactory = dfactory == Py_None ? NULL : Py_NewRef(dfactory);
+            f->tagdef = Py_NewRef(tagdef);
+            s->tagged[s->ntagged++] = f;
+        }
+    }
+    return 0;
+}
+
+static PyObject *program_vectorcall(PyObject *obj, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+
+static PyObject *program_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"description", "fallback", NULL};
+    PyObject *desc, *fallback;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO:Program", kwlist, &desc, &fallback))
+        return NULL;
+    int flexible, max_depth, records_mode;
+    PyObject *structs;
+    if (!PyArg_ParseTuple(desc, "piiO!;program description", &flexible, &max_depth, &records_mode,
+                          &PyTuple_Type, &structs))
+        return NULL;
+    if (records_mode != REC_BYTES && records_mode != REC_HEX) {
+        PyErr_SetString(PyExc_ValueError, "records mode must be 0 (bytes) or 1 (hex)");
+        return NULL;
+    }
+    if (!PyCallable_Check(fallback)) {
+        PyErr_SetString(PyExc_TypeError, "fallback must be callable");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(structs);
+    if (n < 1) {
+        PyErr_SetString(PyExc_ValueError, "a program needs at least one struct");
+        return NULL;
+    }
+    ProgramObject *self = (ProgramObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = program_vectorcall;
+    self->flexible = flexible;
+    self->max_depth = max_depth;
+    self->records_mode = records_mode;
+    self->fallback = Py_NewRef(fallback);
+    self->description = Py_NewRef(desc);
+    self->structs = PyMem_Calloc(n, sizeof(StructOp));
+    if (self->structs == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    self->nstructs = n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (parse_struct(PyTuple_GET_ITEM(structs, i), &self->structs[i], n) < 0) {
+            Py_DECREF(self);
+            return NULL;
+        }
+    }
+    return (PyObject *)self;
+}
+
+static void program_dealloc(ProgramObject *self) {
+    program_free_structs(self);
+    Py_XDECREF(self->fallback);
+    Py_XDECREF(self->description);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *program_vectorcall(PyObject *obj, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    ProgramObject *self = (ProgramObject *)obj;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (!g_enabled || kwnames != NULL || nargs != 3 || !PyBytes_CheckExact(args[0])
+            || !PyLong_CheckExact(args[1]) || !PyLong_CheckExact(args[2]))
+        goto fallback;
+    {
+        Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+        Py_ssize_t end = PyLong_AsSsize_t(args[2]);
+        if ((pos == -1 || end == -1) && PyErr_Occurred()) {
+            PyErr_Clear();
+            goto fallback;
+        }
+        if (pos < 0 || end < pos || end > PyBytes_GET_SIZE(args[0]))
+            goto fallback;
+        Ctx c = {(const unsigned char *)PyBytes_AS_STRING(args[0]), self};
+        PyObject *d = decode_struct(&c, 0, &pos, end, 0, 0);
+        if (d == NULL) {
+            if (PyErr_Occurred()) {
+                if (!PyErr_ExceptionMatches(PyExc_Exception))
+                    return NULL;  /* KeyboardInterrupt and the like go through */
+                PyErr_Clear();
+            }
+            goto fallback;
+        }
+        PyObject *p = PyLong_FromSsize_t(pos);
+        if (p == NULL) {
+            Py_DECREF(d);
+            return NULL;
+        }
+        PyObject *r = PyTuple_New(2);
+        if (r == NULL) {
+            Py_DECREF(d);
+            Py_DECREF(p);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(r, 0, d);
+        PyTuple_SET_ITEM(r, 1, p);
+        return r;
+    }
+fallback:
+    return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+}
+
+static PyObject *program_get_fallback(ProgramObject *self, void *closure) {
+    return Py_NewRef(self->fallback);
+}
+
+static PyObject *program_get_description(ProgramObject *self, void *closure) {
+    return Py_NewRef(self->description);
+}
+
+static PyGetSetDef program_getset[] = {
+    {"fallback", (getter)program_get_fallback, NULL, "the generated Python decoder", NULL},
+    {"description", (getter)program_get_description, NULL, "what the Program was built from", NULL},
+    {NULL},
+};
+
+static PyTypeObject ProgramType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kwire_cli.codec._speedups.Program",
+    .tp_basicsize = sizeof(ProgramObject),
+    .tp_dealloc = (destructor)program_dealloc,
+    .tp_vectorcall_offset = offsetof(ProgramObject, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Program(description, fallback): call with (buf, pos, end) -> (dict, pos)",
+    .tp_new = program_new,
+    .tp_getset = program_getset,
+};
+
+/* ------------------------------------------------------------------------- module */
+
+static PyObject *set_enabled(PyObject *mod, PyObject *arg) {
+    int v = PyObject_IsTrue(arg);
+    if (v < 0)
+        return NULL;
+    int old = g_enabled;
+    g_enabled = v;
+    return PyBool_FromLong(old);
+}
+
+static PyObject *is_enabled(PyObject *mod, PyObject *unused) {
+    return PyBool_FromLong(g_enabled);
+}
+
+static PyMethodDef module_methods[] = {
+    {"set_enabled", set_enabled, METH_O,
+     "set_enabled(flag) -> previous flag: when false, every Program calls its Python fallback."},
+    {"is_enabled", is_enabled, METH_NOARGS, "is_enabled() -> bool"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_speedups",
+    "Optional native decoder for kwire's compiled plans (see compiler.py).", -1, module_methods,
+};
+
+PyMODINIT_FUNC PyInit__speedups(void) {
+    if (PyType_Ready(&ProgramType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module_def);
+    if (m == NULL)
+        return NULL;
+    s_unknown_tags = PyUnicode_InternFromString("_unknown_tags");
+    s_explicit_tags = PyUnicode_InternFromString("_explicit_tags");
+    if (s_unknown_tags == NULL || s_explicit_tags == NULL) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&ProgramType);
+    if (PyModule_AddObject(m, "Program", (PyObject *)&ProgramType) < 0) {
+        Py_DECREF(&ProgramType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyModule_AddIntConstant(m, "ABI_VERSION", 1);
+    return m;
+}
