@@ -43,6 +43,7 @@ from kwire_cli.spark.reading import DEFAULT_SPLIT, FilePlan, index_range, nomina
 PRODUCE = 0
 TOPIC_MAP_APIS = frozenset({3, 19, 75})  # Metadata, CreateTopics, DescribeTopicPartitions responses
 MAX_DAMAGE_EVENTS = 200
+END = 1 << 62  # position of events at the end of a file (after its last packet)
 _FRAME_FIELDS = tuple(KafkaFrame._fields) if hasattr(KafkaFrame, "_fields") else \
     tuple(f.name for f in dataclasses.fields(KafkaFrame))
 _FILE_AT = _FRAME_FIELDS.index("file")
@@ -170,7 +171,7 @@ def read_task(task: tuple, plans: list[FilePlan]) -> Iterator[tuple]:
                 yield (_conn_hash(c), c, rank, item.frame), item[2:]
             else:
                 seq += 1
-                yield (h_meta, _META, rank, seq), ("dmg", _damage_dict(item, rank))
+                yield (h_meta, _META, rank, seq), ("dmg", _damage_dict(item, rank, item.frame or 0))
     except KwireError as e:
         msg = str(e)
         seq += 1
@@ -179,9 +180,11 @@ def read_task(task: tuple, plans: list[FilePlan]) -> Iterator[tuple]:
     yield (h_meta, _META, rank, seq), ("stats", stats)
 
 
-def _damage_dict(d: Damage, rank: int) -> dict:
+def _damage_dict(d: Damage, rank: int, pos) -> dict:
+    """A damage event as the summary lists it; ``_pos`` orders it as kwire pcap emits it (the
+    packet being read when it was noticed; end-of-capture events after every packet)."""
     return {"file": rank, "frame": d.frame, "conn": d.conn, "kind": d.kind, "bytes": d.bytes,
-            "detail": d.detail}
+            "detail": d.detail, "_pos": pos}
 
 
 def _request_client_id(data: bytes) -> tuple[bool, Any]:
@@ -208,6 +211,7 @@ def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records
     stats = CaptureStats()
     seq = 0
     cur = None
+    first = 0
     asm = conv = None
     snap = None
 
@@ -216,11 +220,11 @@ def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records
         seq += 1
         return (rank, -1 if frame is None else frame, index, seq)
 
-    def handle(events):
+    def handle(events, pos):
         nonlocal snap
         for ev in events:
             if ev.__class__ is not KafkaFrame:
-                d = _damage_dict(ev, ev.file)
+                d = _damage_dict(ev, ev.file, pos)
                 yield key(ev.file, ev.frame), ("dmg", d)
                 continue
             if ev.kind == "request":
@@ -248,16 +252,17 @@ def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records
             continue
         if conn != cur:
             if asm is not None:
-                yield from handle(asm.finish())
+                yield from handle(asm.finish(), END + first)
             cur = conn
+            first = k[3]
             asm = StreamAssembler(broker_ports=ports or None, stats=stats)
             conv = Conversation(records_mode)
             snap = None
         ev = asm.feed(Packet(k[2], k[3], *v))
         if ev:
-            yield from handle(ev)
+            yield from handle(ev, k[3])
     if asm is not None:
-        yield from handle(asm.finish())
+        yield from handle(asm.finish(), END + first)
     yield key(-1, None), ("stats", stats)
 
 
@@ -300,7 +305,7 @@ def _decode_partition(items, labels, fmt, records_mode, acc):
             d = v[1]
             rank = d["file"]
             d["file"] = labels[rank]
-            tot.add_damage((rank, -1 if d["frame"] is None else d["frame"], k[3]), d)
+            tot.add_damage((rank, d.pop("_pos"), k[3]), d)
             continue
         elif tag == "stats":
             tot.stats.merge(v[1])

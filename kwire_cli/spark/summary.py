@@ -51,7 +51,7 @@ def _summary(spark, df, out, fmt, totals, damage) -> dict:
     from pyspark.sql import functions as F
     ok = F.col("error").isNull()
 
-    kind_udf = F.udf(error_kind)
+    kind_udf = F.udf(error_kind, "string", useArrow=False)
     undecodable = {r["k"]: int(r["n"]) for r in
                    df.where(~ok).groupBy(kind_udf("error").alias("k")).agg(F.count(F.lit(1)).alias("n")).collect()}
 

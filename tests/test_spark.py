@@ -1,0 +1,340 @@
+"""`kwire spark-decode` on a real local Spark session (local[2], one session for the whole module).
+
+The reference is always `kwire pcap` itself (run through the real CLI entry point): the rows the
+job writes must be the lines `kwire pcap --format jsonl` prints for the same files, and its summary
+the `kwire pcap --summary` of the same input.
+"""
+from __future__ import annotations
+
+import collections
+import glob
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyspark")
+if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+    pytest.skip("no Java: Spark cannot start", allow_module_level=True)
+
+from capture_util import PcapngWriter  # noqa: E402
+from cli_run import kwire  # noqa: E402
+
+from kwire_cli.capture import iter_capture  # noqa: E402
+from kwire_cli.capture.session import RECORD_KEYS, Conversation  # noqa: E402
+from kwire_cli.cli.pcap import line_encoder  # noqa: E402
+from kwire_cli.spark import reading  # noqa: E402
+from kwire_cli.spark.job import SparkJobError, get_session, run  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CAPS = ROOT / "fixtures" / "captures"
+FILES = sorted(str(p.relative_to(ROOT)) for p in CAPS.glob("*.pcap"))
+ROTATED = sorted(str(p.relative_to(ROOT)) for p in (CAPS / "rotated").glob("*.pcap"))
+
+
+@pytest.fixture(scope="module")
+def spark():
+    s, created = get_session("local[2]", [("spark.sql.shuffle.partitions", "2"), ("spark.ui.enabled", "false"),
+                                          ("spark.default.parallelism", "2"), ("spark.driver.memory", "1g")],
+                             progress=False)
+    yield s
+    if created:
+        s.stop()
+
+
+@pytest.fixture(autouse=True)
+def _cwd(monkeypatch):
+    monkeypatch.chdir(ROOT)  # file labels are the paths as given, relative to the repository
+
+
+def pcap_lines(*files: str) -> collections.Counter:
+    """`kwire pcap FILE --format jsonl`, once per file, all lines."""
+    lines: list[str] = []
+    for f in files:
+        r = kwire("pcap", f, "--format", "jsonl")
+        assert r.code == 0, r
+        lines += r.out.splitlines()
+    return collections.Counter(lines)
+
+
+def pcap_summary(*files: str) -> dict:
+    """`kwire pcap FILES --summary --format json` (a real process: the in-process runner can lose
+    the text stream's buffered output when a warning follows it)."""
+    r = subprocess.run([sys.executable, "-m", "kwire_cli", "pcap", *files, "--summary", "--format", "json"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    return json.loads(r.stdout)
+
+
+def spark_lines(out: str) -> collections.Counter:
+    lines: list[str] = []
+    for p in glob.glob(os.path.join(out, "api_name=*", "part-*")):
+        with open(p, encoding="utf-8") as f:
+            lines += f.read().splitlines()
+    return collections.Counter(lines)
+
+
+def normal(x):
+    return json.loads(json.dumps(x))
+
+
+@pytest.fixture(scope="module")
+def fixtures_jsonl(spark, tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("spark") / "jsonl")
+    os.chdir(ROOT)
+    res = run(FILES, out, fmt="jsonl", spark=spark, partitions=3)
+    return out, res
+
+
+def test_rows_equal_kwire_pcap_over_each_file(fixtures_jsonl):
+    out, res = fixtures_jsonl
+    got, want = spark_lines(out), pcap_lines(*FILES)
+    assert sum(want.values()) > 400
+    assert got == want
+    assert res.rows == sum(want.values()) == res.frames
+    assert res.failures == []
+    # partitioned by API name, every part under the directory of its own API
+    for p in glob.glob(os.path.join(out, "api_name=*", "part-*")):
+        api = Path(p).parent.name.split("=", 1)[1]
+        for line in open(p, encoding="utf-8"):
+            assert (json.loads(line)["api_name"] or "__HIVE_DEFAULT_PARTITION__") == api
+
+
+def test_summary_equals_kwire_pcap_summary(fixtures_jsonl):
+    out, res = fixtures_jsonl
+    want = pcap_summary(*FILES)
+    assert normal(res.summary) == want
+    with open(os.path.join(out, "_kwire_summary.json")) as f:
+        assert json.load(f) == want
+    with open(os.path.join(out, "_kwire_result.json")) as f:
+        r = json.load(f)
+    assert (r["files"], r["packets"], r["frames"], r["rows"]) == (len(FILES), want["capture"]["packets"],
+                                                                  want["frames"], want["frames"])
+
+
+def test_files_cut_into_byte_ranges_give_the_same_rows(spark, tmp_path):
+    """Every file is cut into ~1.5 KB ranges at record boundaries: same rows, packet numbers,
+    damage and counters as reading each file whole."""
+    plans = [reading.plan_file(f, f, 1500) for f in FILES]
+    assert all(p.kind == "pcap" for p in plans)
+    out = str(tmp_path / "o")
+    res = run(FILES, out, fmt="jsonl", spark=spark, split_size=1500, partitions=2)
+    assert spark_lines(out) == pcap_lines(*FILES)
+    assert normal(res.summary) == pcap_summary(*FILES)
+
+
+def _merged_rotated_lines() -> collections.Counter:
+    """The rotated files read as one capture by the capture library (merged by timestamp)."""
+    enc = line_encoder()
+    lines = []
+    for rec in Conversation().records(iter_capture(ROTATED)):
+        o = {k: rec.get(k) for k in RECORD_KEYS}
+        o.update({k: v for k, v in rec.items() if k not in o})
+        lines.append(enc(o).decode())
+    return collections.Counter(lines)
+
+
+def _concat_pcap(parts: list[str], dest: Path) -> None:
+    with open(dest, "wb") as out:
+        for i, p in enumerate(parts):
+            data = Path(p).read_bytes()
+            out.write(data if i == 0 else data[24:])
+
+
+def test_connection_split_across_rotated_files_is_reassembled(spark, tmp_path):
+    out = str(tmp_path / "rot")
+    res = run([str(CAPS.relative_to(ROOT) / "rotated")], out, fmt="jsonl", spark=spark, partitions=2)
+    got = spark_lines(out)
+    assert got == _merged_rotated_lines()
+    # the 120 000-byte record whose Produce request spans both files is there, decoded
+    big = [json.loads(line) for line in got if '"k-big"' in line and '"kind":"request"' in line]
+    assert len(big) == 1 and big[0]["error"] is None
+    rec = big[0]["body"]["TopicData"][0]["PartitionData"][0]["Records"]["batches"][0]["Records"][0]
+    assert rec["Value"] == {"text": "B" * 120000}
+    assert res.summary["damage"] == {}
+    # kwire pcap over each file separately loses that frame; over the unsplit capture it agrees
+    per_file = pcap_summary(ROTATED[0]), pcap_summary(ROTATED[1])
+    assert sum(s["frames"] for s in per_file) < res.frames
+    assert any(s["damage"] for s in per_file)
+    whole = tmp_path / "whole.pcap"
+    _concat_pcap(ROTATED, whole)
+    want = pcap_summary(str(whole))
+    mine = normal(res.summary)
+    for k in ("frames", "decoded", "undecodable", "apis", "error_codes", "clients", "negotiation_audit",
+              "advertised_by", "damage"):
+        assert mine[k] == want[k], k
+    cap_m, cap_w = dict(mine["capture"]), dict(want["capture"])
+    assert (cap_m.pop("files"), cap_w.pop("files")) == (2, 1)
+    assert cap_m == cap_w
+
+
+def test_parquet_typed_columns(spark, tmp_path):
+    f = "fixtures/captures/kafka-python-consume.pcap"
+    out = str(tmp_path / "pq")
+    res = run([f], out, fmt="parquet", spark=spark, partitions=2)
+    df = spark.read.parquet(out)
+    types = dict(df.dtypes)
+    assert types["frame"] == "bigint" and types["api_key"] == "int" and types["latency_ms"] == "double"
+    assert types["header"] == "string" and types["body"] == "string" and types["error_codes"] == "array<string>"
+    assert {Path(p).name for p in glob.glob(os.path.join(out, "api_name=*"))} >= {"api_name=Fetch",
+                                                                                  "api_name=ApiVersions"}
+    want = {(r["frame"], r["kind"]): r for r in map(json.loads, pcap_lines(f))}
+    rows = df.collect()
+    assert len(rows) == len(want) == res.rows
+    for row in rows:
+        w = want[(row["frame"], row["kind"])]
+        for k in ("file", "ts", "src", "dst", "api_key", "api_name", "api_version", "correlation_id",
+                  "client_id", "size", "latency_ms", "error", "error_codes"):
+            assert row[k] == w[k], k
+        assert json.loads(row["header"]) == w["header"]
+        assert (json.loads(row["body"]) if row["body"] is not None else None) == w["body"]
+        assert (json.loads(row["topic_names"]) if row["topic_names"] else None) == w.get("topic_names")
+    assert normal(res.summary) == pcap_summary(f)
+
+
+def _pcap_to_pcapng(src: Path, dest: Path) -> None:
+    """Rewrite a pcap as pcapng (enhanced packet blocks), independently of kwire's reader."""
+    data = src.read_bytes()
+    snaplen, linktype = struct.unpack_from("<II", data, 16)
+    with open(dest, "wb") as f:
+        w = PcapngWriter(f)
+        w.interface(linktype, snaplen)
+        w.name_resolution()
+        pos = 24
+        while pos < len(data):
+            sec, usec, incl, _orig = struct.unpack_from("<IIII", data, pos)
+            w.epb(0, sec + usec / 1e6, data[pos + 16:pos + 16 + incl])
+            pos += 16 + incl
+
+
+def test_pcapng_cut_into_ranges(spark, tmp_path):
+    ng = tmp_path / "consume.pcapng"
+    _pcap_to_pcapng(CAPS / "confluent-kafka-consume.pcap", ng)
+    plan = reading.plan_file(str(ng), str(ng), 4096)
+    assert plan.kind == "pcapng" and plan.prefix[:4] == b"\x0a\x0d\x0d\x0a"
+    out = str(tmp_path / "ng")
+    res = run([str(ng)], out, fmt="jsonl", spark=spark, split_size=4096, partitions=2)
+    assert spark_lines(out) == pcap_lines(str(ng))
+    assert normal(res.summary) == pcap_summary(str(ng))
+
+
+def test_bad_files_are_reported_and_the_rest_completes(spark, tmp_path):
+    d = tmp_path / "in"
+    d.mkdir()
+    good = d / "a-good.pcap"
+    shutil.copy(CAPS / "kafkajs-admin.pcap", good)
+    (d / "b-notes.txt").write_text("not a capture\n")
+    (d / "c-empty.pcap").write_bytes(b"")
+    data = (CAPS / "kafka-python-consume.pcap").read_bytes()
+    (d / "d-truncated.pcap").write_bytes(data[:len(data) - 700])  # cut inside a record
+    files = sorted(str(p) for p in d.iterdir())
+    out = str(tmp_path / "o")
+    res = run([str(d)], out, fmt="jsonl", spark=spark, split_size=3000, partitions=2)
+    assert len(res.failures) == 2
+    assert any(m.startswith(str(d / "b-notes.txt") + ": not a pcap or pcapng file") for m in res.failures)
+    assert any(m.startswith(str(d / "c-empty.pcap") + ": not a capture file: only 0 bytes")
+               for m in res.failures)
+    readable = [str(good), str(d / "d-truncated.pcap")]
+    assert spark_lines(out) == pcap_lines(*readable)
+    want = pcap_summary(*files)  # kwire pcap reports the same two files and counts every file it opened
+    assert normal(res.summary) == want
+    assert "truncated-record" in res.summary["damage"]
+    assert res.files == 4
+
+
+def test_cli_local_session(spark, tmp_path):
+    out = str(tmp_path / "cli")
+    r = kwire("spark-decode", "fixtures/captures/kafkajs-produce.pcap", "fixtures/captures/kafkajs-admin.pcap",
+              "--out", out, "--format", "jsonl", "--summary-format", "json", "--partitions", "2")
+    assert r.code == 0, r
+    summary = json.loads(r.out)
+    want = pcap_summary("fixtures/captures/kafkajs-admin.pcap", "fixtures/captures/kafkajs-produce.pcap")
+    assert summary == want
+    last = r.err.strip().splitlines()[-1]
+    assert last.startswith(f"kwire spark-decode: files 2, packets {want['capture']['packets']}, "
+                           f"frames {want['frames']}, decoded {want['decoded']}, undecodable 0, "
+                           f"rows written {want['frames']}, failed files 0, elapsed ")
+    # an output directory that is not empty is refused unless --overwrite
+    r2 = kwire("spark-decode", "fixtures/captures/kafkajs-produce.pcap", "--out", out)
+    assert r2.code == 1 and "exists and is not empty" in r2.err and "--overwrite" in r2.err
+    r3 = kwire("spark-decode", "fixtures/captures", "--out", out, "--overwrite", "--strict",
+               "--summary-format", "none", "--partitions", "2")
+    assert r3.code == 1  # manifest.json is not a capture
+    assert "manifest.json: not a pcap or pcapng file" in r3.err
+    # the job still ran and wrote (parquet by default) everything it could read
+    assert glob.glob(os.path.join(out, "api_name=Produce", "part-*.parquet"))
+    assert not glob.glob(os.path.join(out, "api_name=*", "part-*.txt"))
+    with open(os.path.join(out, "_kwire_result.json")) as f:
+        assert json.load(f)["failures"] == [m.split("kwire: error: ", 1)[1] for m in r3.err.splitlines()
+                                            if m.startswith("kwire: error: ")]
+
+
+def test_missing_input_is_one_line_error(spark, tmp_path):
+    with pytest.raises(SparkJobError, match="no such file"):
+        run(["fixtures/captures/nope-*.pcap"], str(tmp_path / "x"), spark=spark)
+
+
+# ------------------------------------------------------------------ reading (no Spark needed)
+def test_boundary_scan_skips_fake_record_headers(tmp_path):
+    """A payload holding a fake pcap record header does not fool the scan: a chain must follow."""
+    data = bytearray((CAPS / "kafka-python-produce.pcap").read_bytes())
+    p = tmp_path / "x.pcap"
+    p.write_bytes(data)
+    plan = reading.plan_file(str(p), str(p), 1000)
+    # walk the true record starts
+    starts, pos = [], 24
+    while pos < len(data):
+        starts.append(pos)
+        pos += 16 + struct.unpack_from("<I", data, pos + 8)[0]
+    import mmap
+    with open(p, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        for nominal in range(24, len(data), 997):
+            b = reading.find_boundary(mm, nominal, len(data), plan)
+            assert b == min((s for s in starts if s >= nominal), default=None)
+    # a record-header look-alike inside a payload, right at a nominal cut
+    big = max(range(len(starts) - 1), key=lambda i: starts[i + 1] - starts[i])
+    at = starts[big] + 16 + 60
+    sec = struct.unpack_from("<I", data, starts[big])[0]
+    data[at:at + 16] = struct.pack("<IIII", sec, 5, 40, 40)
+    p.write_bytes(data)
+    with open(p, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        assert reading._pcap_ok(mm, at, plan, None) is not None  # alone, it looks like a record
+        assert reading.find_boundary(mm, at, len(data), plan) == starts[big + 1]
+
+
+def test_stitch_recovers_from_a_wrong_boundary(tmp_path):
+    p = CAPS / "kafka-python-consume.pcap"
+    plan = reading.plan_file(str(p), str(p), 2000)
+    cuts = reading.nominal_ranges(plan, 2000)
+    results = [reading.index_range(plan, i, cuts) for i in range(len(cuts) - 1)]
+    good = reading.stitch(plan, cuts, results)
+    assert good[0][:1] == (24,) and good[-1][1] == plan.size
+    assert all(a[1] == b[0] for a, b in zip(good, good[1:]))  # contiguous, no gap, no overlap
+    # a false boundary in range 2 (scanned 8 bytes too late): the driver re-walks from the agreed point
+    i, b, end, n = results[2]
+    results[2] = (i, b + 8, end, n - 1)
+    assert reading.stitch(plan, cuts, results) == good
+    # the packet numbers: each range starts where the records before it end
+    total = 0
+    for start, end, first in good:
+        assert first == total
+        pos = start
+        while pos < end:
+            pos += 16 + struct.unpack_from("<I", p.read_bytes(), pos + 8)[0]
+            total += 1
+        assert pos == end
+
+
+def test_plan_file_failures_use_the_readers_messages(tmp_path):
+    e = tmp_path / "e.pcap"
+    e.write_bytes(b"")
+    t = tmp_path / "t.pcap"
+    t.write_bytes(b"\xd4\xc3\xb2\xa1\x02\x00")
+    assert reading.plan_file(str(e)).failure == f"{e}: not a capture file: only 0 bytes"
+    assert reading.plan_file(str(t)).failure == f"{t}: pcap file header cut short: 6 of 24 bytes"
+    assert reading.plan_file(str(tmp_path / "none")).failure.endswith("No such file or directory")
+    assert not reading.plan_file(str(tmp_path / "none")).counted
