@@ -454,3 +454,25 @@ def test_bad_descriptions_are_refused():
         P((False, 64, 1, ((),)), None)
     with pytest.raises(ValueError):
         P((False, 64, 1, ()), _decline)
+
+
+@needs_native
+def test_garbage_collector_setting_is_left_as_it_was():
+    """The native decoder keeps the cyclic GC out of the tree it is building; afterwards the setting
+    is what it was, on success and on fallback alike."""
+    import gc
+    plan = compile_plan(registry().api("Metadata").spec("response"), 12, "hex")
+    out = bytearray()
+    plan.encode(plan.default(), out)
+    good, bad = bytes(out), bytes(out)[:-1]
+    was = gc.isenabled()
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            assert plan.decode(good, 0, len(good)) == plan.py_decode(good, 0, len(good))
+            assert gc.isenabled() is enabled
+            with pytest.raises(Exception):
+                plan.decode(bad, 0, len(bad))
+            assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()

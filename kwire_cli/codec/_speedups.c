@@ -62,6 +62,7 @@ typedef struct {
     StructOp *structs;
     PyObject *fallback;
     PyObject *description;
+    int calls_python;      /* some tagged default comes from a Python function */
 } ProgramObject;
 
 static int g_enabled = 1;
@@ -107,16 +108,16 @@ static inline int read_uvarint(const unsigned char *b, Py_ssize_t *pos, Py_ssize
 }
 
 static const char HEXDIGITS[] = "0123456789abcdef";
+static char HEXPAIRS[512];  /* byte -> its two lowercase hex digits */
 
+/* bytes.hex(): lowercase, no separators */
 static PyObject *hex_str(const unsigned char *p, Py_ssize_t n) {
     PyObject *s = PyUnicode_New(2 * n, 127);
     if (s == NULL)
         return NULL;
-    Py_UCS1 *d = PyUnicode_1BYTE_DATA(s);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        d[2 * i] = HEXDIGITS[p[i] >> 4];
-        d[2 * i + 1] = HEXDIGITS[p[i] & 15];
-    }
+    char *d = (char *)PyUnicode_1BYTE_DATA(s);
+    for (Py_ssize_t i = 0; i < n; i++)
+        memcpy(d + 2 * i, HEXPAIRS + 2 * p[i], 2);
     return s;
 }
 
@@ -297,10 +298,14 @@ static PyObject *decode_struct(Ctx *c, int sid, Py_ssize_t *pos, Py_ssize_t end,
     for (Py_ssize_t i = 0; i < s->nfields; i++) {
         const FieldOp *f = &s->fields[i];
         PyObject *v;
-        if (f->tagged)
-            v = f->dfactory ? PyObject_CallNoArgs(f->dfactory) : Py_NewRef(f->dvalue);
-        else
+        if (!f->tagged)
             v = decode_value(c, &f->type, &p, end, depth);
+        else if (f->dfactory == NULL)
+            v = Py_NewRef(f->dvalue);
+        else if (f->dfactory == (PyObject *)&PyList_Type)
+            v = PyList_New(0);
+        else
+            v = PyObject_CallNoArgs(f->dfactory);
         if (v == NULL) goto fail;
         int r = PyDict_SetItem(d, f->key, v);
         Py_DECREF(v);
@@ -457,7 +462,7 @@ static int parse_type(PyObject *desc, TypeOp *t, Py_ssize_t nstructs, int level)
     return 0;
 }
 
-static int parse_struct(PyObject *desc, StructOp *s, Py_ssize_t nstructs) {
+static int parse_struct(PyObject *desc, StructOp *s, Py_ssize_t nstructs, int *calls_python) {
     /* tuple of (key, type, tagged, tag, default value, default factory or None, tagdef bytes or None) */
     if (!PyTuple_Check(desc)) {
         PyErr_SetString(PyExc_TypeError, "a struct description is a tuple of fields");
@@ -494,6 +499,8 @@ static int parse_struct(PyObject *desc, StructOp *s, Py_ssize_t nstructs) {
             }
             f->dvalue = Py_NewRef(dvalue);
             f->dfactory = dfactory == Py_None ? NULL : Py_NewRef(dfactory);
+            if (f->dfactory != NULL && f->dfactory != (PyObject *)&PyList_Type)
+                *calls_python = 1;
             f->tagdef = Py_NewRef(tagdef);
             s->tagged[s->ntagged++] = f;
         }
@@ -542,7 +549,7 @@ static PyObject *program_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     self->nstructs = n;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (parse_struct(PyTuple_GET_ITEM(structs, i), &self->structs[i], n) < 0) {
+        if (parse_struct(PyTuple_GET_ITEM(structs, i), &self->structs[i], n, &self->calls_python) < 0) {
             Py_DECREF(self);
             return NULL;
         }
@@ -573,7 +580,13 @@ static PyObject *program_vectorcall(PyObject *obj, PyObject *const *args, size_t
         if (pos < 0 || end < pos || end > PyBytes_GET_SIZE(args[0]))
             goto fallback;
         Ctx c = {(const unsigned char *)PyBytes_AS_STRING(args[0]), self};
+        /* A decoded tree has no cycles: while it is built (no Python code runs unless a tagged
+         * field's default comes from a Python function) the cyclic GC need not look at it. Its
+         * allocations still count, so a collection runs at the next allocation if the tree is kept. */
+        int gc_was = self->calls_python ? 0 : PyGC_Disable();
         PyObject *d = decode_struct(&c, 0, &pos, end, 0, 0);
+        if (gc_was)
+            PyGC_Enable();
         if (d == NULL) {
             if (PyErr_Occurred()) {
                 if (!PyErr_ExceptionMatches(PyExc_Exception))
@@ -656,6 +669,10 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit__speedups(void) {
+    for (int i = 0; i < 256; i++) {
+        HEXPAIRS[2 * i] = HEXDIGITS[i >> 4];
+        HEXPAIRS[2 * i + 1] = HEXDIGITS[i & 15];
+    }
     if (PyType_Ready(&ProgramType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module_def);

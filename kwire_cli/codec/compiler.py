@@ -426,8 +426,10 @@ class _Gen:
                 value = factory = tagdef = None
                 if tagged:
                     expr = self.default_expr(f)
-                    if expr == "[]" or expr.startswith("dflt"):
-                        factory = eval(f"lambda: {expr}", self.ns)  # a fresh one each time, as the literal
+                    if expr == "[]":
+                        factory = list  # a fresh one each time, as the literal
+                    elif expr.startswith("dflt"):
+                        factory = eval(f"lambda: {expr}", self.ns)
                     else:
                         value = eval(expr, self.ns)
                     tagdef = self.ns[self.tag_names(f)[1]]
