@@ -62,7 +62,6 @@ typedef struct {
     StructOp *structs;
     PyObject *fallback;
     PyObject *description;
-    int calls_python;      /* some tagged default comes from a Python function */
 } ProgramObject;
 
 static int g_enabled = 1;
@@ -462,7 +461,7 @@ static int parse_type(PyObject *desc, TypeOp *t, Py_ssize_t nstructs, int level)
     return 0;
 }
 
-static int parse_struct(PyObject *desc, StructOp *s, Py_ssize_t nstructs, int *calls_python) {
+static int parse_struct(PyObject *desc, StructOp *s, Py_ssize_t nstructs) {
     /* tuple of (key, type, tagged, tag, default value, default factory or None, tagdef bytes or None) */
     if (!PyTuple_Check(desc)) {
         PyErr_SetString(PyExc_TypeError, "a struct description is a tuple of fields");
@@ -499,8 +498,6 @@ static int parse_struct(PyObject *desc, StructOp *s, Py_ssize_t nstructs, int *c
             }
             f->dvalue = Py_NewRef(dvalue);
             f->dfactory = dfactory == Py_None ? NULL : Py_NewRef(dfactory);
-            if (f->dfactory != NULL && f->dfactory != (PyObject *)&PyList_Type)
-                *calls_python = 1;
             f->tagdef = Py_NewRef(tagdef);
             s->tagged[s->ntagged++] = f;
         }
@@ -549,7 +546,7 @@ static PyObject *program_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     self->nstructs = n;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (parse_struct(PyTuple_GET_ITEM(structs, i), &self->structs[i], n, &self->calls_python) < 0) {
+        if (parse_struct(PyTuple_GET_ITEM(structs, i), &self->structs[i], n) < 0) {
             Py_DECREF(self);
             return NULL;
         }
@@ -580,13 +577,7 @@ static PyObject *program_vectorcall(PyObject *obj, PyObject *const *args, size_t
         if (pos < 0 || end < pos || end > PyBytes_GET_SIZE(args[0]))
             goto fallback;
         Ctx c = {(const unsigned char *)PyBytes_AS_STRING(args[0]), self};
-        /* A decoded tree has no cycles: while it is built (no Python code runs unless a tagged
-         * field's default comes from a Python function) the cyclic GC need not look at it. Its
-         * allocations still count, so a collection runs at the next allocation if the tree is kept. */
-        int gc_was = self->calls_python ? 0 : PyGC_Disable();
         PyObject *d = decode_struct(&c, 0, &pos, end, 0, 0);
-        if (gc_was)
-            PyGC_Enable();
         if (d == NULL) {
             if (PyErr_Occurred()) {
                 if (!PyErr_ExceptionMatches(PyExc_Exception))
