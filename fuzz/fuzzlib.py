@@ -298,10 +298,10 @@ def seeds_for(name: str) -> list[tuple[bytes, dict]]:
         return [(p[2], {}) for p in pairs()] + [(h, {}) for h in hex_fixtures()]
     if name == "response":
         return [(p[3], {"key": p[0], "version": p[1]}) for p in pairs() if p[3]]
-    if name in ("body", "partial", "partial_agrees"):
+    if name in ("body", "partial", "partial_agrees", "native_agrees"):
         out = [(p[2][4:], {"key": p[0], "version": p[1], "kind": "request"}) for p in pairs()]
         out += [(p[3][4:], {"key": p[0], "version": p[1], "kind": "response"}) for p in pairs() if p[3]]
-        if name in ("partial", "partial_agrees"):
+        if name in ("partial", "partial_agrees", "native_agrees"):
             out += [(p[2], {"key": p[0], "version": p[1], "kind": "request", "header": True}) for p in pairs()]
             out += [(p[3], {"key": p[0], "version": p[1], "kind": "response", "header": True})
                     for p in pairs() if p[3]]
@@ -441,3 +441,35 @@ def t_yaml_doc(data: bytes, rng: random.Random) -> None:
 
 TARGETS["negotiate"] = t_negotiate
 TARGETS["yaml"] = t_yaml_doc
+
+
+def t_native_agrees(data: bytes, rng: random.Random, key: int | None = None, version: int | None = None,
+                    kind: str | None = None, header: bool = False) -> None:
+    """Differential: the optional native decoder (codec/_speedups.c) and the generated Python one it
+    falls back to must give the same value, or both refuse (the native one hands anything it does
+    not fully accept to Python, so an error is always Python's). Skipped without the extension."""
+    from kwire_cli.codec.message import body_plan
+    from kwire_cli.errors import DecodeError
+    from kwire_cli.spec.registry import registry
+    if key is None:
+        key, version, kind = rng.choice(api_versions())
+    plan = body_plan(registry().api(key), version, kind, rng.choice(("hex", "bytes")))
+    if getattr(plan, "py_decode", None) is None or plan.decode is plan.py_decode:
+        return
+    if header:
+        data = data[4:]
+    start = rng.randrange(0, 3) if len(data) > 3 and rng.random() < 0.1 else 0
+    try:
+        got = plan.decode(data, start, len(data))
+    except DecodeError as e:
+        got = ("error", str(e))
+    try:
+        want = plan.py_decode(data, start, len(data))
+    except DecodeError as e:
+        want = ("error", str(e))
+    if got != want:
+        raise AssertionError(f"native and Python decoders differ on {key} v{version} {kind}: "
+                             f"{str(got)[:80]} vs {str(want)[:80]}")
+
+
+TARGETS["native_agrees"] = t_native_agrees

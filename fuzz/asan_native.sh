@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Fuzz the optional native decoder (kwire_cli/codec/_speedups.c) built with AddressSanitizer and
+# UndefinedBehaviorSanitizer, so that an out-of-bounds read is a report, not a silent wrong byte.
+#
+#   sh fuzz/asan_native.sh [seconds per target, default 60]
+#
+# Copies kwire_cli/ and specs/ to a scratch folder, compiles _speedups.c there with
+# -fsanitize=address,undefined, and runs the native_agrees (native vs generated Python decoder),
+# request and response targets of fuzz/fuzzlib.py against that copy with libasan preloaded.
+set -euo pipefail
+secs="${1:-60}"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+cp -r "$root/kwire_cli" "$root/specs" "$work/"
+rm -f "$work"/kwire_cli/codec/_speedups*.so
+gcc -shared -fPIC -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer $(python3-config --includes) \
+    "$work/kwire_cli/codec/_speedups.c" -o "$work/kwire_cli/codec/_speedups$(python3-config --extension-suffix)"
+cat > "$work/drive.py" <<PY
+import random, sys, time
+sys.path.insert(0, "$work"); sys.path.insert(1, "$root/fuzz")
+import kwire_cli
+from kwire_cli.codec import compiler
+assert kwire_cli.__file__.startswith("$work") and compiler._speedups is not None
+import fuzzlib
+for name in ("native_agrees", "request", "response"):
+    rng, seeds, n, found = random.Random(7), fuzzlib.seeds_for(name), 0, set()
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < $secs:
+        seed, kw = rng.choice(seeds)
+        data = fuzzlib.mutate(rng, seed) if rng.random() > 0.1 else bytes(rng.randrange(256) for _ in range(rng.randrange(80)))
+        bug = fuzzlib.run_one(fuzzlib.TARGETS[name], data, random.Random(n), **kw)
+        n += 1
+        if bug and bug not in found:
+            found.add(bug)
+            print(name, bug, data.hex()[:200], flush=True)
+    print(f"{name}: {n} inputs under ASan+UBSan, {len(found)} findings", flush=True)
+PY
+ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 LD_PRELOAD="$(gcc -print-file-name=libasan.so)" python3 "$work/drive.py"
