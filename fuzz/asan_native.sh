@@ -2,7 +2,7 @@
 # Fuzz the optional native decoder (kwire_cli/codec/_speedups.c) built with AddressSanitizer and
 # UndefinedBehaviorSanitizer, so that an out-of-bounds read is a report, not a silent wrong byte.
 #
-#   sh fuzz/asan_native.sh [seconds per target, default 60]
+#   bash fuzz/asan_native.sh [seconds per target, default 60]
 #
 # Copies kwire_cli/ and specs/ to a scratch folder, compiles _speedups.c there with
 # -fsanitize=address,undefined, and runs the native_agrees (native vs generated Python decoder),

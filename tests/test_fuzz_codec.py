@@ -79,3 +79,12 @@ def test_seed_corpora_cover_every_client_and_records():
     assert {k for k, *_ in fuzzlib.pairs()} >= {0, 1, 3, 8, 9, 10, 11, 12, 14, 18, 19}
     assert len(fuzzlib.seeds_for("response")) >= 50
     assert len(fuzzlib.embedded_seeds()) >= 2
+
+
+@fuzz(300)
+@given(seed=seeds("native_agrees"), rnd=st.randoms(use_true_random=False))
+def test_native_decoder_agrees_with_the_generated_one_on_mutated_frames(seed, rnd):
+    """The optional C decoder (codec/_speedups.c) on hostile bytes: the same value as the generated
+    Python decoder, or the same refusal (skipped for plans without a native program)."""
+    data, kw = seed
+    _check("native_agrees", fuzzlib.mutate(rnd, data), rnd, **kw)
