@@ -127,7 +127,7 @@ def test_files_cut_into_byte_ranges_give_the_same_rows(spark, tmp_path):
     assert normal(res.summary) == pcap_summary(*FILES)
 
 
-def _merged_rotated_lines() -> collections.Counter:
+def merged_rotated_lines() -> collections.Counter:
     """The rotated files read as one capture by the capture library (merged by timestamp)."""
     enc = line_encoder()
     lines = []
@@ -149,7 +149,7 @@ def test_connection_split_across_rotated_files_is_reassembled(spark, tmp_path):
     out = str(tmp_path / "rot")
     res = run([str(CAPS.relative_to(ROOT) / "rotated")], out, fmt="jsonl", spark=spark, partitions=2)
     got = spark_lines(out)
-    assert got == _merged_rotated_lines()
+    assert got == merged_rotated_lines()
     # the 120 000-byte record whose Produce request spans both files is there, decoded
     big = [json.loads(line) for line in got if '"k-big"' in line and '"kind":"request"' in line]
     assert len(big) == 1 and big[0]["error"] is None

@@ -148,6 +148,13 @@ def _executor_setup(specs_name: str | None) -> None:
     from pyspark import SparkFiles
     from kwire_cli.spec.registry import use_specs
     path = SparkFiles.get(specs_name)
+    if os.path.isfile(path):  # not unpacked: do it here, once per worker process
+        dest = os.path.join(tempfile.gettempdir(), f"{specs_name}-{os.getpid()}")
+        if not os.path.isdir(dest):
+            with zipfile.ZipFile(path) as z:
+                z.extractall(dest + ".tmp")
+            os.replace(dest + ".tmp", dest)
+        path = dest
     if os.path.isdir(path):
         use_specs(path)
     _specs_in_use[0] = specs_name
@@ -451,8 +458,8 @@ _shipped: dict = {}
 
 
 def ship_code(sc) -> str | None:
-    """Zip kwire_cli for the executors (addPyFile) and ship the specs folder the driver uses
-    (addFile); returns the name executors find the specs under (SparkFiles)."""
+    """Zip kwire_cli for the executors (addPyFile) and the specs folder the driver uses (addArchive);
+    returns the name executors find the specs under (SparkFiles)."""
     import kwire_cli
     from kwire_cli.spec.registry import registry
     key = sc.applicationId
@@ -479,11 +486,19 @@ def ship_code(sc) -> str | None:
         os.replace(zpath + ".tmp", zpath)
     sc.addPyFile(zpath)
     specs = os.path.abspath(registry().folder)
-    name = f"kwire-specs-{hashlib.sha1(specs.encode()).hexdigest()[:10]}"
-    link = os.path.join(tmp, name)
-    if not os.path.exists(link):
-        shutil.copytree(specs, link)
-    sc.addFile(link, recursive=True)
+    sh = hashlib.sha1()
+    names = sorted(n for n in os.listdir(specs) if n.endswith(".json"))
+    for n in names:
+        with open(os.path.join(specs, n), "rb") as f:
+            sh.update(n.encode() + f.read())
+    name = f"kwire-specs-{sh.hexdigest()[:12]}.zip"
+    spath = os.path.join(tmp, name)
+    if not os.path.exists(spath):
+        with zipfile.ZipFile(spath + ".tmp", "w", zipfile.ZIP_DEFLATED) as z:
+            for n in names:
+                z.write(os.path.join(specs, n), n)
+        os.replace(spath + ".tmp", spath)
+    sc.addArchive(spath)  # unpacked on every executor (SparkFiles.get(name) is the folder)
     _shipped[key] = name
     return name
 
@@ -539,7 +554,9 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
     nparts = partitions or max(2, sc.defaultParallelism * 2)
 
     driver = Totals()
-    plans = [plan_file(p, p, split_size) for p in paths]
+    # executors open the files themselves (their working directory is not ours): absolute paths,
+    # while rows keep the paths as given (as kwire pcap labels them)
+    plans = [plan_file(os.path.abspath(p), p, split_size) for p in paths]
     for p in plans:
         if p.failure:
             if p.counted:  # kwire pcap counts a file it could open, capture or not

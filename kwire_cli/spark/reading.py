@@ -90,7 +90,7 @@ def plan_file(path: str, label: str | None = None, split_size: int = DEFAULT_SPL
     try:
         f = open(path, "rb")
     except OSError as e:
-        p.failure = f"{path}: {e.strerror or e}"
+        p.failure = f"{label}: {e.strerror or e}"
         return p
     with f:
         p.counted = True

@@ -14,7 +14,9 @@ order are broken by name; ``damage_events`` are the first 200 by file order and 
 """
 from __future__ import annotations
 
+import glob
 import json
+import os
 
 from kwire_cli.capture.session import Summary, error_kind
 
@@ -29,6 +31,9 @@ def read_rows(spark, out: str, fmt: str, columns=None):
     from pyspark.sql.types import StructType
     from kwire_cli.spark.job import row_schema
     schema = row_schema("parquet")
+    if not glob.glob(os.path.join(out, "api_name=*")):  # nothing written (no frames at all)
+        df = spark.createDataFrame([], schema)
+        return df.select(*columns) if columns else df
     if fmt == "parquet":
         df = spark.read.schema(schema).option("basePath", out).parquet(out)
         return df.select(*columns) if columns else df
