@@ -7,6 +7,7 @@ KWIRE_DEBUG=1 is set.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import sys
 
