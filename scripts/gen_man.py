@@ -85,6 +85,8 @@ def command_examples(cmd: click.Command) -> list[str]:
 def _options(cmd: click.Command, ctx: click.Context) -> list[str]:
     out = []
     for p in cmd.get_params(ctx):
+        if isinstance(p, click.Argument):  # Click 8.5+ gives arguments help records too; the synopsis names them
+            continue
         rec = p.get_help_record(ctx)
         if not rec:
             continue
