@@ -438,7 +438,8 @@ def get_session(master: str | None = None, conf: Iterable[tuple[str, str]] = (),
         b = b.config("spark.driver.memory", "2g")  # local mode runs the executors in the driver JVM
     b = b.config("spark.ui.showConsoleProgress", "true" if progress else "false") \
          .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false") \
-         .config("spark.python.worker.reuse", "true")
+         .config("spark.python.worker.reuse", "true") \
+         .config("spark.python.worker.memory", "1g")
     for k, v in conf:
         b = b.config(k, v)
     try:
@@ -518,6 +519,9 @@ class JobResult:
     out: str
     fmt: str
     executor_code: list
+    startup_s: float = 0.0   # starting the Spark session (0 when one was given)
+    job_s: float = 0.0       # planning, reading, reassembling, decoding, writing
+    summary_s: float = 0.0   # the summary's aggregations
 
     def line(self) -> str:
         return (f"kwire spark-decode: files {self.files}, packets {self.packets}, frames {self.frames}, "
@@ -541,13 +545,13 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
         spark, created = get_session(master, conf, progress)
     try:
         return _run(spark, paths, out, fmt, tuple(ports), partitions, split_size,
-                    "hex" if raw_records else None, t0)
+                    "hex" if raw_records else None, t0, time.monotonic() - t0)
     finally:
         if created:
             spark.stop()
 
 
-def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0) -> JobResult:
+def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0, startup) -> JobResult:
     from kwire_cli.spark.summary import spark_summary
     sc = spark.sparkContext
     specs_name = ship_code(sc)
@@ -631,15 +635,18 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
     else:
         os.makedirs(out, exist_ok=True)
 
+    t_job = time.monotonic()
     sc.setJobDescription("kwire: summary")
     damage = [e[3] for e in sorted(totals.damage_events, key=lambda e: e[:3])]
     summary = spark_summary(spark, out, fmt, totals, damage)
     sc.setJobDescription(None)
     elapsed = time.monotonic() - t0
+    t_sum = elapsed - (t_job - t0)
     result = JobResult(files=totals.stats.files, packets=totals.stats.packets, frames=summary["frames"],
                        decoded=summary["decoded"], undecodable=summary["undecodable"], rows=rows_written,
                        elapsed=elapsed, failures=list(totals.failures), summary=summary, out=out, fmt=fmt,
-                       executor_code=sorted(totals.executor_code))
+                       executor_code=sorted(totals.executor_code), startup_s=round(startup, 2),
+                       job_s=round(t_job - t0 - startup, 2), summary_s=round(t_sum, 2))
     from kwire_cli.render.json import to_jsonable
     with open(os.path.join(out, "_kwire_summary.json"), "w", encoding="utf-8") as f:
         json.dump(to_jsonable(summary), f, ensure_ascii=False, allow_nan=False, indent=2)

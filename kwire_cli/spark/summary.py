@@ -37,9 +37,30 @@ def read_rows(spark, out: str, fmt: str, columns=None):
     if fmt == "parquet":
         df = spark.read.schema(schema).option("basePath", out).parquet(out)
         return df.select(*columns) if columns else df
-    fields = StructType([f for f in schema.fields if f.name != "api_name" and (not columns or f.name in columns)])
-    return spark.read.option("basePath", out).text(out) \
-        .select(F.from_json("value", fields).alias("r"), "api_name").select("r.*", "api_name")
+    text = spark.read.option("basePath", out).text(out)
+    cols = [f.name for f in schema.fields if f.name != "api_name" and (not columns or f.name in columns)]
+    if columns and not {"header", "body"} & set(cols):
+        # the small columns of a kwire pcap line are before "header" and after "body": parse those
+        # two ends only, never the (possibly huge) header and body (JSON escaping guarantees the
+        # separators cannot occur inside a string)
+        head, tail = _line_ends()
+        hs = StructType([f for f in schema.fields if f.name in head and f.name in cols])
+        ts = StructType([f for f in schema.fields if f.name in tail and f.name in cols])
+        h = F.concat(F.substring_index("value", ',"header":', 1), F.lit("}"))
+        t = F.concat(F.lit('{"' + tail[0] + '":'), F.substring_index("value", ',"' + tail[0] + '":', -1))
+        return text.select(F.from_json(h, hs).alias("h"), F.from_json(t, ts).alias("t"), "api_name") \
+            .select("h.*", "t.*", "api_name")
+    fields = StructType([f for f in schema.fields if f.name in cols])
+    return text.select(F.from_json("value", fields).alias("r"), "api_name").select("r.*", "api_name")
+
+
+def _line_ends() -> tuple[tuple, tuple]:
+    """The record keys a kwire pcap line has before "header" and after "body" (RECORD_KEYS order)."""
+    from kwire_cli.capture.session import RECORD_KEYS
+    keys = list(RECORD_KEYS)
+    h, b = keys.index("header"), keys.index("body")
+    assert b == h + 1, RECORD_KEYS
+    return tuple(keys[:h]), tuple(keys[b + 1:])
 
 
 def spark_summary(spark, out: str, fmt: str, totals, damage: list[dict]) -> dict:
