@@ -6,7 +6,7 @@
     python fuzz/fuzz_atheris.py records -max_total_time=300 -rss_limit_mb=2048 -timeout=10
 
 TARGET is one of fuzzlib.TARGETS (request, response, body, partial, partial_agrees, records,
-decompress, embedded, capture, hexdump, negotiate, yaml). The corpus starts from the real fixtures (written to
+decompress, embedded, capture, hexdump, negotiate, yaml, native_agrees). The corpus starts from the real fixtures (written to
 fuzz/corpus/TARGET/ on first use). The first two input bytes choose the decode parameters (the
 (api, version, kind) of a bare body or response, the codec of a payload); the rest are the bytes.
 Anything but kwire's own one-line error is a crash: libFuzzer saves the input as crash-* and
@@ -51,7 +51,7 @@ def params(sel: int) -> dict:
         resp = [p for p in PLANS if p[2] == "response"]
         k, v, _ = resp[sel % len(resp)]
         return {"key": k, "version": v}
-    if NAME in ("body", "partial", "partial_agrees"):
+    if NAME in ("body", "partial", "partial_agrees", "native_agrees"):
         k, v, kind = PLANS[sel % len(PLANS)]
         header = NAME != "body" and bool(sel & 0x8000)
         return {"key": k, "version": v, "kind": kind, **({"header": True} if header else {})}
