@@ -186,3 +186,12 @@ def test_bad_yaml_is_one_line_and_an_exit_code(tmp_path, monkeypatch, text, code
 def test_missing_file_is_a_usage_error():
     r = kwire("encode", "no/such.yaml")
     assert (r.code, r.err) == (2, "kwire: error: FILE: file no/such.yaml does not exist\n")
+
+
+def test_yaml_aliases_are_refused_with_their_line(tmp_path):
+    from cli_run import kwire as run
+    f = tmp_path / "laughs.yaml"
+    f.write_text('api: Metadata\nversion: 4\nbody:\n  Topics: &t [{Name: a}]\n  X: *t\n')
+    r = run("encode", str(f))
+    assert r.exit_code == 1
+    assert r.stderr.strip() == f"kwire: error: {f}: not valid YAML or JSON at line 5, column 6: YAML aliases (*name) are not accepted"

@@ -222,3 +222,25 @@ def test_cli_not_a_capture_is_one_line_and_exit_1(tmp_path):
 def test_cli_bad_filter_is_a_one_line_error():
     res = CliRunner().invoke(cli, ["pcap", str(CAPS / "kafkajs-produce.pcap"), "--filter", "bogus=1"])
     assert res.exit_code == 1 and "unknown field 'bogus'" in str(res.exception or res.stderr)
+
+
+def test_a_frame_that_breaks_the_decoder_is_reported_and_the_rest_still_decode(monkeypatch):
+    import kwire_cli.capture.session as session
+    real = session.decode_request
+
+    def flaky(data, **kw):
+        msg = real(data, **kw)
+        if msg.api_name == "Metadata":
+            raise ValueError("boom")
+        return msg
+
+    monkeypatch.setattr(session, "decode_request", flaky)
+    recs, _, _ = decode(CAPS / "kafka-python-admin.pcap")
+    bad = [r for r in recs if r["error"]]
+    assert bad and all(r["error"] == "internal error: ValueError: boom" for r in bad)
+    assert all(r["api_name"] == "Metadata" for r in bad)
+    assert sum(1 for r in recs if r["error"] is None) == len(recs) - len(bad)
+    s = Summary()
+    for r in recs:
+        s.add(r)
+    assert s.to_dict()["undecodable_by_reason"] == {"internal-error": len(bad)}

@@ -33,6 +33,8 @@ def error_kind(message: str | None) -> str | None:
     if message is None:
         return None
     m = message
+    if m.startswith("internal error"):
+        return "internal-error"
     if m.startswith("unpaired response"):
         return "unpaired-response"
     if "unknown API key" in m:
@@ -126,7 +128,10 @@ class Conversation:
                 msg = decode_response(f.data, f.api_key, f.api_version, size_prefixed=False,
                                       records=self.records_mode)
             rec["header"], rec["body"] = msg.header, msg.body
-        except KwireError as e:
+        except Exception as e:  # one frame's failure never stops the capture
+            if not isinstance(e, KwireError):  # a kwire bug: say so, keep going
+                rec["error"] = f"internal error: {type(e).__name__}: {e}"
+                return rec
             rec["error"] = str(e)
             decoded = getattr(e, "decoded", None)  # complete message followed by stray bytes
             if decoded is None:

@@ -316,8 +316,10 @@ class MessageDoc:
 def load_documents(text: str, where: str) -> list[Any]:
     """YAML (JSON is YAML too) documents; a one-line error naming the line on bad syntax."""
     import yaml
+
+    from kwire_cli.yamlsafe import safe_load_all
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in safe_load_all(text) if d is not None]
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

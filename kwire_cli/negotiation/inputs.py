@@ -45,9 +45,11 @@ def load_requirements(path: str | Path, api_names: dict[int, str] | None = None
     """
     import yaml
 
+    from kwire_cli.yamlsafe import safe_load
+
     data = _read(path)
     try:
-        doc = yaml.safe_load(data.decode("utf-8"))
+        doc = safe_load(data.decode("utf-8"))
     except UnicodeDecodeError:
         raise NegotiationError(f"{path}: not UTF-8 text") from None
     except yaml.YAMLError as e:

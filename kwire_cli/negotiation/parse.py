@@ -531,8 +531,10 @@ def _rdk_address(name: str) -> tuple[str, int | None]:
 def parse_yaml_answers(text: str, source: str = "<input>") -> list[BrokerAnswer]:
     import yaml
 
+    from kwire_cli.yamlsafe import safe_load_all
+
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in safe_load_all(text) if d is not None]
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{source}:{mark.line + 1}" if mark is not None else source
