@@ -193,5 +193,5 @@ def test_yaml_aliases_are_refused_with_their_line(tmp_path):
     f = tmp_path / "laughs.yaml"
     f.write_text('api: Metadata\nversion: 4\nbody:\n  Topics: &t [{Name: a}]\n  X: *t\n')
     r = run("encode", str(f))
-    assert r.exit_code == 1
-    assert r.stderr.strip() == f"kwire: error: {f}: not valid YAML or JSON at line 5, column 6: YAML aliases (*name) are not accepted"
+    assert r.code == 1
+    assert r.err.strip() == f"kwire: error: {f}: not valid YAML or JSON at line 5, column 6: YAML aliases (*name) are not accepted"
