@@ -49,7 +49,7 @@ _FRAME_FIELDS = tuple(KafkaFrame._fields) if hasattr(KafkaFrame, "_fields") else
 _FILE_AT = _FRAME_FIELDS.index("file")
 _META = ("",)
 WRITE_CONF = {"spark.sql.optimizer.plannedWrite.enabled": "false",
-              "spark.sql.maxConcurrentOutputFileWriters": "200"}
+              "spark.sql.maxConcurrentOutputFileWriters": "64"}
 
 
 class SparkJobError(KwireError):
@@ -610,7 +610,7 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
             decode_partition(it, labels, fmt, rm, sn, acc))
         df = rows_dataframe(spark, rows, fmt)
         # rows go to one open file per api_name instead of being sorted by it first
-        # (jsonl only: parquet writers buffer a row group each, so those rows are sorted instead)
+        # (jsonl only: a parquet writer buffers a row group, so parquet rows are sorted instead)
         wconf = WRITE_CONF if fmt == "jsonl" else {}
         saved = {k: spark.conf.get(k, None) for k in wconf}
         for k, v in wconf.items():
