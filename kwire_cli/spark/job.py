@@ -579,8 +579,10 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
             probes += [(rank, i) for i in range(len(cuts[rank]) - 1)]
     if probes:
         sc.setJobDescription("kwire: find record boundaries")
+        bidx = sc.broadcast((good, cuts))
         res = sc.parallelize(probes, len(probes)).map(
-            lambda t, good=good, cuts=cuts: (t[0], index_range(good[t[0]], t[1], cuts[t[0]]))).collect()
+            lambda t, b=bidx: (t[0], index_range(b.value[0][t[0]], t[1], b.value[1][t[0]]))).collect()
+        bidx.unpersist()
         by_file: dict = {}
         for rank, r in res:
             by_file.setdefault(rank, []).append(r)
