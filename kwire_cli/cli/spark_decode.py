@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -11,7 +12,8 @@ Examples:
   kwire spark-decode fixtures/captures --out /tmp/kwire-out
   kwire spark-decode 'traces/*.pcap*' --out /data/kafka-rows --format jsonl --port 19092
   kwire spark-decode /shared/captures --out /shared/rows --master spark://10.0.0.5:7077
-  spark-submit --py-files kwire_cli.zip $(which kwire) spark-decode /shared/captures --out /shared/rows
+  spark-submit --master yarn "$(python -c 'import kwire_cli.spark.submit as m; print(m.__file__)')" \
+      /shared/captures --out /shared/rows
 
 \b
 Without --master (and outside spark-submit) kwire starts a local Spark session (local[*]):
@@ -23,6 +25,10 @@ specs are shipped by the job. Input paths must be readable from the executors.
 Output: one row per Kafka frame, partitioned by api_name (DIR/api_name=Produce/...), with the
 columns of `kwire pcap --format jsonl` (parquet: header/body as JSON strings). Beside them:
 _kwire_summary.json (the `kwire pcap --summary` JSON) and _kwire_result.json.
+
+\b
+Spark's progress bars go to stderr (KWIRE_NO_PROGRESS=1 turns them off), then one line:
+files, packets, frames, decoded, undecodable, rows written, failed files, elapsed.
 
 \b
 Exit codes: 0 the job ran (files that are not captures are reported on stderr and skipped;
@@ -71,7 +77,8 @@ def spark_decode(inputs, out, fmt, master, ports, partitions, split_size, raw_re
     """
     from kwire_cli.spark.job import run
     res = run(inputs, out, fmt=fmt, master=master, ports=ports, partitions=partitions,
-              split_size=split_size << 20, raw_records=raw_records, overwrite=overwrite, conf=conf)
+              split_size=split_size << 20, raw_records=raw_records, overwrite=overwrite, conf=conf,
+              progress=not os.environ.get("KWIRE_NO_PROGRESS"))
     if summary_format == "table":
         from kwire_cli.cli.pcap import _print_summary_tables
         _print_summary_tables(res.summary)
