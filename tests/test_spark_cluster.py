@@ -149,3 +149,23 @@ def test_standalone_cluster_rows_equal_local(cluster, monkeypatch):
     assert got == want
     assert sum(got.values()) == cluster_summary["frames"] == result["rows"] > 100
     assert cluster_summary["damage"] == {} and result["failures"] == []
+
+
+def test_spark_submit_on_the_cluster(cluster, monkeypatch, tmp_path):
+    """The same job through spark-submit (kwire_cli/spark/submit.py as the application)."""
+    master, _ = cluster
+    monkeypatch.chdir(ROOT)
+    submit = subprocess.run([sys.executable, "-m", "kwire_cli.spark.submit", "--path"], capture_output=True,
+                            text=True, check=True).stdout.strip()
+    out = tmp_path / "sub"
+    f = "fixtures/captures/confluent-kafka-produce.pcap"
+    env = {**LOOPBACK, "PYSPARK_PYTHON": sys.executable}
+    r = subprocess.run(
+        [os.path.join(_spark_home(), "bin", "spark-submit"), "--master", master,
+         "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.ui.enabled=false",
+         "--conf", "spark.executor.memory=1g", submit, f, "--out", str(out), "--format", "jsonl",
+         "--summary-format", "none", "--partitions", "2"],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert "kwire spark-decode: files 1," in r.stdout + r.stderr  # spark-submit sends Python's stderr to stdout
+    assert _lines(out) == pcap_lines(f)

@@ -12,8 +12,7 @@ Examples:
   kwire spark-decode fixtures/captures --out /tmp/kwire-out
   kwire spark-decode 'traces/*.pcap*' --out /data/kafka-rows --format jsonl --port 19092
   kwire spark-decode /shared/captures --out /shared/rows --master spark://10.0.0.5:7077
-  spark-submit --master yarn "$(python -c 'import kwire_cli.spark.submit as m; print(m.__file__)')" \
-      /shared/captures --out /shared/rows
+  spark-submit --master yarn "$(python -m kwire_cli.spark.submit --path)" /shared/captures --out /shared/rows
 
 \b
 Without --master (and outside spark-submit) kwire starts a local Spark session (local[*]):

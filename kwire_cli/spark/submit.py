@@ -2,7 +2,7 @@
 
 spark-submit runs a Python *file*; this one runs ``kwire spark-decode`` with the arguments given
 after it, in the SparkSession spark-submit configured (master, executors, memory...). Find the file
-with ``python -c "import kwire_cli.spark.submit as m; print(m.__file__)"``.
+with ``python -m kwire_cli.spark.submit --path``.
 """
 from __future__ import annotations
 
@@ -10,8 +10,12 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--path"]:  # `python -m kwire_cli.spark.submit --path`: this file, for spark-submit
+        print(__file__)
+        return
     from kwire_cli.cli import main as kwire_main
-    kwire_main(["spark-decode", *(sys.argv[1:] if argv is None else argv)])
+    kwire_main(["spark-decode", *args])
 
 
 if __name__ == "__main__":
