@@ -196,30 +196,49 @@ def test_parquet_typed_columns(spark, tmp_path):
     assert normal(res.summary) == pcap_summary(f)
 
 
-def _pcap_to_pcapng(src: Path, dest: Path) -> None:
-    """Rewrite a pcap as pcapng (enhanced packet blocks), independently of kwire's reader."""
+def _pcap_to_pcapng(src: Path, dest: Path, second_interface_at: int | None = None) -> None:
+    """Rewrite a pcap as pcapng (enhanced packet blocks), independently of kwire's reader; with
+    ``second_interface_at``, an interface description block comes after that many packets and the
+    rest of the packets are on that new interface."""
     data = src.read_bytes()
     snaplen, linktype = struct.unpack_from("<II", data, 16)
     with open(dest, "wb") as f:
         w = PcapngWriter(f)
-        w.interface(linktype, snaplen)
+        ifid = w.interface(linktype, snaplen)
         w.name_resolution()
-        pos = 24
+        pos, k = 24, 0
         while pos < len(data):
+            if k == second_interface_at:
+                ifid = w.interface(linktype, snaplen, tsresol=9)
             sec, usec, incl, _orig = struct.unpack_from("<IIII", data, pos)
-            w.epb(0, sec + usec / 1e6, data[pos + 16:pos + 16 + incl])
+            w.epb(ifid, sec + usec / 1e6, data[pos + 16:pos + 16 + incl])
             pos += 16 + incl
+            k += 1
+
+
+def _ranges(path: str, split: int) -> tuple[str, list]:
+    plan = reading.plan_file(path, path, split)
+    cuts = reading.nominal_ranges(plan, split)
+    ranges = reading.stitch(plan, cuts, [reading.index_range(plan, i, cuts) for i in range(len(cuts) - 1)])
+    return plan.kind, ranges
 
 
 def test_pcapng_cut_into_ranges(spark, tmp_path):
-    ng = tmp_path / "consume.pcapng"
+    d = tmp_path / "ng"
+    d.mkdir()
+    ng, ng2 = d / "consume.pcapng", d / "two-interfaces.pcapng"
     _pcap_to_pcapng(CAPS / "confluent-kafka-consume.pcap", ng)
+    _pcap_to_pcapng(CAPS / "kafka-python-consume.pcap", ng2, second_interface_at=40)
     plan = reading.plan_file(str(ng), str(ng), 4096)
     assert plan.kind == "pcapng" and plan.prefix[:4] == b"\x0a\x0d\x0d\x0a"
-    out = str(tmp_path / "ng")
-    res = run([str(ng)], out, fmt="jsonl", spark=spark, split_size=4096, partitions=2)
-    assert spark_lines(out) == pcap_lines(str(ng))
-    assert normal(res.summary) == pcap_summary(str(ng))
+    kind, ranges = _ranges(str(ng), 4096)
+    assert kind == "pcapng" and len(ranges) > 5
+    # an interface described after the first packet: that file is read whole, not in ranges
+    assert _ranges(str(ng2), 4096)[0] == "whole"
+    out = str(tmp_path / "out")
+    res = run([str(d)], out, fmt="jsonl", spark=spark, split_size=4096, partitions=2)
+    assert spark_lines(out) == pcap_lines(str(ng), str(ng2))
+    assert normal(res.summary) == pcap_summary(str(ng), str(ng2))
 
 
 def test_bad_files_are_reported_and_the_rest_completes(spark, tmp_path):
@@ -231,6 +250,8 @@ def test_bad_files_are_reported_and_the_rest_completes(spark, tmp_path):
     (d / "c-empty.pcap").write_bytes(b"")
     data = (CAPS / "kafka-python-consume.pcap").read_bytes()
     (d / "d-truncated.pcap").write_bytes(data[:len(data) - 700])  # cut inside a record
+    import gzip
+    (d / "e-zipped.pcap.gz").write_bytes(gzip.compress((CAPS / "kafkajs-consume.pcap").read_bytes()))
     files = sorted(str(p) for p in d.iterdir())
     out = str(tmp_path / "o")
     res = run([str(d)], out, fmt="jsonl", spark=spark, split_size=3000, partitions=2)
@@ -238,12 +259,12 @@ def test_bad_files_are_reported_and_the_rest_completes(spark, tmp_path):
     assert any(m.startswith(str(d / "b-notes.txt") + ": not a pcap or pcapng file") for m in res.failures)
     assert any(m.startswith(str(d / "c-empty.pcap") + ": not a capture file: only 0 bytes")
                for m in res.failures)
-    readable = [str(good), str(d / "d-truncated.pcap")]
+    readable = [str(good), str(d / "d-truncated.pcap"), str(d / "e-zipped.pcap.gz")]
     assert spark_lines(out) == pcap_lines(*readable)
     want = pcap_summary(*files)  # kwire pcap reports the same two files and counts every file it opened
     assert normal(res.summary) == want
     assert "truncated-record" in res.summary["damage"]
-    assert res.files == 4
+    assert res.files == 5
 
 
 def test_cli_local_session(spark, tmp_path):
@@ -315,8 +336,8 @@ def test_stitch_recovers_from_a_wrong_boundary(tmp_path):
     assert good[0][:1] == (24,) and good[-1][1] == plan.size
     assert all(a[1] == b[0] for a, b in zip(good, good[1:]))  # contiguous, no gap, no overlap
     # a false boundary in range 2 (scanned 8 bytes too late): the driver re-walks from the agreed point
-    i, b, end, n = results[2]
-    results[2] = (i, b + 8, end, n - 1)
+    i, b, end, n, hdr = results[2]
+    results[2] = (i, b + 8, end, n - 1, hdr)
     assert reading.stitch(plan, cuts, results) == good
     # the packet numbers: each range starts where the records before it end
     total = 0

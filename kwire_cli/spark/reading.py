@@ -211,8 +211,11 @@ def find_boundary(mm, start: int, stop: int, plan: FilePlan) -> int | None:
     return None
 
 
-def walk(mm, p: int, stop: int, plan: FilePlan) -> tuple[int, int]:
-    """Follow records from ``p`` (a boundary) while they start before ``stop``: (end, records)."""
+def walk(mm, p: int, stop: int, plan: FilePlan, seen: list | None = None) -> tuple[int, int]:
+    """Follow records from ``p`` (a boundary) while they start before ``stop``: (end, records).
+
+    pcapng: the offsets of section headers and interface descriptions met on the way go to ``seen``
+    (a range reader only knows the interfaces described before the first packet)."""
     n = 0
     size = len(mm)
     if plan.kind == "pcap":
@@ -233,23 +236,27 @@ def walk(mm, p: int, stop: int, plan: FilePlan) -> tuple[int, int]:
             return size, n  # corrupt: the reader stops here too
         if t in PCAPNG_PACKET_BLOCKS:
             n += 1
+        elif seen is not None and (t == 1 or t == 0x0A0D0D0A):
+            seen.append(p)
         p += blen
     return p, n
 
 
-def index_range(plan: FilePlan, i: int, nominal: list[int]) -> tuple[int, int | None, int, int]:
-    """For nominal range ``i``: (i, boundary found by scanning, end of its chain walk, records)."""
+def index_range(plan: FilePlan, i: int, nominal: list[int]) -> tuple[int, int | None, int, int, bool]:
+    """For nominal range ``i``: (i, boundary found by scanning, end of its chain walk, records,
+    whether a pcapng section header or interface description came after the first packet)."""
     with open(plan.path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
-            return i, None, 0, 0
+            return i, None, 0, 0, False
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             start, stop = nominal[i], nominal[i + 1]
             b = plan.data_start if i == 0 else find_boundary(mm, start, stop, plan)
             if b is None:
-                return i, None, start, 0
-            end, n = walk(mm, b, stop, plan)
-            return i, b, end, n
+                return i, None, start, 0, False
+            seen: list = []
+            end, n = walk(mm, b, stop, plan, seen)
+            return i, b, end, n, bool(seen)
 
 
 def nominal_ranges(plan: FilePlan, split_size: int) -> list[int]:
@@ -265,7 +272,9 @@ def stitch(plan: FilePlan, nominal: list[int], results: list[tuple]) -> list[tup
 
     A range whose scanned boundary disagrees with where the previous range's walk ended (a false
     boundary, or a record longer than a range) is walked again from the agreed point on the
-    driver, so no record is read twice or lost.
+    driver, so no record is read twice or lost. A pcapng file with interface descriptions (or
+    sections) after its first packet is left whole (``plan.kind = "whole"``): a range reader
+    would not know those interfaces.
     """
     by_i = {r[0]: r for r in results}
     ranges = []
@@ -275,7 +284,7 @@ def stitch(plan: FilePlan, nominal: list[int], results: list[tuple]) -> list[tup
     f = None
     try:
         for i in range(len(nominal) - 1):
-            _, b, end, n = by_i[i]
+            _, b, end, n, headers = by_i[i]
             stop = nominal[i + 1]
             if b != pos:
                 if pos >= stop:
@@ -283,7 +292,11 @@ def stitch(plan: FilePlan, nominal: list[int], results: list[tuple]) -> list[tup
                 if mm is None:
                     f = open(plan.path, "rb")
                     mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-                end, n = walk(mm, pos, stop, plan)
+                seen: list = []
+                end, n = walk(mm, pos, stop, plan, seen)
+                headers = bool(seen)
+            if headers:
+                plan.kind = "whole"
             end = min(end, plan.size)
             if end > pos or i == len(nominal) - 2:
                 ranges.append((pos, end if i < len(nominal) - 2 else plan.size, frame))
