@@ -270,7 +270,8 @@ def test_bad_files_are_reported_and_the_rest_completes(spark, tmp_path):
 def test_cli_local_session(spark, tmp_path):
     out = str(tmp_path / "cli")
     r = kwire("spark-decode", "fixtures/captures/kafkajs-produce.pcap", "fixtures/captures/kafkajs-admin.pcap",
-              "--out", out, "--format", "jsonl", "--summary-format", "json", "--partitions", "2")
+              "--out", out, "--format", "jsonl", "--summary-format", "json", "--partitions", "2",
+              "--ship-code", "always")  # the code and specs shipping of a cluster, on the local session
     assert r.code == 0, r
     summary = json.loads(r.out)
     want = pcap_summary("fixtures/captures/kafkajs-admin.pcap", "fixtures/captures/kafkajs-produce.pcap")

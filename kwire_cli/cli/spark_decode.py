@@ -61,12 +61,15 @@ def _conf(ctx, param, values):
 @click.option("--overwrite", is_flag=True, help="Replace the output directory if it is not empty.")
 @click.option("--conf", "conf", multiple=True, metavar="KEY=VALUE", callback=_conf,
               help="A Spark configuration setting (repeatable), e.g. spark.executor.memory=4g.")
+@click.option("--ship-code", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+              help="Ship kwire's code to the executors as a zip (auto: unless the master is local). "
+              "'never' when the executors have this kwire version installed: they keep its native decoder.")
 @click.option("--summary-format", type=click.Choice(["table", "json", "none"]), default="table",
               show_default=True, help="How to print the summary on stdout.")
 @click.option("--strict", is_flag=True, help="Exit 1 when a file failed, a frame did not decode or "
               "the capture is damaged.")
 def spark_decode(inputs, out, fmt, master, ports, partitions, split_size, raw_records, overwrite, conf,
-                 summary_format, strict):
+                 ship_code, summary_format, strict):
     """Decode Kafka conversations from captures with Spark (same codec and capture code as
     `kwire pcap`).
 
@@ -77,7 +80,8 @@ def spark_decode(inputs, out, fmt, master, ports, partitions, split_size, raw_re
     from kwire_cli.spark.job import run
     res = run(inputs, out, fmt=fmt, master=master, ports=ports, partitions=partitions,
               split_size=split_size << 20, raw_records=raw_records, overwrite=overwrite, conf=conf,
-              progress=not os.environ.get("KWIRE_NO_PROGRESS"))
+              progress=not os.environ.get("KWIRE_NO_PROGRESS"),
+              ship={"auto": None, "always": True, "never": False}[ship_code])
     if summary_format == "table":
         from kwire_cli.cli.pcap import _print_summary_tables
         _print_summary_tables(res.summary)

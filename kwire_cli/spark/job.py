@@ -26,7 +26,6 @@ import glob
 import hashlib
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -142,11 +141,16 @@ _specs_in_use: list = [None]
 
 
 def _executor_setup(specs_name: str | None) -> None:
-    """Make the codec read the specs the driver shipped (an executor may not have kwire installed)."""
+    """Make the codec read the specs the driver uses: a folder on this machine (``path:DIR``, local
+    mode) or the archive the driver shipped (an executor may not have kwire installed)."""
     if not specs_name or _specs_in_use[0] == specs_name:
         return
-    from pyspark import SparkFiles
     from kwire_cli.spec.registry import use_specs
+    if specs_name.startswith("path:"):
+        use_specs(specs_name[5:])
+        _specs_in_use[0] = specs_name
+        return
+    from pyspark import SparkFiles
     path = SparkFiles.get(specs_name)
     if os.path.isfile(path):  # not unpacked: do it here, once per worker process
         dest = os.path.join(tempfile.gettempdir(), f"{specs_name}-{os.getpid()}")
@@ -458,11 +462,21 @@ def _first_line(e: BaseException) -> str:
 _shipped: dict = {}
 
 
-def ship_code(sc) -> str | None:
+def ship_code(sc, ship: bool | None = None) -> str | None:
     """Zip kwire_cli for the executors (addPyFile) and the specs folder the driver uses (addArchive);
-    returns the name executors find the specs under (SparkFiles)."""
+    returns how executors find the specs (a SparkFiles name, or ``path:DIR``).
+
+    ``ship=None``: ship unless the master is local (local executors run this very installation,
+    native decoder included: a zip cannot carry compiled extensions, so code imported from it
+    decodes in pure Python). ``ship=False`` on a cluster whose executors have kwire installed
+    (the same version) keeps their native decoder.
+    """
     import kwire_cli
     from kwire_cli.spec.registry import registry
+    if ship is None:
+        ship = not sc.master.startswith("local")
+    if not ship:
+        return "path:" + os.path.abspath(registry().folder)
     key = sc.applicationId
     if key in _shipped:
         return _shipped[key]
@@ -532,7 +546,7 @@ class JobResult:
 def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | None = None,
         ports: Iterable[int] = (), partitions: int | None = None, split_size: int = DEFAULT_SPLIT,
         raw_records: bool = False, overwrite: bool = False, conf: Iterable[tuple[str, str]] = (),
-        spark=None, progress: bool = True) -> JobResult:
+        spark=None, progress: bool = True, ship: bool | None = None) -> JobResult:
     """Decode captures with Spark; write rows to ``out`` (partitioned by api_name) and the summary."""
     t0 = time.monotonic()
     if fmt not in ("parquet", "jsonl"):
@@ -545,16 +559,17 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
         spark, created = get_session(master, conf, progress)
     try:
         return _run(spark, paths, out, fmt, tuple(ports), partitions, split_size,
-                    "hex" if raw_records else None, t0, time.monotonic() - t0)
+                    "hex" if raw_records else None, t0, time.monotonic() - t0, ship)
     finally:
         if created:
             spark.stop()
 
 
-def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0, startup) -> JobResult:
+def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0, startup,
+         ship=None) -> JobResult:
     from kwire_cli.spark.summary import spark_summary
     sc = spark.sparkContext
-    specs_name = ship_code(sc)
+    specs_name = ship_code(sc, ship)
     nparts = partitions or max(2, sc.defaultParallelism * 2)
 
     driver = Totals()

@@ -65,7 +65,6 @@ def _line_ends() -> tuple[tuple, tuple]:
 
 def spark_summary(spark, out: str, fmt: str, totals, damage: list[dict]) -> dict:
     from pyspark import StorageLevel
-    from pyspark.sql import functions as F
     df = read_rows(spark, out, fmt, SMALL).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         return _summary(spark, df, out, fmt, totals, damage)
