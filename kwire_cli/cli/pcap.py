@@ -360,6 +360,7 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
                     + "}\n").encode())
     if bout is not None:
         bout.flush()
+    out.flush()  # text output (tables, --summary) before any diagnostics
     for msg in failures:
         click.echo(f"kwire: error: {msg}", err=True)
     bad = result["undecodable"]
