@@ -243,9 +243,10 @@ class Summary:
                 ranges = {k["ApiKey"]: (k["MinVersion"], k["MaxVersion"]) for k in r["body"].get("ApiKeys") or []}
                 if ranges and r["body"].get("ErrorCode", 0) == 0:
                     self.advertised[r["src"]] = ranges
-            self._what_if(r)
+            self.add_what_if(r)
 
-    def _what_if(self, r: dict) -> None:
+    def add_what_if(self, r: dict) -> None:
+        """Count one decoded response into the ErrorCode/ErrorMessage what-if total."""
         w = what_if_for_record(r)
         if w is None:
             return

@@ -287,9 +287,9 @@ def decode_partition(items: Iterator[tuple], labels: list[str], fmt: str, record
     """Stage 3: frames -> records -> output rows; everything else -> the accumulator.
 
     Runs with kwire pcap's garbage-collector tuning (decoded record trees are large and acyclic)."""
-    from kwire_cli.cli.pcap import _gc_tuned
+    from kwire_cli.render.jsonlines import gc_tuned
     _executor_setup(specs_name)
-    with _gc_tuned():
+    with gc_tuned():
         yield from _decode_partition(items, labels, fmt, records_mode, acc)
 
 
@@ -327,7 +327,7 @@ def _decode_partition(items, labels, fmt, records_mode, acc):
         else:  # pragma: no cover
             continue
         if rec["kind"] == "response" and rec.get("error") is None:
-            summ._what_if(rec)
+            summ.add_what_if(rec)
         tot.rows += 1
         yield to_row(rec, fmt)
     tot.what_if = dict(summ.what_if)
@@ -343,10 +343,10 @@ def _encoder():
     """kwire pcap's JSON line encoder (orjson when installed), and one for parts of a record."""
     enc = _encoders.get("line")
     if enc is None:
-        from kwire_cli.cli.pcap import _float_apis, _json_default, line_encoder
+        from kwire_cli.render.jsonlines import float_apis, json_default, line_encoder
         from kwire_cli.render.json import to_jsonable
         line = line_encoder()
-        floats = _float_apis()
+        floats = float_apis()
         try:
             import orjson
             fast = orjson.dumps
@@ -361,7 +361,7 @@ def _encoder():
             if fast is None or api_key in floats:
                 return careful(v)
             try:
-                return fast(v, default=_json_default)
+                return fast(v, default=json_default)
             except TypeError:
                 return careful(v)
         enc = _encoders["line"] = (line, part)

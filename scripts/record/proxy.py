@@ -28,6 +28,8 @@ import os
 import socket
 import struct
 import sys
+
+from kwire_cli.capture.kafka import produce_acks as _capture_produce_acks
 import threading
 import time
 from dataclasses import dataclass
@@ -72,48 +74,9 @@ class Pair:
         }
 
 
-def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(buf):
-            raise ValueError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 35:
-            raise ValueError("varint too long")
-
-
 def produce_acks(frame: bytes) -> int | None:
     """The acks field of a Produce request frame (size prefix included), or None if unreadable."""
-    try:
-        api_key, api_version = struct.unpack_from(">hh", frame, 4)
-        if api_key != PRODUCE:
-            return None
-        pos = 4 + 8
-        (client_id_len,) = struct.unpack_from(">h", frame, pos)
-        pos += 2 + max(client_id_len, 0)
-        flexible = api_version >= 9
-        if flexible:  # request header v2: tagged fields after client_id
-            ntags, pos = _read_uvarint(frame, pos)
-            for _ in range(ntags):
-                _tag, pos = _read_uvarint(frame, pos)
-                size, pos = _read_uvarint(frame, pos)
-                pos += size
-        if api_version >= 3:  # transactional_id
-            if flexible:
-                n, pos = _read_uvarint(frame, pos)
-                pos += max(n - 1, 0)
-            else:
-                (n,) = struct.unpack_from(">h", frame, pos)
-                pos += 2 + max(n, 0)
-        (acks,) = struct.unpack_from(">h", frame, pos)
-        return acks
-    except (struct.error, ValueError):
-        return None
+    return _capture_produce_acks(frame[4:])
 
 
 class _FrameSplitter:
