@@ -207,8 +207,16 @@ class Summary:
         self.advertised: dict[str, dict[int, tuple[int, int]]] = {}
         self.requests_seen: dict[tuple, int] = {}  # (broker, client, api_key, api_name, version) -> n
         self.what_if = {"responses": 0, "applicable": 0, "bytes_now": 0, "bytes_tagged": 0, "saving": 0}
+        # where things were first / last seen, so that partial summaries merge exactly (``merge``)
+        self.error_first: dict[str, Any] = {}
+        self.advertised_at: dict[str, Any] = {}
 
-    def add(self, r: dict) -> None:
+    def add(self, r: dict, pos: Any = None) -> None:
+        """Count one record. ``pos``: its place in the capture's record order (default: the order
+        of ``add`` calls); summaries of parts of one capture, added with comparable positions,
+        ``merge`` into exactly the summary of the whole."""
+        if pos is None:
+            pos = self.frames
         self.frames += 1
         if r.get("error") is not None:
             k = error_kind(r["error"])
@@ -225,9 +233,14 @@ class Summary:
             a["errors"] += 1
         lat = r.get("latency_ms")
         if lat is not None and len(a["latencies"]) < self.RESERVOIR:
-            a["latencies"].append(lat)
+            a["latencies"].append((pos, lat))
         for name in r.get("error_codes") or []:
-            self.errors[name] = self.errors.get(name, 0) + 1
+            n = self.errors.get(name)
+            if n is None:
+                self.errors[name] = 1
+                self.error_first[name] = pos
+            else:
+                self.errors[name] = n + 1
         if r["kind"] == "request" and r.get("error") is None:
             cid = r.get("client_id")
             c = self.clients.setdefault(cid if cid is not None else "(null)", {"requests": 0, "versions": {}})
@@ -242,8 +255,55 @@ class Summary:
             if r.get("api_name") == "ApiVersions":
                 ranges = {k["ApiKey"]: (k["MinVersion"], k["MaxVersion"]) for k in r["body"].get("ApiKeys") or []}
                 if ranges and r["body"].get("ErrorCode", 0) == 0:
-                    self.advertised[r["src"]] = ranges
+                    at = self.advertised_at.get(r["src"])
+                    if at is None or pos >= at:
+                        self.advertised[r["src"]] = ranges
+                        self.advertised_at[r["src"]] = pos
             self.add_what_if(r)
+
+    def merge(self, o: "Summary") -> "Summary":
+        """Add another part's summary (positions of both comparable): the result is the summary
+        ``add`` would have built over both parts' records in position order."""
+        self.frames += o.frames
+        self.decoded += o.decoded
+        for k, n in o.undecodable.items():
+            self.undecodable[k] = self.undecodable.get(k, 0) + n
+        for key, b in o.apis.items():
+            a = self.apis.get(key)
+            if a is None:
+                a = self.apis[key] = {"count": 0, "bytes": 0, "latencies": [], "errors": 0}
+            a["count"] += b["count"]
+            a["bytes"] += b["bytes"]
+            a["errors"] += b["errors"]
+            if a["latencies"] and b["latencies"]:  # the first RESERVOIR of both, by position
+                lat = sorted(a["latencies"] + b["latencies"], key=lambda pl: pl[0])
+                a["latencies"] = lat[:self.RESERVOIR]
+            elif b["latencies"]:
+                a["latencies"] = list(b["latencies"])
+        for name, n in o.errors.items():
+            at = o.error_first[name]
+            if name in self.errors:
+                self.errors[name] += n
+                self.error_first[name] = min(self.error_first[name], at)
+            else:
+                self.errors[name] = n
+                self.error_first[name] = at
+        for cid, c in o.clients.items():
+            m = self.clients.setdefault(cid, {"requests": 0, "versions": {}})
+            m["requests"] += c["requests"]
+            for api, vs in c["versions"].items():
+                m["versions"][api] = sorted(set(m["versions"].get(api, [])) | set(vs))
+        for k, n in o.requests_seen.items():
+            self.requests_seen[k] = self.requests_seen.get(k, 0) + n
+        for src, ranges in o.advertised.items():
+            at = o.advertised_at[src]
+            mine = self.advertised_at.get(src)
+            if mine is None or at >= mine:
+                self.advertised[src] = ranges
+                self.advertised_at[src] = at
+        for k, v in o.what_if.items():
+            self.what_if[k] = self.what_if.get(k, 0) + v
+        return self
 
     def add_what_if(self, r: dict) -> None:
         """Count one decoded response into the ErrorCode/ErrorMessage what-if total."""
@@ -274,7 +334,7 @@ class Summary:
     def to_dict(self, stats: dict | None = None, damage: list[dict] | None = None) -> dict:
         apis = []
         for (name, version, kind), a in sorted(self.apis.items(), key=lambda kv: (str(kv[0][0]), kv[0][1] or -1, kv[0][2])):
-            lat = sorted(a["latencies"])
+            lat = sorted(v for _, v in a["latencies"])
             apis.append({"api_name": name, "api_version": version, "kind": kind, "count": a["count"],
                          "bytes": a["bytes"], "undecodable": a["errors"],
                          "latency_p50_ms": _percentile(lat, 0.5), "latency_p99_ms": _percentile(lat, 0.99)})
@@ -284,7 +344,7 @@ class Summary:
             "undecodable_by_reason": dict(sorted(self.undecodable.items())),
             "reconciled": self.frames == self.decoded + sum(self.undecodable.values()),
             "apis": apis,
-            "error_codes": dict(sorted(self.errors.items(), key=lambda kv: -kv[1])),
+            "error_codes": dict(sorted(self.errors.items(), key=lambda kv: (-kv[1], self.error_first[kv[0]]))),
             "clients": {k: self.clients[k] for k in sorted(self.clients, key=str)},
             "negotiation_audit": self.audit(),
             "advertised_by": sorted(self.advertised),

@@ -35,6 +35,7 @@ from collections import OrderedDict
 from typing import Any, Iterable, Iterator
 
 from kwire_cli.capture import CaptureStats, Damage, KafkaFrame, Packet, StreamAssembler, conn_key
+from kwire_cli.capture.session import Summary
 from kwire_cli.errors import KwireError
 from kwire_cli.spark.reading import DEFAULT_SPLIT, FilePlan, index_range, nominal_ranges, plan_file, \
     read_range, stitch
@@ -91,7 +92,7 @@ class Totals:
         self.damage_kinds: dict[str, list[int]] = {}
         self.damage_events: list[tuple] = []   # (rank, frame, seq, dict), the first MAX by position
         self.failures: list[str] = []
-        self.what_if = {"responses": 0, "applicable": 0, "bytes_now": 0, "bytes_tagged": 0, "saving": 0}
+        self.summary = Summary()  # the part of kwire pcap's summary this task's records make
         self.rows = 0
         self.executor_code: set[str] = set()
 
@@ -116,8 +117,7 @@ class Totals:
         self.damage_events += o.damage_events
         self._trim()
         self.failures += o.failures
-        for k, v in o.what_if.items():
-            self.what_if[k] = self.what_if.get(k, 0) + v
+        self.summary.merge(o.summary)
         self.rows += o.rows
         self.executor_code |= o.executor_code
         return self
@@ -215,8 +215,13 @@ def _request_client_id(data: bytes) -> tuple[bool, Any]:
 
 
 def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records_mode: str | None,
-                       specs_name: str | None) -> Iterator[tuple]:
-    """Stage 2: sorted packets of some connections -> frames (with context), records, damage."""
+                       specs_name: str | None, nout: int = 1) -> Iterator[tuple]:
+    """Stage 2: sorted packets of some connections -> frames (with context), records, damage.
+
+    Each item leaves keyed (file rank, packet, this partition, seq, decode partition): the first
+    four order it as kwire pcap emits it; the last spreads the frames over the ``nout`` decode
+    partitions by size (least loaded first), so that the decode stage is balanced whatever the
+    connections: one busy connection does not pin one core."""
     from kwire_cli.capture.session import Conversation
     _executor_setup(specs_name)
     stats = CaptureStats()
@@ -225,11 +230,15 @@ def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records
     first = 0
     asm = conv = None
     snap = None
+    loads = [0] * nout
+    order = [(index + i) % nout for i in range(nout)]  # ties: each partition starts elsewhere
 
-    def key(rank, frame):
+    def key(rank, frame, weight=64):
         nonlocal seq
         seq += 1
-        return (rank, -1 if frame is None else frame, index, seq)
+        target = min(order, key=loads.__getitem__)
+        loads[target] += weight
+        return (rank, -1 if frame is None else frame, index, seq, target)
 
     def handle(events, pos):
         nonlocal snap
@@ -243,7 +252,8 @@ def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records
                     ok, cid = _request_client_id(ev.data)
                     if ok and ev.acks != 0:
                         conv._remember(ev.conn, ev.correlation_id, (cid, None))
-                    yield key(ev.file, ev.frame), ("frm", tuple(getattr(ev, n) for n in _FRAME_FIELDS), None, snap)
+                    yield key(ev.file, ev.frame, 64 + ev.size), \
+                        ("frm", tuple(getattr(ev, n) for n in _FRAME_FIELDS), None, snap)
                 else:
                     yield key(ev.file, ev.frame), ("rec", conv.record(ev))
             elif ev.api_key is None or ev.api_key in TOPIC_MAP_APIS:
@@ -254,7 +264,8 @@ def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records
             else:
                 info = conv.open.get(ev.conn, {}).pop(ev.correlation_id, (None, None)) \
                     if ev.correlation_id is not None else (None, None)
-                yield key(ev.file, ev.frame), ("frm", tuple(getattr(ev, n) for n in _FRAME_FIELDS), info, snap)
+                yield key(ev.file, ev.frame, 64 + ev.size), \
+                    ("frm", tuple(getattr(ev, n) for n in _FRAME_FIELDS), info, snap)
 
     for k, v in items:
         conn = k[1]
@@ -294,11 +305,11 @@ def decode_partition(items: Iterator[tuple], labels: list[str], fmt: str, record
 
 
 def _decode_partition(items, labels, fmt, records_mode, acc):
-    from kwire_cli.capture.session import Conversation, Summary
+    from kwire_cli.capture.session import Conversation
     tot = Totals()
     tot.executor_code.add(_exec_code())
     conv = Conversation(records_mode)
-    summ = Summary()  # only its what-if part is used (per record, as kwire pcap does)
+    summ = tot.summary  # positions: the sort key, kwire pcap's record order across all tasks
     empty: dict = {}
     for k, v in items:
         tag = v[0]
@@ -326,11 +337,9 @@ def _decode_partition(items, labels, fmt, records_mode, acc):
             continue
         else:  # pragma: no cover
             continue
-        if rec["kind"] == "response" and rec.get("error") is None:
-            summ.add_what_if(rec)
+        summ.add(rec, k[:4])
         tot.rows += 1
         yield to_row(rec, fmt)
-    tot.what_if = dict(summ.what_if)
     acc.add(tot)
 
 
@@ -535,7 +544,7 @@ class JobResult:
     executor_code: list
     startup_s: float = 0.0   # starting the Spark session (0 when one was given)
     job_s: float = 0.0       # planning, reading, reassembling, decoding, writing
-    summary_s: float = 0.0   # the summary's aggregations
+    summary_s: float = 0.0   # merging the tasks' summaries, writing the summary files
 
     def line(self) -> str:
         return (f"kwire spark-decode: files {self.files}, packets {self.packets}, frames {self.frames}, "
@@ -567,7 +576,7 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
 
 def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0, startup,
          ship=None) -> JobResult:
-    from kwire_cli.spark.summary import spark_summary
+    from kwire_cli.spark.summary import final_summary
     sc = spark.sparkContext
     specs_name = ship_code(sc, ship)
     nparts = partitions or max(2, sc.defaultParallelism * 2)
@@ -619,9 +628,9 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
         pk = sc.parallelize(tasks, len(tasks)).flatMap(lambda t, b=bplans: read_task(t, b.value))
         by_conn = pk.repartitionAndSortWithinPartitions(nparts, partitionFunc=lambda k: k[0])
         frames = by_conn.mapPartitionsWithIndex(
-            lambda i, it, ports=ports, rm=records_mode, sn=specs_name: assemble_partition(i, it, ports, rm, sn))
-        spread = frames.repartitionAndSortWithinPartitions(
-            nparts, partitionFunc=lambda k: (k[0] * 1000003 + k[1] * 8191 + k[3]) & 0x7FFFFFFF)
+            lambda i, it, ports=ports, rm=records_mode, sn=specs_name, n=nparts:
+            assemble_partition(i, it, ports, rm, sn, n))
+        spread = frames.repartitionAndSortWithinPartitions(nparts, partitionFunc=lambda k: k[4])
         rows = spread.mapPartitions(
             lambda it, labels=labels, fmt=fmt, rm=records_mode, sn=specs_name, acc=acc:
             decode_partition(it, labels, fmt, rm, sn, acc))
@@ -653,10 +662,9 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
         os.makedirs(out, exist_ok=True)
 
     t_job = time.monotonic()
-    sc.setJobDescription("kwire: summary")
-    damage = [e[3] for e in sorted(totals.damage_events, key=lambda e: e[:3])]
-    summary = spark_summary(spark, out, fmt, totals, damage)
     sc.setJobDescription(None)
+    damage = [e[3] for e in sorted(totals.damage_events, key=lambda e: e[:3])]
+    summary = final_summary(totals, damage)
     elapsed = time.monotonic() - t0
     t_sum = elapsed - (t_job - t0)
     result = JobResult(files=totals.stats.files, packets=totals.stats.packets, frames=summary["frames"],
