@@ -360,3 +360,46 @@ def test_plan_file_failures_use_the_readers_messages(tmp_path):
     assert reading.plan_file(str(t)).failure == f"{t}: pcap file header cut short: 6 of 24 bytes"
     assert reading.plan_file(str(tmp_path / "none")).failure.endswith("No such file or directory")
     assert not reading.plan_file(str(tmp_path / "none")).counted
+
+
+def _consume_frames():
+    """Real frames of librdkafka's consumer (confluent-kafka-consume.pcap): a Metadata v12 exchange
+    from its bootstrap connection and the Fetch v16 exchanges (topic ids) of its broker connection."""
+    frames = [f for f in iter_capture(str(CAPS / "confluent-kafka-consume.pcap")) if hasattr(f, "api_key")]
+    first_conn = frames[0].conn
+    md = [f for f in frames if f.api_key == 3 and f.conn == first_conn][:2]
+    fetch_conn = next(f.conn for f in frames if f.api_key == 1 and f.api_version >= 13)
+    fetch = [f for f in frames if f.api_key == 1 and f.conn == fetch_conn][:4]
+    assert [f.kind for f in md] == ["request", "response"] and len(fetch) == 4
+    return md, fetch
+
+
+def _exchange_capture(path: Path, first: list, second: list) -> None:
+    """Two connections (ports 41001, 41002) to one broker: ``first``'s frames on the first, then
+    ``second``'s on the second, each frame in one segment."""
+    from capture_util import Conversation as TcpConv, write_pcap
+    segs = []
+    for port, frames in ((41001, first), (41002, second)):
+        c = TcpConv(client=("10.0.0.1", port), server=("10.0.0.2", 9092))
+        segs += c.handshake()
+        for f in frames:
+            segs += c.send(0 if f.kind == "request" else 1, struct.pack(">i", len(f.data)) + f.data)
+    path.write_bytes(write_pcap(segs))
+
+
+def test_topic_ids_are_named_from_answers_on_other_connections(spark, tmp_path):
+    """A consumer learns topic ids from a Metadata answer on one connection and fetches by id on
+    another (every multi-broker cluster): spark-decode names them as kwire pcap does, and only
+    from answers seen before the frame."""
+    md, fetch = _consume_frames()
+    after, before = tmp_path / "after.pcap", tmp_path / "before.pcap"
+    _exchange_capture(after, md, fetch)     # Metadata first: the Fetch rows get names
+    _exchange_capture(before, fetch, md)    # Fetch first: its ids are not known yet
+    for cap, named in ((after, True), (before, False)):
+        want = pcap_lines(str(cap))
+        fetch_rows = [json.loads(line) for line in want if '"api_name":"Fetch"' in line]
+        assert len(fetch_rows) == 4 and all(r["topic_names"] for r in fetch_rows)
+        assert all(all(v is not None for v in r["topic_names"].values()) == named for r in fetch_rows)
+        out = str(tmp_path / ("out-" + cap.stem))
+        run([str(cap)], out, fmt="jsonl", spark=spark, partitions=3)
+        assert spark_lines(out) == want

@@ -11,7 +11,9 @@ Stages (one Spark job for the data, plus two tiny ones):
    split across rotated files is reassembled as one). Frames that carry per-connection context
    (non-Produce requests, Metadata-like responses) are decoded here with a ``Conversation``;
    the rest (Produce requests, other responses: the bulk of the bytes) leave with the context
-   they need (the request's client id and protocol type, the connection's topic-id names).
+   they need (the request's client id and protocol type). The topic ids learned from answers on
+   every connection are gathered first (a job on an empty extra partition runs this stage alone)
+   and broadcast, so each frame's ids are named from all answers seen before it.
 3. decode: frames are spread evenly over the decode partitions (so one busy connection does not
    pin one core), decoded with ``Conversation.record`` and turned into rows, written partitioned
    by ``api_name``. Damage, capture counters and failures travel with the data to this stage and
@@ -136,6 +138,24 @@ def _totals_param():
     return TotalsParam()
 
 
+def _names_param():
+    """Topic ids learned: ``{id: (position, name)}``, the earliest position of each id kept."""
+    from pyspark.accumulators import AccumulatorParam
+
+    class NamesParam(AccumulatorParam):
+        def zero(self, value):
+            return {}
+
+        def addInPlace(self, a, b):
+            for tid, pn in b.items():
+                mine = a.get(tid)
+                if mine is None or pn[0] < mine[0]:
+                    a[tid] = pn
+            return a
+
+    return NamesParam()
+
+
 # ------------------------------------------------------------------------------------ executors
 _specs_in_use: list = [None]
 
@@ -215,13 +235,17 @@ def _request_client_id(data: bytes) -> tuple[bool, Any]:
 
 
 def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records_mode: str | None,
-                       specs_name: str | None, nout: int = 1) -> Iterator[tuple]:
+                       specs_name: str | None, nout: int = 1, names_acc=None) -> Iterator[tuple]:
     """Stage 2: sorted packets of some connections -> frames (with context), records, damage.
 
     Each item leaves keyed (file rank, packet, this partition, seq, decode partition): the first
     four order it as kwire pcap emits it; the last spreads the frames over the ``nout`` decode
     partitions by size (least loaded first), so that the decode stage is balanced whatever the
-    connections: one busy connection does not pin one core."""
+    connections: one busy connection does not pin one core.
+
+    Topic ids learned from Metadata-like answers go to ``names_acc`` as ``{id: (position, name)}``
+    (the earliest position wins, so a recomputed task adds nothing new): the decode stage names the
+    ids of every frame from all connections' answers seen before it, as kwire pcap does."""
     from kwire_cli.capture.session import Conversation
     _executor_setup(specs_name)
     stats = CaptureStats()
@@ -229,7 +253,7 @@ def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records
     cur = None
     first = 0
     asm = conv = None
-    snap = None
+    learned: dict = {}
     loads = [0] * nout
     order = [(index + i) % nout for i in range(nout)]  # ties: each partition starts elsewhere
 
@@ -241,7 +265,6 @@ def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records
         return (rank, -1 if frame is None else frame, index, seq, target)
 
     def handle(events, pos):
-        nonlocal snap
         for ev in events:
             if ev.__class__ is not KafkaFrame:
                 d = _damage_dict(ev, ev.file, pos)
@@ -253,19 +276,23 @@ def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records
                     if ok and ev.acks != 0:
                         conv._remember(ev.conn, ev.correlation_id, (cid, None))
                     yield key(ev.file, ev.frame, 64 + ev.size), \
-                        ("frm", tuple(getattr(ev, n) for n in _FRAME_FIELDS), None, snap)
+                        ("frm", tuple(getattr(ev, n) for n in _FRAME_FIELDS), None)
                 else:
                     yield key(ev.file, ev.frame), ("rec", conv.record(ev))
             elif ev.api_key is None or ev.api_key in TOPIC_MAP_APIS:
+                known = len(conv.topic_names)
                 rec = conv.record(ev)
-                if ev.api_key is not None and conv.topic_names and conv.topic_names != snap:
-                    snap = dict(conv.topic_names)
-                yield key(ev.file, ev.frame), ("rec", rec)
+                k = key(ev.file, ev.frame)
+                if len(conv.topic_names) > known:  # new ids (dicts keep insertion order)
+                    for tid in list(conv.topic_names)[known:]:
+                        if tid not in learned:
+                            learned[tid] = (k[:4], conv.topic_names[tid])
+                yield k, ("rec", rec)
             else:
                 info = conv.open.get(ev.conn, {}).pop(ev.correlation_id, (None, None)) \
                     if ev.correlation_id is not None else (None, None)
                 yield key(ev.file, ev.frame, 64 + ev.size), \
-                    ("frm", tuple(getattr(ev, n) for n in _FRAME_FIELDS), info, snap)
+                    ("frm", tuple(getattr(ev, n) for n in _FRAME_FIELDS), info)
 
     for k, v in items:
         conn = k[1]
@@ -279,13 +306,14 @@ def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records
             first = k[3]
             asm = StreamAssembler(broker_ports=ports or None, stats=stats)
             conv = Conversation(records_mode)
-            snap = None
         ev = asm.feed(Packet(k[2], k[3], *v))
         if ev:
             yield from handle(ev, k[3])
     if asm is not None:
         yield from handle(asm.finish(), END + first)
     yield key(-1, None), ("stats", stats)
+    if names_acc is not None and learned:
+        names_acc.add(learned)
 
 
 def _exec_code() -> str:
@@ -294,30 +322,41 @@ def _exec_code() -> str:
 
 
 def decode_partition(items: Iterator[tuple], labels: list[str], fmt: str, records_mode: str | None,
-                     specs_name: str | None, acc) -> Iterator[tuple]:
+                     specs_name: str | None, acc, names: dict | None = None) -> Iterator[tuple]:
     """Stage 3: frames -> records -> output rows; everything else -> the accumulator.
 
+    ``names``: every topic id the job learned, ``{id: (position, name)}``; a row's ids are named
+    from those learned before its position (kwire pcap's running map over all connections).
     Runs with kwire pcap's garbage-collector tuning (decoded record trees are large and acyclic)."""
     from kwire_cli.render.jsonlines import gc_tuned
     _executor_setup(specs_name)
     with gc_tuned():
-        yield from _decode_partition(items, labels, fmt, records_mode, acc)
+        yield from _decode_partition(items, labels, fmt, records_mode, acc, names or {})
 
 
-def _decode_partition(items, labels, fmt, records_mode, acc):
+def _name_topics(rec: dict, pos: tuple, names: dict) -> None:
+    tn = rec.get("topic_names")
+    if tn:
+        for tid, name in tn.items():
+            if name is None:
+                known = names.get(tid)
+                if known is not None and known[0] < pos:
+                    tn[tid] = known[1]
+
+
+def _decode_partition(items, labels, fmt, records_mode, acc, names):
     from kwire_cli.capture.session import Conversation
     tot = Totals()
     tot.executor_code.add(_exec_code())
     conv = Conversation(records_mode)
     summ = tot.summary  # positions: the sort key, kwire pcap's record order across all tasks
-    empty: dict = {}
     for k, v in items:
         tag = v[0]
         if tag == "frm":
             t = list(v[1])
             t[_FILE_AT] = labels[t[_FILE_AT]]
             f = KafkaFrame(*t)
-            conv.topic_names = v[3] if v[3] is not None else empty
+            conv.topic_names = {}
             conv.open = {f.conn: OrderedDict({f.correlation_id: v[2]})} if v[2] is not None else {}
             rec = conv.record(f)
         elif tag == "rec":
@@ -337,6 +376,8 @@ def _decode_partition(items, labels, fmt, records_mode, acc):
             continue
         else:  # pragma: no cover
             continue
+        if names:
+            _name_topics(rec, k[:4], names)
         summ.add(rec, k[:4])
         tot.rows += 1
         yield to_row(rec, fmt)
@@ -627,13 +668,20 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
         bplans = sc.broadcast(good)
         pk = sc.parallelize(tasks, len(tasks)).flatMap(lambda t, b=bplans: read_task(t, b.value))
         by_conn = pk.repartitionAndSortWithinPartitions(nparts, partitionFunc=lambda k: k[0])
+        names_acc = sc.accumulator({}, _names_param())
         frames = by_conn.mapPartitionsWithIndex(
-            lambda i, it, ports=ports, rm=records_mode, sn=specs_name, n=nparts:
-            assemble_partition(i, it, ports, rm, sn, n))
-        spread = frames.repartitionAndSortWithinPartitions(nparts, partitionFunc=lambda k: k[4])
+            lambda i, it, ports=ports, rm=records_mode, sn=specs_name, n=nparts, na=names_acc:
+            assemble_partition(i, it, ports, rm, sn, n, na))
+        # one more partition than the frames go to: running a job on that empty one makes Spark
+        # reassemble every connection (and write the shuffle) without decoding anything, so that the
+        # topic ids learned on all connections are known before the decode stage, which then reuses
+        # that shuffle output (its stage is skipped, not run again)
+        spread = frames.repartitionAndSortWithinPartitions(nparts + 1, partitionFunc=lambda k: k[4])
+        sc.runJob(spread, lambda it: [], [nparts])
+        bnames = sc.broadcast(dict(names_acc.value))
         rows = spread.mapPartitions(
-            lambda it, labels=labels, fmt=fmt, rm=records_mode, sn=specs_name, acc=acc:
-            decode_partition(it, labels, fmt, rm, sn, acc))
+            lambda it, labels=labels, fmt=fmt, rm=records_mode, sn=specs_name, acc=acc, bn=bnames:
+            decode_partition(it, labels, fmt, rm, sn, acc, bn.value))
         df = rows_dataframe(spark, rows, fmt)
         # rows go to one open file per api_name instead of being sorted by it first
         # (jsonl only: a parquet writer buffers a row group, so parquet rows are sorted instead)
@@ -656,6 +704,7 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
                 else:
                     spark.conf.set(k, v)
         bplans.unpersist()
+        bnames.unpersist()
         totals.merge(acc.value)
         rows_written = totals.rows
     else:
