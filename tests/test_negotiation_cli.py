@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -131,6 +133,15 @@ def test_usage_errors_exit_2():
     assert r.exit_code == 2 and "no such file: no-such-file.hex" in r.output
     r = run(B1, "--require", "missing.yaml")
     assert r.exit_code == 2 and "no such file: missing.yaml" in r.output
+
+
+def test_missing_files_are_one_line_usage_errors():
+    # through the real entry point: exactly one line on stderr, exit 2, nothing on stdout
+    for args, line in ((["nonsense-arg"], "kwire: error: broker 1: no such file: nonsense-arg (and not inline hex)"),
+                       ([B1, "--require", "missing.yaml"], "kwire: error: --require: no such file: missing.yaml"),
+                       ([B1, "--client", "nope"], "kwire: error: --client: no such file: nope")):
+        p = subprocess.run([sys.executable, "-m", "kwire_cli", "negotiate", *args], capture_output=True, text=True)
+        assert (p.returncode, p.stdout, p.stderr) == (2, "", line + "\n")
     r = run(B1, "--format", "xml")
     assert r.exit_code == 2
 

@@ -45,12 +45,13 @@ def negotiate(brokers: tuple[str, ...], client_file: str | None, require_file: s
                                        parse_broker_input)
     from kwire_cli.negotiation.parse import unique_addresses
     from kwire_cli.negotiation.render import render_json, render_table, render_yaml
+    from kwire_cli.cli.common import KwireUsageError
 
     for name, path in (("--client", client_file), ("--require", require_file)):
         if path and path != "-" and not os.path.isfile(path):
-            raise click.BadParameter(f"no such file: {path}", param_hint=f"'{name}'")
+            raise KwireUsageError(f"{name}: no such file: {path}")
     if sum(1 for b in brokers if b == "-") + (client_file == "-") + (require_file == "-") > 1:
-        raise click.UsageError("standard input (-) can be used only once")
+        raise KwireUsageError("standard input (-) can be used only once")
 
     answers = []
     for i, b in enumerate(brokers, start=1):
@@ -59,7 +60,7 @@ def negotiate(brokers: tuple[str, ...], client_file: str | None, require_file: s
         elif not os.path.exists(b) and _looks_inline(b):
             answers.extend(parse_broker_input(b, source=f"argument {i}"))
         else:
-            raise click.BadParameter(f"no such file: {b}", param_hint="'BROKER...'")
+            raise KwireUsageError(f"broker {i}: no such file: {b} (and not inline hex)")
     unique_addresses(answers)
     names = kwire_api_names()
     client = load_client_file(client_file) if client_file else kwire_client_ranges()
