@@ -930,14 +930,17 @@ _MISSING = _Missing()
 def _frame_scope(lines: list[str], ns: dict[str, Any]) -> None:
     """A plan that decodes records fields decodes each message in one kwire_cli.records
     frame_budget (unless the caller opened one), so that all its records fields together stay
-    under the per-frame decompression cap, not just each batch under the per-batch one."""
-    from kwire_cli.records.compression import DEFAULT_MAX_FRAME_DECOMPRESSED, FrameBudget, _frame
-    ns.update(_fb_get=_frame.get, _fb_set=_frame.set, _fb_reset=_frame.reset, _FB=FrameBudget,
-              _FB_MAX=DEFAULT_MAX_FRAME_DECOMPRESSED)
+    under the per-frame decompression cap, not just each batch under the per-batch one.
+
+    The budget takes the limits in force when the message is decoded (set_frame_limits: one
+    attribute read of the module's settings), not the ones of when the plan was compiled."""
+    from kwire_cli.records import compression
+    ns.update(_fb_get=compression._frame.get, _fb_set=compression._frame.set,
+              _fb_reset=compression._frame.reset, _FB=compression.FrameBudget, _fb_mod=compression)
     lines += ["_dec0_inner = dec0",
               "def dec0(buf, pos, end, depth=0):",
               "    if _fb_get() is not None: return _dec0_inner(buf, pos, end, depth)",
-              "    tok = _fb_set(_FB(_FB_MAX))",
+              "    tok = _fb_set(_FB(*_fb_mod._limits))",
               "    try: return _dec0_inner(buf, pos, end, depth)",
               "    finally: _fb_reset(tok)"]
 
@@ -949,8 +952,13 @@ def _records_decoder(mode: str) -> Callable[[bytes], Any]:
         return bytes.hex
     if mode == "bytes":
         return bytes
-    from kwire_cli.records import decode_records
-    return decode_records
+    from kwire_cli.records import compression, decode_records
+
+    def decode_records_at_limits(data, _decode=decode_records, _settings=compression):
+        # each batch may decompress as much as the whole frame may (the frame's budget, opened
+        # per message, caps them all together), so raising the frame's cap raises the batch's too
+        return _decode(data, max_decompressed=_settings._limits.decompressed)
+    return decode_records_at_limits
 
 
 _cache: dict[tuple[int, int, str], tuple[MessageSpec, Plan]] = {}
