@@ -14,6 +14,7 @@ import struct
 from typing import Callable, Iterable
 
 DEFAULT_MAX_FRAME = 100 << 20   # 100 MiB
+MAX_FRAME_OPTION = "--max-frame-size"  # the command-line option that sets it (named in damage)
 MAX_API_KEY = 100
 MAX_API_VERSION = 30
 PRODUCE = 0

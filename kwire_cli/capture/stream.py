@@ -34,7 +34,7 @@ from typing import Iterable, Iterator
 from .events import (ACK, FIN, GAP, NON_KAFKA, OVERSIZE_FRAME, PARTIAL_FRAME, RESYNC_SKIP, RST, SYN,
                      UNANSWERED_REQUEST, UNPAIRED_RESPONSE, UNPARSEABLE, CaptureStats, Damage,
                      KafkaFrame, Packet, endpoint)
-from .kafka import (DEFAULT_MAX_FRAME, PRODUCE, ApiCheck, _plausible_at, broker_side,
+from .kafka import (DEFAULT_MAX_FRAME, MAX_FRAME_OPTION, PRODUCE, ApiCheck, _plausible_at, broker_side,
                     find_request_start, find_response_start, find_response_start_blind,
                     looks_like_request, produce_acks)
 
@@ -497,9 +497,10 @@ class StreamAssembler:
                 return
             size = _I32(buf, 0)[0]
             if size <= 0 or size > maxf:
+                why = (f"is over the frame cap of {maxf} bytes ({MAX_FRAME_OPTION} raises it)" if size > maxf
+                       else f"outside 1..{maxf}")
                 self._damage(file, frame, conn, OVERSIZE_FRAME, 0,
-                             f"packet {frame}: {d.src}->{d.dst} frame size {size} outside 1..{maxf}; "
-                             "resynchronising", ts)
+                             f"packet {frame}: {d.src}->{d.dst} frame size {size} {why}; resynchronising", ts)
                 d.resync = True
                 d.skip_from = frame
                 del buf[:1]
