@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from kwire_cli.cli.common import FORMATS, complete_api, emit, read_input, resolve_target
+from kwire_cli.cli.common import FORMATS, complete_api, emit, limit_options, read_input, resolve_target
 from kwire_cli.errors import DecodeError, KwireError
 
 
@@ -27,10 +27,11 @@ from kwire_cli.errors import DecodeError, KwireError
               show_default=True, help="Decode records fields into batches, or keep them as hex.")
 @click.option("--partial", is_flag=True,
               help="On a decode error, show the tree up to the failure, then the error (exit 1).")
+@limit_options()
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="pretty", show_default=True,
               help="Output: a tree (pretty), or one JSON / YAML object.")
 def decode(input, api_name, api_version, kind, request_input, no_header, size_prefix, binary, records_mode,
-           partial, fmt):
+           partial, fmt, limits):
     """Decode one Kafka request or response.
 
     INPUT is hex (spaces, colons, newlines and 0x prefixes are fine), @FILE or - for stdin; a file
@@ -52,12 +53,13 @@ def decode(input, api_name, api_version, kind, request_input, no_header, size_pr
     data = read_input(input, binary=binary)
     target = resolve_target(api_name, api_version, kind, request_input, no_header, size_prefix,
                             input_on_stdin=input in (None, "-"))
-    try:
-        msg = target.decode(data, records=records_mode)
-    except DecodeError as e:
-        if partial:
-            _show_partial(data, target, records_mode, fmt, e)
-        raise
+    with limits.apply():
+        try:
+            msg = target.decode(data, records=records_mode)
+        except DecodeError as e:
+            if partial:
+                _show_partial(data, target, records_mode, fmt, e)
+            raise
     if fmt == "pretty":
         _print_tree(msg.api_key, msg.api_name, msg.api_version, msg.kind, msg.header, msg.body, msg.size)
     else:

@@ -9,6 +9,7 @@ from typing import Any, BinaryIO, Iterator
 
 import click
 
+from kwire_cli.cli.common import DecodeLimits, limit_options
 from kwire_cli.errors import KwireError
 from kwire_cli.render.jsonlines import gc_tuned, line_encoder
 
@@ -59,9 +60,11 @@ def _progress_enabled() -> bool:
 
 
 def iter_records(paths: list[str], ports: tuple[int, ...], records_mode: str | None, stats, conv,
-                 failures: list[str]) -> Iterator[dict]:
+                 failures: list[str], max_frame: int | None = None) -> Iterator[dict]:
     """Records of every file in order; a file that is not a capture is reported and skipped."""
-    from kwire_cli.capture import iter_capture
+    from kwire_cli.capture import DEFAULT_MAX_FRAME, iter_capture
+    if max_frame is None:
+        max_frame = DEFAULT_MAX_FRAME
     progress = None
     if _progress_enabled():
         from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
@@ -82,7 +85,8 @@ def iter_records(paths: list[str], ports: tuple[int, ...], records_mode: str | N
                     task = progress.add_task(os.path.basename(path), total=os.path.getsize(path))
                     src = io.BufferedReader(_Counting(f, lambda n, t=task: progress.advance(t, n)))
                 try:
-                    events = iter_capture(src, file_label=path, broker_ports=ports or None, stats=stats)
+                    events = iter_capture(src, file_label=path, broker_ports=ports or None, stats=stats,
+                                          max_frame=max_frame)
                     yield from conv.records(events)
                 except KwireError as e:
                     msg = str(e)
@@ -174,20 +178,21 @@ def _print_summary_tables(s: dict) -> None:
               help="A broker port (repeatable). Default: 9092 and any port seen answering Kafka requests.")
 @click.option("--raw-records", is_flag=True, help="Keep records fields as hex instead of decoding batches.")
 @click.option("--strict", is_flag=True, help="Exit 1 when any frame did not decode or the capture is damaged.")
+@limit_options(capture=True)
 def pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | None, ports: tuple[int, ...],
-         raw_records: bool, strict: bool) -> None:
+         raw_records: bool, strict: bool, limits: DecodeLimits) -> None:
     """Decode Kafka conversations from pcap/pcapng FILES.
 
     Every Kafka frame becomes one record: requests decode from their header, responses by pairing
     with their request through the correlation id on the same connection. Damaged captures still
     give every intact frame, and the summary accounts for the rest.
     """
-    with gc_tuned():
-        _pcap(files, fmt, summary, filter_expr, ports, raw_records, strict)
+    with gc_tuned(), limits.apply():
+        _pcap(files, fmt, summary, filter_expr, ports, raw_records, strict, limits.frame_size())
 
 
 def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | None, ports: tuple[int, ...],
-          raw_records: bool, strict: bool) -> None:
+          raw_records: bool, strict: bool, max_frame: int) -> None:
     from kwire_cli.capture import CaptureStats
     from kwire_cli.capture.filter import compile_filter
     from kwire_cli.capture.session import RECORD_KEYS, Conversation, Summary
@@ -217,7 +222,7 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
         con = make_console()
         con.print("frame  time  src -> dst  kind  api  corr  client  size  latency_ms  note")
     shown = 0
-    for r in iter_records(list(files), ports, conv.records_mode, stats, conv, failures):
+    for r in iter_records(list(files), ports, conv.records_mode, stats, conv, failures, max_frame):
         summ.add(r)
         if not keep(r):
             continue
