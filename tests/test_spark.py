@@ -52,20 +52,20 @@ def _cwd(monkeypatch):
     monkeypatch.chdir(ROOT)  # file labels are the paths as given, relative to the repository
 
 
-def pcap_lines(*files: str) -> collections.Counter:
-    """`kwire pcap FILE --format jsonl`, once per file, all lines."""
+def pcap_lines(*files: str, opts: tuple = ()) -> collections.Counter:
+    """`kwire pcap FILE --format jsonl [OPTS]`, once per file, all lines."""
     lines: list[str] = []
     for f in files:
-        r = kwire("pcap", f, "--format", "jsonl")
+        r = kwire("pcap", f, "--format", "jsonl", *opts)
         assert r.code == 0, r
         lines += r.out.splitlines()
     return collections.Counter(lines)
 
 
-def pcap_summary(*files: str) -> dict:
+def pcap_summary(*files: str, opts: tuple = ()) -> dict:
     """`kwire pcap FILES --summary --format json` (a real process: the in-process runner can lose
     the text stream's buffered output when a warning follows it)."""
-    r = subprocess.run([sys.executable, "-m", "kwire_cli", "pcap", *files, "--summary", "--format", "json"],
+    r = subprocess.run([sys.executable, "-m", "kwire_cli", "pcap", *files, "--summary", "--format", "json", *opts],
                        capture_output=True, text=True, cwd=ROOT, timeout=300)
     return json.loads(r.stdout)
 
@@ -403,3 +403,28 @@ def test_topic_ids_are_named_from_answers_on_other_connections(spark, tmp_path):
         out = str(tmp_path / ("out-" + cap.stem))
         run([str(cap)], out, fmt="jsonl", spark=spark, partitions=3)
         assert spark_lines(out) == want
+
+
+def test_decoding_limits_apply_on_the_executors(spark, tmp_path):
+    """--max-frame-size / --max-decompressed / --max-records reach the executors: with each set just
+    below a real frame's value, the rows and the summary are kwire pcap's with the same option."""
+    cases = [("fixtures/captures/confluent-kafka-consume.pcap", ("--max-frame-size", "2032"), (2032, None, None),
+              "is over the frame cap of 2032 bytes (--max-frame-size"),
+             ("fixtures/captures/kafka-python-consume.pcap", ("--max-decompressed", "1433"), (None, 1433, None),
+              "--max-decompressed raises it"),
+             ("fixtures/captures/kafka-python-consume.pcap", ("--max-records", "64"), (None, None, 64),
+              "records and headers")]
+    for i, (f, opts, limits, mark) in enumerate(cases):
+        want = pcap_lines(f, opts=opts)
+        summary = pcap_summary(f, opts=opts)
+        assert want != pcap_lines(f)  # the option bites on this capture
+        assert any(mark in line for line in want) or mark in json.dumps(summary["damage_events"])
+        out = str(tmp_path / f"lim{i}")
+        res = run([f], out, fmt="jsonl", spark=spark, partitions=2, limits=limits)
+        assert spark_lines(out) == want
+        assert normal(res.summary) == summary
+    # and the next job on the same (reused) Python workers is back to the defaults
+    f = cases[0][0]
+    out = str(tmp_path / "back")
+    run([f], out, fmt="jsonl", spark=spark, partitions=2)
+    assert spark_lines(out) == pcap_lines(f)

@@ -7,6 +7,8 @@ import sys
 
 import click
 
+from kwire_cli.cli.common import limit_options
+
 EPILOG = """\b
 Examples:
   kwire spark-decode fixtures/captures --out /tmp/kwire-out
@@ -68,8 +70,9 @@ def _conf(ctx, param, values):
               show_default=True, help="How to print the summary on stdout.")
 @click.option("--strict", is_flag=True, help="Exit 1 when a file failed, a frame did not decode or "
               "the capture is damaged.")
+@limit_options(capture=True)
 def spark_decode(inputs, out, fmt, master, ports, partitions, split_size, raw_records, overwrite, conf,
-                 ship_code, summary_format, strict):
+                 ship_code, summary_format, strict, limits):
     """Decode Kafka conversations from captures with Spark (same codec and capture code as
     `kwire pcap`).
 
@@ -81,7 +84,7 @@ def spark_decode(inputs, out, fmt, master, ports, partitions, split_size, raw_re
     res = run(inputs, out, fmt=fmt, master=master, ports=ports, partitions=partitions,
               split_size=split_size << 20, raw_records=raw_records, overwrite=overwrite, conf=conf,
               progress=not os.environ.get("KWIRE_NO_PROGRESS"),
-              ship={"auto": None, "always": True, "never": False}[ship_code])
+              ship={"auto": None, "always": True, "never": False}[ship_code], limits=tuple(limits))
     if summary_format == "table":
         from kwire_cli.cli.pcap import _print_summary_tables
         _print_summary_tables(res.summary)

@@ -36,7 +36,8 @@ import zlib
 from collections import OrderedDict
 from typing import Any, Iterable, Iterator
 
-from kwire_cli.capture import CaptureStats, Damage, KafkaFrame, Packet, StreamAssembler, conn_key
+from kwire_cli.capture import DEFAULT_MAX_FRAME, CaptureStats, Damage, KafkaFrame, Packet, StreamAssembler, \
+    conn_key
 from kwire_cli.capture.session import Summary
 from kwire_cli.errors import KwireError
 from kwire_cli.spark.reading import DEFAULT_SPLIT, FilePlan, index_range, nominal_ranges, plan_file, \
@@ -160,9 +161,14 @@ def _names_param():
 _specs_in_use: list = [None]
 
 
-def _executor_setup(specs_name: str | None) -> None:
+def _executor_setup(specs_name: str | None, limits: tuple = (None, None, None)) -> None:
     """Make the codec read the specs the driver uses: a folder on this machine (``path:DIR``, local
-    mode) or the archive the driver shipped (an executor may not have kwire installed)."""
+    mode) or the archive the driver shipped (an executor may not have kwire installed); and use
+    the job's per-frame limits (``limits``: max frame, decompressed bytes, records and headers;
+    None: the default; set at every task, as Python workers are reused across jobs)."""
+    from kwire_cli.records.compression import (DEFAULT_MAX_FRAME_DECOMPRESSED, DEFAULT_MAX_FRAME_ITEMS,
+                                               set_frame_limits)
+    set_frame_limits(limits[1] or DEFAULT_MAX_FRAME_DECOMPRESSED, limits[2] or DEFAULT_MAX_FRAME_ITEMS)
     if not specs_name or _specs_in_use[0] == specs_name:
         return
     from kwire_cli.spec.registry import use_specs
@@ -235,7 +241,8 @@ def _request_client_id(data: bytes) -> tuple[bool, Any]:
 
 
 def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records_mode: str | None,
-                       specs_name: str | None, nout: int = 1, names_acc=None) -> Iterator[tuple]:
+                       specs_name: str | None, nout: int = 1, names_acc=None,
+                       limits: tuple = (None, None, None)) -> Iterator[tuple]:
     """Stage 2: sorted packets of some connections -> frames (with context), records, damage.
 
     Each item leaves keyed (file rank, packet, this partition, seq, decode partition): the first
@@ -247,7 +254,7 @@ def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records
     (the earliest position wins, so a recomputed task adds nothing new): the decode stage names the
     ids of every frame from all connections' answers seen before it, as kwire pcap does."""
     from kwire_cli.capture.session import Conversation
-    _executor_setup(specs_name)
+    _executor_setup(specs_name, limits)
     stats = CaptureStats()
     seq = 0
     cur = None
@@ -304,7 +311,8 @@ def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records
                 yield from handle(asm.finish(), END + first)
             cur = conn
             first = k[3]
-            asm = StreamAssembler(broker_ports=ports or None, stats=stats)
+            asm = StreamAssembler(broker_ports=ports or None, stats=stats,
+                                  max_frame=limits[0] or DEFAULT_MAX_FRAME)
             conv = Conversation(records_mode)
         ev = asm.feed(Packet(k[2], k[3], *v))
         if ev:
@@ -322,14 +330,15 @@ def _exec_code() -> str:
 
 
 def decode_partition(items: Iterator[tuple], labels: list[str], fmt: str, records_mode: str | None,
-                     specs_name: str | None, acc, names: dict | None = None) -> Iterator[tuple]:
+                     specs_name: str | None, acc, names: dict | None = None,
+                     limits: tuple = (None, None, None)) -> Iterator[tuple]:
     """Stage 3: frames -> records -> output rows; everything else -> the accumulator.
 
     ``names``: every topic id the job learned, ``{id: (position, name)}``; a row's ids are named
     from those learned before its position (kwire pcap's running map over all connections).
     Runs with kwire pcap's garbage-collector tuning (decoded record trees are large and acyclic)."""
     from kwire_cli.render.jsonlines import gc_tuned
-    _executor_setup(specs_name)
+    _executor_setup(specs_name, limits)
     with gc_tuned():
         yield from _decode_partition(items, labels, fmt, records_mode, acc, names or {})
 
@@ -596,8 +605,13 @@ class JobResult:
 def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | None = None,
         ports: Iterable[int] = (), partitions: int | None = None, split_size: int = DEFAULT_SPLIT,
         raw_records: bool = False, overwrite: bool = False, conf: Iterable[tuple[str, str]] = (),
-        spark=None, progress: bool = True, ship: bool | None = None) -> JobResult:
-    """Decode captures with Spark; write rows to ``out`` (partitioned by api_name) and the summary."""
+        spark=None, progress: bool = True, ship: bool | None = None,
+        limits: tuple = (None, None, None)) -> JobResult:
+    """Decode captures with Spark; write rows to ``out`` (partitioned by api_name) and the summary.
+
+    ``limits``: the largest frame reassembled, and per frame the decompressed bytes and the records
+    and headers decoded (kwire pcap's --max-frame-size, --max-decompressed, --max-records; None:
+    the default)."""
     t0 = time.monotonic()
     if fmt not in ("parquet", "jsonl"):
         raise SparkJobError(f"unknown output format {fmt!r} (parquet or jsonl)")
@@ -609,14 +623,14 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
         spark, created = get_session(master, conf, progress)
     try:
         return _run(spark, paths, out, fmt, tuple(ports), partitions, split_size,
-                    "hex" if raw_records else None, t0, time.monotonic() - t0, ship)
+                    "hex" if raw_records else None, t0, time.monotonic() - t0, ship, tuple(limits))
     finally:
         if created:
             spark.stop()
 
 
 def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0, startup,
-         ship=None) -> JobResult:
+         ship=None, limits=(None, None, None)) -> JobResult:
     from kwire_cli.spark.summary import final_summary
     sc = spark.sparkContext
     specs_name = ship_code(sc, ship)
@@ -671,7 +685,7 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
         names_acc = sc.accumulator({}, _names_param())
         frames = by_conn.mapPartitionsWithIndex(
             lambda i, it, ports=ports, rm=records_mode, sn=specs_name, n=nparts, na=names_acc:
-            assemble_partition(i, it, ports, rm, sn, n, na))
+            assemble_partition(i, it, ports, rm, sn, n, na, limits))
         # one more partition than the frames go to: running a job on that empty one makes Spark
         # reassemble every connection (and write the shuffle) without decoding anything, so that the
         # topic ids learned on all connections are known before the decode stage, which then reuses
@@ -681,7 +695,7 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
         bnames = sc.broadcast(dict(names_acc.value))
         rows = spread.mapPartitions(
             lambda it, labels=labels, fmt=fmt, rm=records_mode, sn=specs_name, acc=acc, bn=bnames:
-            decode_partition(it, labels, fmt, rm, sn, acc, bn.value))
+            decode_partition(it, labels, fmt, rm, sn, acc, bn.value, limits))
         df = rows_dataframe(spark, rows, fmt)
         # rows go to one open file per api_name instead of being sorted by it first
         # (jsonl only: a parquet writer buffers a row group, so parquet rows are sorted instead)
