@@ -428,3 +428,16 @@ def test_decoding_limits_apply_on_the_executors(spark, tmp_path):
     out = str(tmp_path / "back")
     run([f], out, fmt="jsonl", spark=spark, partitions=2)
     assert spark_lines(out) == pcap_lines(f)
+
+
+def test_default_partitions_grow_with_the_input():
+    from kwire_cli.spark.job import default_partitions
+    from kwire_cli.spark.reading import FilePlan
+    mib = 1 << 20
+    pcap = lambda n: FilePlan("p", "p", size=n * mib, kind="pcap", prefix=b"\xd4\xc3\xb2\xa1")  # noqa: E731
+    gz = lambda n: FilePlan("g", "g", size=n * mib, kind="whole")  # noqa: E731  (gzip: no prefix)
+    assert default_partitions(2, [pcap(1)]) == 4                 # small: twice the parallelism
+    assert default_partitions(2, [pcap(567)]) == 4
+    assert default_partitions(2, [pcap(4096)]) == 16              # 4 GiB: one per 256 MiB
+    assert default_partitions(2, [gz(512)]) == 10                 # gzip counted five-fold
+    assert default_partitions(64, [pcap(4096)]) == 128

@@ -86,6 +86,18 @@ def expand_inputs(inputs: Iterable[str]) -> list[str]:
     return out
 
 
+PARTITION_BYTES = 256 << 20  # capture bytes per shuffle partition, at most, by default
+GZIP_GROWTH = 5              # a gzip capture counts as this many times its size
+
+
+def default_partitions(parallelism: int, plans: list[FilePlan]) -> int:
+    """Twice Spark's parallelism, and at least one partition per 256 MiB of capture (gzip files
+    counted five-fold): a partition's packets and frames pass through one Python worker, whose
+    sort spills to disk past spark.python.worker.memory, so big inputs get more, smaller ones."""
+    size = sum(p.size * (GZIP_GROWTH if p.kind == "whole" and not p.prefix else 1) for p in plans)  # gzip
+    return max(2, parallelism * 2, -(-size // PARTITION_BYTES))
+
+
 # ------------------------------------------------------------------------------------ totals
 class Totals:
     """What the tasks report besides rows; merged by an accumulator (see ``TotalsParam``)."""
@@ -634,7 +646,7 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
     from kwire_cli.spark.summary import final_summary
     sc = spark.sparkContext
     specs_name = ship_code(sc, ship)
-    nparts = partitions or max(2, sc.defaultParallelism * 2)
+    nparts = partitions  # set below from the input size when not given
 
     driver = Totals()
     # executors open the files themselves (their working directory is not ours): absolute paths,
@@ -648,6 +660,8 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
     good = [p for p in plans if not p.failure]
     good.sort(key=lambda p: (p.first_ts is None, p.first_ts or 0.0, p.label))
     labels = [p.label for p in good]
+    if not nparts:
+        nparts = default_partitions(sc.defaultParallelism, good)
 
     # index job: record boundaries and packet counts of the ranges of large files
     probes = []
