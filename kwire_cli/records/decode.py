@@ -215,6 +215,10 @@ def _v2_records_fast(rb, count, base_offset, base_ts, room=1 << 62):
       is ASCII while slicing, so ``isascii()`` is O(1) - or it is not, and rb[p:e] goes through
       show_bytes;
     * everything it needs is a local.
+
+    ``v2_records`` in kwire_cli/codec/_speedups.c is this function in C (_v2_records_native calls
+    it); this one stays the reference and the fallback. Keep the two in step when editing
+    (tests/test_records_speedups.py compares them).
     """
     varint = _varint_slow
     show = show_bytes
@@ -383,6 +387,52 @@ def _v2_records_fast(rb, count, base_offset, base_ts, room=1 << 62):
     if p != len(rb) or room < 0:  # room < 0: one-header records went past the frame's budget
         return None
     return recs
+
+
+def _v2_records_native(rb, count, base_offset, base_ts, room=1 << 62):
+    """_v2_records_fast in C (``v2_records`` of kwire_cli/codec/_speedups.c): the same result, or
+    _v2_records_fast's own when the C function leaves the batch to it (the native decoders turned
+    off with compiler.use_speedups(False), a Timestamp or Offset outside int64, ...)."""
+    recs = _native_v2_records(rb, count, base_offset, base_ts, room, show_bytes, _header_key)
+    if recs is NotImplemented:
+        return _v2_records_fast(rb, count, base_offset, base_ts, room)
+    return recs
+
+
+def _find_native():
+    """The C function when the native decoder is built and not turned off with KWIRE_NO_SPEEDUPS=1
+    (as kwire_cli.codec.compiler decides), else None. Looked up at the first batch rather than at
+    import: kwire_cli.codec imports this package."""
+    try:
+        from kwire_cli.codec import compiler
+    except ImportError:
+        return None
+    return getattr(compiler._speedups, "v2_records", None)  # None also for an older build
+
+
+def _native_v2_records(*args):
+    """Until the first call: binds the C function here (or, without one, a stand-in that leaves
+    every batch to _v2_records_fast) and calls it."""
+    global _native_v2_records
+    native = _find_native()
+    _native_v2_records = native if native is not None else (lambda *a: NotImplemented)
+    return _native_v2_records(*args)
+
+
+def _pick_v2_records():
+    """The fast path _decode_v2 uses: _v2_records_native when there is a C function, else
+    _v2_records_fast."""
+    return _v2_records_fast if _find_native() is None else _v2_records_native
+
+
+def _v2_records_first(rb, count, base_offset, base_ts, room=1 << 62):
+    global _v2_records
+    _v2_records = _pick_v2_records()
+    return _v2_records(rb, count, base_offset, base_ts, room)
+
+
+# what _decode_v2 calls: _v2_records_native or _v2_records_fast, chosen at the first batch
+_v2_records = _v2_records_first
 
 
 def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_append, is_control,
@@ -689,10 +739,10 @@ def _decode_v2(buf, pos, end, index, cap):
     budget = _frame.get()
     if budget is None:
         items = None
-        fast = _v2_records_fast(rb, count, base_offset, base_ts)
+        fast = _v2_records(rb, count, base_offset, base_ts)
     else:
         items = budget.items_left
-        fast = _v2_records_fast(rb, count, base_offset, base_ts, items - count) if count <= items else None
+        fast = _v2_records(rb, count, base_offset, base_ts, items - count) if count <= items else None
     if fast is not None:
         if budget is not None:
             budget.items_left -= len(fast) + sum([len(rec["Headers"]) for rec in fast])
