@@ -22,6 +22,10 @@ Two levels, each timed for both libraries on the same bytes:
     kafka-python FetchResponse.decode(frame, version=11, header=True, framed=True), then the records
                  level above on each partition's records.
 
+With kwire's optional native decoder built (kwire_cli/codec/_speedups.c), kwire is also timed with
+it switched off (compiler.use_speedups(False)), as the row "kwire (py)": the pure-Python decoders on
+the same bytes. KWIRE_NO_SPEEDUPS=1 times the pure-Python decoders only.
+
 Both sides are checked to read the same records first. Timing: a clock around a loop of calls
 calibrated to --run-time seconds, best of --repeat runs; the value each call returns is dropped
 inside the loop (its deallocation is timed too); the garbage collector stays enabled (kwire pauses
@@ -51,6 +55,10 @@ from kafka.record.memory_records import MemoryRecords  # noqa: E402
 
 from kwire_cli.records import decode_records, to_bytes  # noqa: E402
 
+try:
+    from kwire_cli.codec import compiler as kwire_compiler  # noqa: E402
+except ImportError:
+    kwire_compiler = None
 try:
     from kwire_cli.codec import decode_response, encode_response  # noqa: E402
     from kafka.protocol.consumer import FetchResponse as KpFetchResponse  # noqa: E402
@@ -179,6 +187,8 @@ def main(argv=None) -> int:
             versions[dist] = None
     print(f"python {platform.python_version()} on {platform.machine()}; "
           + ", ".join(f"{k} {v}" for k, v in versions.items() if v) + f"; clock: {args.clock}")
+    native = kwire_compiler is not None and kwire_compiler.speedups_available()
+    print(f"kwire's native decoder: {'on (the kwire (py) rows: switched off)' if native else 'off'}")
     results = []
     print(f"{'data':<14}{'level':<9}{'library':<14}{'ms/call':>9}{'records/s':>13}{'MB/s':>9}{'ratio':>8}")
     for codec, label in ((0, "uncompressed"), (3, "lz4")):
@@ -194,8 +204,15 @@ def main(argv=None) -> int:
                 print("  (fetch level skipped: the two libraries disagree on the frame)")
         for level, arg, ours, theirs in levels:
             t_kw = best_time(ours, arg, run_time, repeat, clock)
+            rows = [("kwire", t_kw)]
+            if native:
+                prev = kwire_compiler.use_speedups(False)
+                try:
+                    rows.append(("kwire (py)", best_time(ours, arg, run_time, repeat, clock)))
+                finally:
+                    kwire_compiler.use_speedups(prev)
             t_kp = best_time(theirs, arg, run_time, repeat, clock)
-            for lib, t in (("kwire", t_kw), ("kafka-python", t_kp)):
+            for lib, t in rows + [("kafka-python", t_kp)]:
                 row = {"data": label, "level": level, "library": lib, "records": n, "bytes": len(data),
                        "seconds_per_call": t, "records_per_s": n / t, "mb_per_s": len(data) / t / 1e6,
                        "ratio_vs_kafka_python": t_kp / t}
@@ -205,7 +222,8 @@ def main(argv=None) -> int:
         print(f"  {label}: {n} records, {len(data):,} bytes of records in "
               f"{len(decode_records(data)['batches'])} batches")
     if args.json:
-        Path(args.json).write_text(json.dumps({"versions": versions, "clock": args.clock, "results": results}, indent=2))
+        Path(args.json).write_text(json.dumps({"versions": versions, "clock": args.clock, "native": native,
+                                                  "results": results}, indent=2))
     return 0
 
 
