@@ -307,7 +307,7 @@ def test_a_header_bomb_is_refused_by_the_default_frame_item_cap():
         tracemalloc.stop()
     first, second = out["batches"]
     assert first["error"].endswith("record 0 at byte 0 of the decompressed payload: 5000000 headers are more "
-                                   "than the 4000000 records and headers left of the frame's cap")
+                                   "than the 4000000 records and headers left of the frame's cap (--max-records raises it)")
     assert second["Records"][0]["Value"] == {"text": "still here"}
     assert peak < 64 * MiB, peak     # the 10 MB payload, never a tree of 5M headers
 
@@ -322,7 +322,8 @@ def test_records_and_headers_beyond_the_frame_item_cap_are_cut_and_kept_as_bytes
     assert "error" not in b[0] and len(b[0]["Records"]) == 30_000
     # 70,000 items left: the first one-header batch stops at record 35,000 (35,000 records + headers)
     assert b[1]["error"].endswith("record 35000 at byte 385000 of the decompressed payload: the 70000 records "
-                                  "and headers left of the frame's cap are used up"), b[1]["error"]
+                                  "and headers left of the frame's cap are used up (--max-records raises it)"), \
+        b[1]["error"]
     assert "the 0 records and headers left of the frame's cap are used up" in b[2]["error"]
     assert "the 0 records and headers left" in b[3]["error"]         # even a small one: the frame is spent
     assert budget.items_left == 0
@@ -337,4 +338,4 @@ def test_legacy_messages_count_against_the_frame_item_cap():
     first, second = out["batches"]
     assert len(first["Messages"]) == 2999      # the wrapper itself is one item
     assert "inner message 2999 at byte" in first["error"] and "cap of 3000 records and headers is reached" in first["error"]
-    assert second["error"].endswith("the frame's cap of 3000 records and headers is reached")
+    assert second["error"].endswith("the frame's cap of 3000 records and headers is reached (--max-records raises it)")

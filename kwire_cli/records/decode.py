@@ -11,7 +11,7 @@ from gc import disable as _gc_disable, enable as _gc_enable, isenabled as _gc_is
 
 from crc32c import crc32c as _crc32c
 
-from .compression import (CODEC_NAMES, DEFAULT_MAX_FRAME_DECOMPRESSED, CompressionError,
+from .compression import (CODEC_NAMES, DEFAULT_MAX_FRAME_DECOMPRESSED, ITEMS_OPTION, CompressionError,
                           DecompressedTooLarge, FrameBudget, _frame, decompress)
 from .errors import RecordsError
 
@@ -467,7 +467,8 @@ def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_app
             if left is not None:
                 left -= 1
                 if left < 0:
-                    raise _Bad(f"the {items} records and headers left of the frame's cap are used up")
+                    raise _Bad(f"the {items} records and headers left of the frame's cap are used up "
+                               f"({ITEMS_OPTION} raises it)")
             # length
             b = rb[p]
             if b < 128:
@@ -582,7 +583,7 @@ def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_app
                     left -= hc
                     if left < 0:
                         raise _Bad(f"{hc} headers are more than the {items} records and headers left "
-                                   "of the frame's cap")
+                                   f"of the frame's cap ({ITEMS_OPTION} raises it)")
                 happend = headers.append
                 for h in range(hc):
                     b = rb[p]
@@ -852,7 +853,7 @@ def _legacy_message(buf, pos, end, cap, nested):
         if budget is not None:
             if budget.items_left <= 0:
                 m["error"] = (f"inner message {j} at byte {q} of the decompressed payload: the frame's cap "
-                              f"of {budget.max_items} records and headers is reached")
+                              f"of {budget.max_items} records and headers is reached ({ITEMS_OPTION} raises it)")
                 return m
             budget.items_left -= 1
         if q + _LOG_OVERHEAD > n:
@@ -888,7 +889,8 @@ def _decode_legacy(buf, pos, end, index, cap):
             offset, size, crc, magic, attrs = _LEGACY_HEADER.unpack_from(buf, pos)
             return _batch_error({"ByteOffset": pos, "Offset": offset, "MessageSize": size, "Magic": magic,
                                  "Attributes": attrs}, index, pos, end, buf,
-                                f"the frame's cap of {budget.max_items} records and headers is reached")
+                                f"the frame's cap of {budget.max_items} records and headers is reached "
+                                f"({ITEMS_OPTION} raises it)")
         budget.items_left -= 1
     try:
         m = _legacy_message(buf, pos, end, cap, False)
