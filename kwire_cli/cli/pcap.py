@@ -164,7 +164,8 @@ def _print_summary_tables(s: dict) -> None:
     if dmg:
         con.print("damage: " + ", ".join(f"{k} {v['events']} ({v['bytes']} bytes)" for k, v in dmg.items()))
         for d in s.get("damage_events", [])[:20]:
-            con.print(f"  {d['file']} frame {d['frame']} {d['conn'] or ''}: {d['kind']}: {d['detail']}")
+            where = f" packet {d['frame']}" if d["frame"] is not None else ""  # None: no one packet
+            con.print(f"  {d['file']}{where} {d['conn'] or ''}: {d['kind']}: {d['detail']}")
 
 
 @click.command(epilog=EPILOG)
