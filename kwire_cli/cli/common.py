@@ -33,6 +33,13 @@ class KwireUsageError(click.UsageError):
         click.echo(f"kwire: error: {self.format_message()}", file=file or sys.stderr, err=file is None)
 
 
+def std_binary(name: str) -> Any:
+    """The binary side of sys.stdin / sys.stdout (what Click's deprecated get_binary_stream gave;
+    under click.testing.CliRunner these are its replacements)."""
+    stream = getattr(sys, name)
+    return getattr(stream, "buffer", stream)
+
+
 # --------------------------------------------------------------------------- hex dumps
 
 _XXD = re.compile(r"^([0-9A-Fa-f]{4,16}):\s(.*)$")            # 00000000: 0000 001d ...  ascii
@@ -238,7 +245,7 @@ def _is_text(raw: bytes) -> bool:
 def read_input(arg: str | None, *, binary: bool | None = None, what: str = "INPUT") -> bytes:
     """INPUT as the commands take it: hex text, `-` for stdin, `@path` for a file."""
     if arg is None or arg == "-":
-        stream = click.get_binary_stream("stdin")
+        stream = std_binary("stdin")
         if arg is None and stream.isatty():
             raise KwireUsageError(f"no {what}: give hex, @FILE or - (stdin)")
         return bytes_from_source(stream.read(), binary=binary)
@@ -518,7 +525,7 @@ def message_doc(doc: Any, where: str, *, api: str | None = None, version: int | 
 def read_text_source(arg: str | None, what: str = "FILE") -> tuple[str, str]:
     """(text, name) from a path, @path or - (stdin)."""
     if arg is None or arg == "-":
-        stream = click.get_binary_stream("stdin")
+        stream = std_binary("stdin")
         if arg is None and stream.isatty():
             raise KwireUsageError(f"no {what}: give a YAML/JSON file or - (stdin)")
         raw, name = stream.read(), "<stdin>"

@@ -9,7 +9,7 @@ from rich.console import Group
 from rich.text import Text
 
 from kwire_cli.cli.common import (FORMATS, InputError, complete_api, KwireUsageError, bytes_from_source, check_version, emit,
-                                  message_docs, parse_hex, resolve_api, resolve_target)
+                                  message_docs, parse_hex, resolve_api, resolve_target, std_binary)
 from kwire_cli.errors import KwireError
 
 
@@ -137,7 +137,7 @@ def _load_messages(arg: str, kind, api_name, api_version, request_input) -> list
     from kwire_cli.codec import decode_request, decode_response
     is_file = arg.startswith("@") or arg == "-" or Path(arg).is_file()
     if arg == "-":
-        raw, label = click.get_binary_stream("stdin").read(), "<stdin>"
+        raw, label = std_binary("stdin").read(), "<stdin>"
     elif is_file:
         p = Path(arg[1:] if arg.startswith("@") else arg)
         try:

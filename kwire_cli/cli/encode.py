@@ -5,7 +5,7 @@ import sys
 
 import click
 
-from kwire_cli.cli.common import KwireUsageError, complete_api, message_docs, read_text_source
+from kwire_cli.cli.common import KwireUsageError, complete_api, message_docs, read_text_source, std_binary
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -48,7 +48,7 @@ def encode(file, api_name, api_version, kind, raw, size_prefix, no_header, outpu
             with open(output, "wb") as f:
                 f.write(payload)
             return
-        stream = click.get_binary_stream("stdout")
+        stream = std_binary("stdout")
         if stream.isatty():
             raise KwireUsageError("refusing to write raw bytes to a terminal; redirect stdout or use -o PATH")
         stream.write(payload)

@@ -9,7 +9,7 @@ from typing import Any, BinaryIO, Iterator
 
 import click
 
-from kwire_cli.cli.common import DecodeLimits, limit_options
+from kwire_cli.cli.common import DecodeLimits, limit_options, std_binary
 from kwire_cli.errors import KwireError
 from kwire_cli.render.jsonlines import gc_tuned, line_encoder
 
@@ -207,13 +207,13 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
     conv = Conversation(records_mode="hex" if raw_records else None)
     summ = Summary()
     failures: list[str] = []
-    out = click.get_text_stream("stdout")
+    out = sys.stdout
     bout = None  # frames as JSON go out as bytes (orjson's output), straight to the binary stdout
     t0 = None
     first_json = True
     if fmt in ("json", "jsonl") and not summary:
         out.flush()
-        bout = click.get_binary_stream("stdout")
+        bout = std_binary("stdout")
         encode = line_encoder()
         sep = b"\n" if fmt == "jsonl" else b",\n"
     if fmt == "json" and not summary:
