@@ -244,3 +244,21 @@ def test_a_frame_that_breaks_the_decoder_is_reported_and_the_rest_still_decode(m
     for r in recs:
         s.add(r)
     assert s.to_dict()["undecodable_by_reason"] == {"internal-error": len(bad)}
+
+
+def test_a_directory_stands_for_its_files_in_path_order(tmp_path):
+    """kwire pcap DIR reads every file under DIR (hidden ones skipped) in path order: the same
+    records as naming the files; an empty directory is a one-line usage error."""
+    import shutil
+    d = tmp_path / "caps"
+    (d / "sub").mkdir(parents=True)
+    names = ["kafkajs-admin.pcap", "kafka-python-consume.pcap"]
+    shutil.copy(CAPS / names[0], d / "b.pcap")
+    shutil.copy(CAPS / names[1], d / "sub" / "a.pcap")
+    (d / ".hidden.pcap").write_bytes(b"not a capture")
+    r_dir = CliRunner().invoke(cli, ["pcap", str(d), "--format", "jsonl"])
+    r_files = CliRunner().invoke(cli, ["pcap", str(d / "b.pcap"), str(d / "sub" / "a.pcap"), "--format", "jsonl"])
+    assert r_dir.exit_code == 0 and r_dir.output == r_files.output and r_dir.output.count("\n") > 50
+    (tmp_path / "empty").mkdir()
+    r = CliRunner().invoke(cli, ["pcap", str(tmp_path / "empty")])
+    assert r.exit_code == 2 and r.output.strip() == "kwire: error: FILES: the directories given hold no files"

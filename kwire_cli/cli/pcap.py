@@ -9,7 +9,7 @@ from typing import Any, BinaryIO, Iterator
 
 import click
 
-from kwire_cli.cli.common import DecodeLimits, limit_options, std_binary
+from kwire_cli.cli.common import DecodeLimits, KwireUsageError, limit_options, std_binary
 from kwire_cli.errors import KwireError
 from kwire_cli.render.jsonlines import gc_tuned, line_encoder
 
@@ -169,7 +169,7 @@ def _print_summary_tables(s: dict) -> None:
 
 
 @click.command(epilog=EPILOG)
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, required=True, type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(["table", "jsonl", "json"]), default="table", show_default=True,
               help="One line per frame (table), one JSON object per line (jsonl), or one JSON document.")
 @click.option("--summary", is_flag=True, help="Print the summary (counts, latency, errors, clients, "
@@ -182,12 +182,17 @@ def _print_summary_tables(s: dict) -> None:
 @limit_options(capture=True)
 def pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | None, ports: tuple[int, ...],
          raw_records: bool, strict: bool, limits: DecodeLimits) -> None:
-    """Decode Kafka conversations from pcap/pcapng FILES.
+    """Decode Kafka conversations from pcap/pcapng FILES (a directory: every file under it, in
+    path order, so tcpdump's rotated files come in sequence).
 
     Every Kafka frame becomes one record: requests decode from their header, responses by pairing
     with their request through the correlation id on the same connection. Damaged captures still
     give every intact frame, and the summary accounts for the rest.
     """
+    from kwire_cli.capture.inputs import files_under
+    files = tuple(f for spec in files for f in (files_under(spec) if os.path.isdir(spec) else [spec]))
+    if not files:
+        raise KwireUsageError("FILES: the directories given hold no files")
     with gc_tuned(), limits.apply():
         _pcap(files, fmt, summary, filter_expr, ports, raw_records, strict, limits.frame_size())
 

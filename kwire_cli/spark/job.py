@@ -38,6 +38,7 @@ from typing import Any, Iterable, Iterator
 
 from kwire_cli.capture import DEFAULT_MAX_FRAME, CaptureStats, Damage, KafkaFrame, Packet, StreamAssembler, \
     conn_key
+from kwire_cli.capture.inputs import files_under
 from kwire_cli.capture.session import Summary
 from kwire_cli.errors import KwireError
 from kwire_cli.spark.reading import DEFAULT_SPLIT, FilePlan, index_range, nominal_ranges, plan_file, \
@@ -66,11 +67,7 @@ def expand_inputs(inputs: Iterable[str]) -> list[str]:
     seen = set()
     for spec in inputs:
         if os.path.isdir(spec):
-            found = []
-            for root, dirs, files in os.walk(spec):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                found += [os.path.join(root, f) for f in files if not f.startswith(".")]
-            paths = sorted(found)
+            paths = files_under(spec)
         elif os.path.exists(spec):
             paths = [spec]
         else:
