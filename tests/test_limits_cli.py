@@ -387,17 +387,20 @@ def test_the_module_settings_object_is_what_the_codec_reads():
 
 
 def test_raising_the_frame_cap_raises_each_batchs_cap_too(monkeypatch):
-    """The codec hands each records field the frame's cap as the batch's (decode_records' own
-    per-batch default is 256 MiB): --max-decompressed 1G lets a single 300 MiB batch through."""
-    import kwire_cli.records
-    from kwire_cli.codec import compiler
-    seen = []
-    monkeypatch.setattr(kwire_cli.records, "decode_records", lambda data, **kw: seen.append(kw) or {})
-    rec = compiler._records_decoder("decode")
-    rec(b"")
+    """Each batch may decompress as much as the frame may: with --max-decompressed 1G the gzip
+    batch of a real Produce request is decompressed under a 1 GiB cap, not the 256 MiB default
+    (so a single 300 MiB batch would get through)."""
+    from kwire_cli.codec.message import decode_request
+    from kwire_cli.records import decode as rdecode
+    caps = []
+    real = rdecode.decompress
+    monkeypatch.setattr(rdecode, "decompress", lambda codec, payload, cap: caps.append(cap) or real(codec, payload, cap))
+    frame = bytes.fromhex(PRODUCE_GZIP)
+    decode_request(frame, records="decode")
     prev = set_frame_limits(decompressed=1 << 30)
     try:
-        rec(b"")
+        decode_request(frame, records="decode")
     finally:
         set_frame_limits(*prev)
-    assert seen == [{"max_decompressed": DEFAULT_MAX_FRAME_DECOMPRESSED}, {"max_decompressed": 1 << 30}]
+    n = len(caps) // 2
+    assert n >= 1 and caps == [DEFAULT_MAX_FRAME_DECOMPRESSED] * n + [1 << 30] * n

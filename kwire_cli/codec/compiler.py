@@ -952,13 +952,8 @@ def _records_decoder(mode: str) -> Callable[[bytes], Any]:
         return bytes.hex
     if mode == "bytes":
         return bytes
-    from kwire_cli.records import compression, decode_records
-
-    def decode_records_at_limits(data, _decode=decode_records, _settings=compression):
-        # each batch may decompress as much as the whole frame may (the frame's budget, opened
-        # per message, caps them all together), so raising the frame's cap raises the batch's too
-        return _decode(data, max_decompressed=_settings._limits.decompressed)
-    return decode_records_at_limits
+    from kwire_cli.records import decode_records  # each batch capped by the frame limit in force
+    return decode_records
 
 
 _cache: dict[tuple[int, int, str], tuple[MessageSpec, Plan]] = {}

@@ -13,6 +13,7 @@ from crc32c import crc32c as _crc32c
 
 from .compression import (CODEC_NAMES, DEFAULT_MAX_FRAME_DECOMPRESSED, ITEMS_OPTION, CompressionError,
                           DecompressedTooLarge, FrameBudget, _frame, decompress)
+from . import compression as _compression
 from .errors import RecordsError
 
 DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024
@@ -907,16 +908,22 @@ def _decode_legacy(buf, pos, end, index, cap):
 
 # ---------------------------------------------------------------------------------------------
 
-def decode_records(data, *, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
-                   max_frame_decompressed: int = DEFAULT_MAX_FRAME_DECOMPRESSED) -> dict:
+def decode_records(data, *, max_decompressed: int | None = None,
+                   max_frame_decompressed: int | None = None) -> dict:
     """Decode a ``records`` field (record batches and/or legacy messages). See the package docstring.
 
     ``max_decompressed`` caps each batch; all batches together are capped by the enclosing
     ``frame_budget`` (the message codec opens one per message), or, outside one, by
-    ``max_frame_decompressed`` for this call."""
+    ``max_frame_decompressed`` for this call. None (the default) for either: the per-frame limit
+    in force (``compression.set_frame_limits``, --max-decompressed; 256 MiB unless set), so a
+    batch may decompress as much as its whole frame may."""
     if data is None:
         return None
+    if max_decompressed is None:
+        max_decompressed = _compression._limits.decompressed
     if _frame.get() is None:
+        if max_frame_decompressed is None:
+            max_frame_decompressed = _compression._limits.decompressed
         if isinstance(max_frame_decompressed, bool) or not isinstance(max_frame_decompressed, int) \
                 or max_frame_decompressed < 0:
             raise RecordsError(f"records: max_frame_decompressed must be a byte count >= 0, "
