@@ -262,3 +262,39 @@ def test_a_directory_stands_for_its_files_in_path_order(tmp_path):
     (tmp_path / "empty").mkdir()
     r = CliRunner().invoke(cli, ["pcap", str(tmp_path / "empty")])
     assert r.exit_code == 2 and r.output.strip() == "kwire: error: FILES: the directories given hold no files"
+
+
+def _summary(*args):
+    r = CliRunner().invoke(cli, ["pcap", *args, "--summary", "--format", "json"])
+    return json.loads(r.output[r.output.index("{"):])
+
+
+@pytest.mark.parametrize("name", [n for n in FILES if MANIFEST["captures"][n]["scenario"] == "produce"])
+def test_summary_counts_the_record_batches_the_clients_sent(name):
+    sent = MANIFEST["captures"][name]["sent"]
+    rb = _summary(str(CAPS / name))["record_batches"]
+    # every record the client produced is in a decoded Produce request (a Fetch is not in these)
+    assert rb["records"] == len(sent) > 0
+    assert set(rb["compression"]) == {s["compression"] for s in sent}
+    assert rb["batches"] == sum(rb["compression"].values())
+    assert rb["crc_invalid"] == rb["batch_errors"] == rb["partial_trailing_batches"] == 0
+
+
+def test_summary_and_table_show_bad_crcs_and_undecoded_batches(tmp_path):
+    # one byte of a record value changed in an uncompressed batch: its CRC no longer matches
+    name = "kafka-python-produce.pcap"
+    raw = (CAPS / name).read_bytes()
+    value = MANIFEST["captures"][name]["sent"][0]["value"].encode()
+    at = raw.index(value) + 2
+    bad = tmp_path / "crc.pcap"
+    bad.write_bytes(raw[:at] + bytes([raw[at] ^ 0x20]) + raw[at + 1:])
+    assert _summary(str(bad))["record_batches"]["crc_invalid"] == 1
+    table = CliRunner().invoke(cli, ["pcap", str(bad)]).output
+    assert sum("1 batch(es) with a bad CRC" in line for line in table.splitlines()) == 1
+    assert "bad CRC 1," in CliRunner().invoke(cli, ["pcap", str(bad), "--summary"]).output
+    # a records cap just below a Fetch frame's records: its last batch is left undecoded
+    consume = str(CAPS / "kafka-python-consume.pcap")
+    assert _summary(consume, "--max-records", "64")["record_batches"]["batch_errors"] == 1
+    assert _summary(consume)["record_batches"]["batch_errors"] == 0
+    table = CliRunner().invoke(cli, ["pcap", consume, "--max-records", "64"]).output
+    assert sum("1 batch(es) not decoded" in line for line in table.splitlines()) == 1

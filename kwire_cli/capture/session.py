@@ -69,6 +69,47 @@ def error_codes(body: Any) -> list[str]:
     return found
 
 
+def batch_stats(body: Any, into: dict) -> dict:
+    """Add the record batches of a decoded body to ``into`` (see ``new_batch_stats``): batches,
+    records, compression codecs, batches whose CRC does not match, batches that did not decode, and
+    records fields ending in a partial batch (normal in Fetch answers). Records kept as hex
+    (--raw-records) are not counted."""
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if isinstance(v, dict) and "batches" in v and "partial_trailing_batch" in v:
+                    _count(v)  # a records field, as kwire_cli.records decodes it
+                elif isinstance(v, (dict, list)):
+                    walk(v)
+        elif isinstance(node, list):
+            for x in node:
+                walk(x)
+
+    def _count(field: dict) -> None:
+        if field.get("partial_trailing_batch") is not None:
+            into["partial_trailing_batches"] += 1
+        codecs = into["compression"]
+        for b in field["batches"]:
+            into["batches"] += 1
+            into["records"] += len(b.get("Records") or b.get("Messages") or ())
+            c = b.get("Compression")
+            if c is not None:
+                codecs[c] = codecs.get(c, 0) + 1
+            if b.get("CrcValid") is False:
+                into["crc_invalid"] += 1
+            if "error" in b:
+                into["batch_errors"] += 1
+
+    walk(body)
+    return into
+
+
+def new_batch_stats() -> dict:
+    return {"batches": 0, "records": 0, "compression": {}, "crc_invalid": 0, "batch_errors": 0,
+            "partial_trailing_batches": 0}
+
+
 def _topic_ids(node: Any, out: set) -> None:
     if isinstance(node, dict):
         for k, v in node.items():
@@ -207,6 +248,7 @@ class Summary:
         self.advertised: dict[str, dict[int, tuple[int, int]]] = {}
         self.requests_seen: dict[tuple, int] = {}  # (broker, client, api_key, api_name, version) -> n
         self.what_if = {"responses": 0, "applicable": 0, "bytes_now": 0, "bytes_tagged": 0, "saving": 0}
+        self.record_batches = new_batch_stats()
         # where things were first / last seen, so that partial summaries merge exactly (``merge``)
         self.error_first: dict[str, Any] = {}
         self.advertised_at: dict[str, Any] = {}
@@ -234,6 +276,8 @@ class Summary:
         lat = r.get("latency_ms")
         if lat is not None and len(a["latencies"]) < self.RESERVOIR:
             a["latencies"].append((pos, lat))
+        if r.get("body") is not None:
+            batch_stats(r["body"], self.record_batches)
         for name in r.get("error_codes") or []:
             n = self.errors.get(name)
             if n is None:
@@ -303,6 +347,13 @@ class Summary:
                 self.advertised_at[src] = at
         for k, v in o.what_if.items():
             self.what_if[k] = self.what_if.get(k, 0) + v
+        mine = self.record_batches
+        for k, v in o.record_batches.items():
+            if k == "compression":
+                for c, n in v.items():
+                    mine[k][c] = mine[k].get(c, 0) + n
+            else:
+                mine[k] += v
         return self
 
     def add_what_if(self, r: dict) -> None:
@@ -349,6 +400,8 @@ class Summary:
             "negotiation_audit": self.audit(),
             "advertised_by": sorted(self.advertised),
             "what_if_tagged_error_fields": self.what_if,
+            "record_batches": dict(self.record_batches,
+                                   compression=dict(sorted(self.record_batches["compression"].items()))),
         }
         if stats is not None:
             out["capture"] = stats

@@ -99,6 +99,13 @@ def iter_records(paths: list[str], ports: tuple[int, ...], records_mode: str | N
 def _table_row(r: dict, t0: float | None) -> list[str]:
     api = f"{r['api_name'] or '?'} v{r['api_version']}" if r.get("api_version") is not None else (r.get("api_name") or "?")
     note = r["error"] or ", ".join(r.get("error_codes") or [])
+    if r.get("body") is not None:
+        from kwire_cli.capture.session import batch_stats, new_batch_stats
+        b = batch_stats(r["body"], new_batch_stats())
+        bad = [f"{n} {what}" for n, what in ((b["batch_errors"], "batch(es) not decoded (see --format jsonl)"),
+                                            (b["crc_invalid"], "batch(es) with a bad CRC")) if n]
+        if bad:
+            note = (note + "; " if note else "") + ", ".join(bad)
     names = r.get("topic_names")
     if names and not r["error"]:
         shown = ", ".join(f"{k}={v or '?'}" for k, v in names.items())
@@ -160,6 +167,12 @@ def _print_summary_tables(s: dict) -> None:
     w = s["what_if_tagged_error_fields"]
     con.print(f"what-if ErrorCode/ErrorMessage tagged: {w['applicable']} of {w['responses']} responses apply; "
               f"{w['bytes_now']} bytes now, {w['bytes_tagged']} tagged, saving {w['saving']} bytes")
+    rb = s.get("record_batches") or {}
+    if rb.get("batches"):
+        codecs = ", ".join(f"{c} {n}" for c, n in rb["compression"].items())
+        con.print(f"record batches: {rb['batches']} ({codecs}) holding {rb['records']} records; "
+                  f"bad CRC {rb['crc_invalid']}, not decoded {rb['batch_errors']}, "
+                  f"fields ending in a partial batch {rb['partial_trailing_batches']}")
     dmg = s.get("damage") or {}
     if dmg:
         con.print("damage: " + ", ".join(f"{k} {v['events']} ({v['bytes']} bytes)" for k, v in dmg.items()))
@@ -173,7 +186,7 @@ def _print_summary_tables(s: dict) -> None:
 @click.option("--format", "fmt", type=click.Choice(["table", "jsonl", "json"]), default="table", show_default=True,
               help="One line per frame (table), one JSON object per line (jsonl), or one JSON document.")
 @click.option("--summary", is_flag=True, help="Print the summary (counts, latency, errors, clients, "
-              "negotiation audit, what-if, damage) instead of the frames.")
+              "negotiation audit, what-if, record batches, damage) instead of the frames.")
 @click.option("--filter", "filter_expr", metavar="EXPR", help="Show only frames matching EXPR (see below).")
 @click.option("--port", "ports", type=click.IntRange(1, 65535), multiple=True, metavar="N",
               help="A broker port (repeatable). Default: 9092 and any port seen answering Kafka requests.")
