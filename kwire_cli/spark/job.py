@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import glob
 import hashlib
+import heapq
 import json
 import os
 import sys
@@ -270,14 +271,15 @@ def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records
     first = 0
     asm = conv = None
     learned: dict = {}
-    loads = [0] * nout
-    order = [(index + i) % nout for i in range(nout)]  # ties: each partition starts elsewhere
+    # (load so far, tie rank, partition): the least loaded first, ties in an order rotated by this
+    # partition's index (each starts elsewhere); a heap, as the width grows with the input
+    loads = [(0, i, (index + i) % nout) for i in range(nout)]
 
     def key(rank, frame, weight=64):
         nonlocal seq
         seq += 1
-        target = min(order, key=loads.__getitem__)
-        loads[target] += weight
+        load, tie, target = loads[0]
+        heapq.heapreplace(loads, (load + weight, tie, target))
         return (rank, -1 if frame is None else frame, index, seq, target)
 
     def handle(events, pos):
