@@ -26,6 +26,7 @@ from capture_util import PcapngWriter  # noqa: E402
 from cli_run import kwire  # noqa: E402
 
 from kwire_cli.capture import iter_capture  # noqa: E402
+from kwire_cli.capture.formats import packet_at  # noqa: E402
 from kwire_cli.capture.session import RECORD_KEYS, Conversation  # noqa: E402
 from kwire_cli.cli.pcap import line_encoder  # noqa: E402
 from kwire_cli.spark import reading  # noqa: E402
@@ -324,7 +325,7 @@ def test_boundary_scan_skips_fake_record_headers(tmp_path):
     data[at:at + 16] = struct.pack("<IIII", sec, 5, 40, 40)
     p.write_bytes(data)
     with open(p, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        assert reading._pcap_ok(mm, at, plan, None) is not None  # alone, it looks like a record
+        assert packet_at(mm, at, plan.layout, None, plan.first_ts) is not None  # alone, it looks like a record
         assert reading.find_boundary(mm, at, len(data), plan) == starts[big + 1]
 
 
