@@ -18,3 +18,47 @@ def _default_specs(monkeypatch):
     if reg._override is not None:
         reg.use_specs(None)
     yield
+
+
+# Markers (registered in pyproject.toml; --strict-markers) are given here, by file and by test name,
+# so that test files carry none. The quick inner loop is `python -m pytest -m "not spark"` (or
+# `-m "not spark and not slow"`); CI runs everything.
+#
+# spark: the test needs PySpark (and most start a local Spark session or a standalone cluster);
+#   every test of these files, and any test that asks for a fixture named `spark`.
+SPARK_FILES = {"test_spark.py", "test_spark_cluster.py"}
+# slow: about 2 s or more on an idle 2-core machine (5 s and more when the machine is shared),
+#   measured with `python -m pytest --durations=50`. Spark's own slow tests are listed too, so that
+#   `-m "not slow"` alone also leaves them out. tests/test_tooling.py checks that every name here
+#   still exists.
+SLOW_FILES = {"test_spark_cluster.py"}
+SLOW_TESTS = {
+    "test_records_speedups.py": {
+        "test_generated_sections_give_the_same_result",
+        "test_generated_batches_decode_the_same_with_speedups_on_and_off",
+        "test_many_seeded_sections_and_what_the_c_code_decided",
+    },
+    "test_hostile_records.py": {"test_frame_of_bombs_under_a_1_gib_address_space_limit"},
+    "test_hostile_cli.py": {"test_pcap_truncated_and_mutated_captures_exit_0_with_a_warning_and_1_with_strict"},
+    "test_records.py": {"test_property_encode_decode_and_kafka_python_agree"},
+    "test_spark.py": {
+        "test_rows_equal_kwire_pcap_over_each_file",  # the module's Spark session starts here
+        "test_files_cut_into_byte_ranges_give_the_same_rows",
+        "test_parquet_typed_columns",
+        "test_decoding_limits_apply_on_the_executors",
+        "test_cli_local_session",
+        "test_bad_files_are_reported_and_the_rest_completes",
+        "test_pcapng_cut_into_ranges",
+    },
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own -m selection sees the items
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        file = item.path.name
+        name = getattr(item, "originalname", None) or item.name.partition("[")[0]
+        if file in SPARK_FILES or "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
+        if file in SLOW_FILES or name in SLOW_TESTS.get(file, ()):
+            item.add_marker(pytest.mark.slow)
