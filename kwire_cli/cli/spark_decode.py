@@ -8,6 +8,7 @@ import sys
 import click
 
 from kwire_cli.cli.common import limit_options
+from kwire_cli.errors import KwireError
 
 EPILOG = """\b
 Examples:
@@ -18,9 +19,10 @@ Examples:
 
 \b
 Without --master (and outside spark-submit) kwire starts a local Spark session (local[*]):
-Java 17 and this package are all it needs. On a cluster, every executor needs Python with
-kwire's dependencies (click, cramjam, crc32c, pyyaml, rich); kwire itself and its message
-specs are shipped by the job. Input paths must be readable from the executors.
+Java 17 and kwire with its spark extra (pip install 'kwire[spark]') are all it needs.
+On a cluster, every executor needs Python with kwire's dependencies (click, cramjam,
+crc32c, pyyaml, rich); kwire itself and its message specs are shipped by the job. Input
+paths must be readable from the executors.
 
 \b
 Output: one row per Kafka frame, partitioned by api_name (DIR/api_name=Produce/...), with the
@@ -34,6 +36,16 @@ files, packets, frames, decoded, undecodable, rows written, failed files, elapse
 \b
 Exit codes: 0 the job ran (files that are not captures are reported on stderr and skipped;
 with --strict they, undecodable frames and damage give 1), 1 the job could not run, 2 usage."""
+
+
+def require_pyspark() -> None:
+    """PySpark is the `spark` extra: without it, one line saying how to add it (exit 1)."""
+    try:
+        import pyspark  # noqa: F401
+    except ModuleNotFoundError as e:
+        if (e.name or "").partition(".")[0] not in ("pyspark", "py4j"):
+            raise
+        raise KwireError("spark-decode needs PySpark: pip install 'kwire[spark]'") from None
 
 
 def _conf(ctx, param, values):
@@ -80,6 +92,7 @@ def spark_decode(inputs, out, fmt, master, ports, partitions, split_size, raw_re
     across rotated files (tcpdump -C/-G) are reassembled as one; large files are read in
     parallel byte ranges cut at record boundaries.
     """
+    require_pyspark()
     from kwire_cli.spark.job import run
     res = run(inputs, out, fmt=fmt, master=master, ports=ports, partitions=partitions,
               split_size=split_size << 20, raw_records=raw_records, overwrite=overwrite, conf=conf,
