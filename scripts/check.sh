@@ -1,0 +1,40 @@
+#!/bin/sh
+# Every check of the project, in the order CI runs them (after `sh scripts/setup.sh --test`):
+#   ruff (lint, config in pyproject.toml), mypy (strict on kwire_cli.spec and kwire_cli.codec),
+#   lint-imports (the layers of DESIGN.md, imports inside functions included),
+#   scripts/check_imports.py (no reach-ins to another package's private names), then the tests.
+# Each one runs even when an earlier one failed; the exit status is 1 if any failed.
+#
+#   sh scripts/check.sh                  # everything
+#   sh scripts/check.sh --static         # the static checks only (a few seconds)
+#   sh scripts/check.sh -m "not spark"   # the static checks, then pytest with these arguments
+cd "$(dirname "$0")/.."
+static_only=
+if [ "${1:-}" = "--static" ]; then
+  static_only=1
+  shift
+fi
+failed=
+run() {
+  name=$1
+  shift
+  echo "== $name: $*"
+  if "$@"; then
+    echo "== $name: ok"
+  else
+    echo "== $name: FAILED" >&2
+    failed="$failed $name"
+  fi
+}
+run ruff python -m ruff check .
+run mypy python -m mypy
+run import-linter lint-imports
+run private-names python scripts/check_imports.py
+if [ -z "$static_only" ]; then
+  run pytest python -m pytest "$@"
+fi
+if [ -n "$failed" ]; then
+  echo "check: failed:$failed" >&2
+  exit 1
+fi
+echo "check: all passed"

@@ -1,0 +1,166 @@
+"""The project's own checks: the markers' test list, scripts/check_imports.py and the import contracts.
+
+Each check is run on a small package written here with the faults it must find (and code it must
+let pass), so that a checker that finds nothing cannot pass these tests.
+"""
+from __future__ import annotations
+
+import ast
+import importlib.util
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import SLOW_TESTS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_check_imports():
+    spec = importlib.util.spec_from_file_location("check_imports", ROOT / "scripts" / "check_imports.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["check_imports"] = mod  # dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_every_slow_test_named_in_conftest_exists():
+    for file, names in SLOW_TESTS.items():
+        tree = ast.parse((ROOT / "tests" / file).read_text())
+        defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+        assert names <= defined, f"tests/conftest.py SLOW_TESTS names tests that {file} no longer has"
+
+
+LAYERS_TOML = """\
+[tool.importlinter]
+root_package = "kwire_cli"
+
+[[tool.importlinter.contracts]]
+id = "layers"
+name = "layers"
+type = "layers"
+containers = ["kwire_cli"]
+layers = ["cli", "capture | (tls)", "codec", "records", "errors"]
+"""
+
+
+def write_package(root: Path, files: dict[str, str]) -> None:
+    (root / "pyproject.toml").write_text(LAYERS_TOML)
+    for name, src in files.items():
+        p = root / "kwire_cli" / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(src))
+    for d in [root / "kwire_cli", *(root / "kwire_cli").rglob("*")]:
+        if d.is_dir() and d.name != "__pycache__" and not (d / "__init__.py").exists():
+            (d / "__init__.py").write_text("")
+
+
+# each package of the sample: the names it defines, and what it does to other packages' names
+SAMPLE = {
+    "errors.py": "class KwireError(Exception):\n    pass\n",
+    "records/compression.py": """\
+        import contextvars
+        _frame = contextvars.ContextVar("f", default=None)
+        _limits = (1, 2)
+        LIMITS = _limits
+        """,
+    "records/decode.py": """\
+        from kwire_cli.records import compression
+        from kwire_cli.records.compression import _frame          # own package: fine
+        def budget():
+            return compression._limits                             # own package: fine
+        """,
+    "codec/_speedups.py": "def run(): pass\n",
+    "codec/compiler.py": """\
+        from kwire_cli.codec import _speedups                      # own package: fine
+        from kwire_cli.records import compression
+        from kwire_cli.records.compression import _limits           # KW001
+        import kwire_cli.records.compression as C
+        def ns():
+            return {"get": compression._frame.get,                  # KW003
+                    "lim": getattr(C, "_limits"),                   # KW003
+                    "ok": compression.LIMITS}
+        """,
+    "capture/session.py": """\
+        from typing import NamedTuple
+        class Frame(NamedTuple):
+            conn: str
+        class Conversation:
+            def __init__(self):
+                self._open = {}
+            def _remember(self, conn):
+                self._open[conn] = 1
+            def remember(self, conn):
+                self._remember(conn)                                # own object: fine
+        """,
+    "capture/rows.py": """\
+        import kwire_cli.codec._speedups                             # KW002
+        def fields(frame):
+            return frame._fields, frame._replace(conn="x")          # namedtuple API: fine
+        def reach(compiler):
+            from kwire_cli.codec.compiler import ns                 # below: fine
+            return ns()
+        """,
+    "cli/run.py": """\
+        import importlib
+        from kwire_cli.capture.session import Conversation
+        def go(conv):
+            conv._remember("c")                                     # KW004
+            return importlib.import_module("kwire_cli.capture.rows")  # down: fine
+        """,
+    "records/late.py": """\
+        import importlib
+        def up():
+            return importlib.import_module("kwire_cli.codec.compiler")   # KW005
+        def up_in_function():
+            from kwire_cli.cli import run                                 # import-linter's
+            return run
+        """,
+}
+
+
+def test_check_imports_finds_each_kind_of_reach_in(tmp_path):
+    ci = load_check_imports()
+    write_package(tmp_path, SAMPLE)
+    found = sorted((f.path, f.code) for f in ci.check("package", tmp_path))
+    assert found == sorted([
+        ("kwire_cli/codec/compiler.py", "KW001"),
+        ("kwire_cli/codec/compiler.py", "KW003"),
+        ("kwire_cli/codec/compiler.py", "KW003"),
+        ("kwire_cli/capture/rows.py", "KW002"),
+        ("kwire_cli/cli/run.py", "KW004"),
+        ("kwire_cli/records/late.py", "KW005"),
+    ]), found
+
+
+def test_check_imports_module_scope_also_flags_reach_ins_inside_a_package(tmp_path):
+    ci = load_check_imports()
+    write_package(tmp_path, SAMPLE)
+    inside = sorted((f.path, f.line) for f in ci.check("module", tmp_path) if f.path == "kwire_cli/records/decode.py")
+    assert inside == [("kwire_cli/records/decode.py", 2), ("kwire_cli/records/decode.py", 4)]
+
+
+def test_check_imports_passes_on_kwire_itself_or_names_each_finding():
+    """The script's own exit status and output agree (the findings on kwire are counted by check.sh)."""
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "check_imports.py")], capture_output=True,
+                       text=True, cwd=ROOT, timeout=120)
+    lines = r.stdout.splitlines()
+    assert r.returncode == (1 if lines else 0), r
+    assert all(" KW00" in line and line.startswith("kwire_cli/") for line in lines), lines
+
+
+@pytest.mark.skipif(shutil.which("lint-imports") is None, reason="import-linter is not installed (test extra)")
+def test_import_linter_sees_imports_inside_functions(tmp_path):
+    write_package(tmp_path, SAMPLE)
+    r = subprocess.run(["lint-imports", "--config", str(tmp_path / "pyproject.toml"), "--no-cache"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                       env={"PATH": "/usr/bin:/bin:" + str(Path(sys.executable).parent), "PYTHONPATH": str(tmp_path)})
+    assert r.returncode == 1, r
+    assert "kwire_cli.records is not allowed to import kwire_cli.cli" in r.stdout, r.stdout
+    assert "kwire_cli.records.late -> kwire_cli.cli.run (l.5)" in r.stdout, r.stdout  # inside up_in_function
+    # the import inside capture/rows.py's function goes down: not reported
+    assert "kwire_cli.capture is not allowed" not in r.stdout, r.stdout
