@@ -27,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 with atheris.instrument_imports(include=["kwire_cli"]):
     import kwire_cli.capture  # noqa: F401
     import kwire_cli.capture.session  # noqa: F401
-    import kwire_cli.cli.common  # noqa: F401
+    import kwire_cli.inputs  # noqa: F401
+    import kwire_cli.inputs.messages  # noqa: F401
     import kwire_cli.codec  # noqa: F401
     import kwire_cli.codec.embedded  # noqa: F401
     import kwire_cli.codec.partial  # noqa: F401

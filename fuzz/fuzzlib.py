@@ -39,7 +39,7 @@ def pairs() -> tuple[tuple[int, int, bytes, bytes | None], ...]:
 
 @lru_cache(maxsize=None)
 def hex_fixtures() -> tuple[bytes, ...]:
-    from kwire_cli.cli.common import parse_hex
+    from kwire_cli.inputs import parse_hex
     return tuple(parse_hex(p.read_text()) for p in sorted((FIXTURES / "hex").glob("*.hex")))
 
 
@@ -280,7 +280,7 @@ def t_capture(data: bytes, rng: random.Random) -> None:
 
 def t_hexdump(data: bytes, rng: random.Random) -> None:
     """The CLI's input reader (hex, xxd, hexdump -C, tshark dumps, raw bytes)."""
-    from kwire_cli.cli.common import bytes_from_source
+    from kwire_cli.inputs import bytes_from_source
     bytes_from_source(data, binary=None)
 
 
@@ -430,7 +430,7 @@ def t_negotiate(data: bytes, rng: random.Random) -> None:
 
 def t_yaml_doc(data: bytes, rng: random.Random) -> None:
     """`kwire encode` input: YAML/JSON message documents, then the encoder."""
-    from kwire_cli.cli.common import message_docs
+    from kwire_cli.inputs.messages import message_docs
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

@@ -12,7 +12,8 @@ import pytest
 from cli_run import kwire
 from conftest import FIXTURES
 from kwire_cli.capture import DEFAULT_MAX_FRAME
-from kwire_cli.cli.common import DecodeLimits, KwireUsageError, parse_count, parse_size
+from kwire_cli.cli.app import KwireUsageError
+from kwire_cli.cli.options import DecodeLimits, parse_count, parse_size
 from kwire_cli.records import compression
 from kwire_cli.records.compression import (DEFAULT_MAX_FRAME_DECOMPRESSED, DEFAULT_MAX_FRAME_ITEMS,
                                            FrameLimits, frame_budget, frame_limits, set_frame_limits)

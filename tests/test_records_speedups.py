@@ -103,8 +103,8 @@ def _decode_captures(paths):
 
 
 def _decode_pairs_and_hex():
-    from kwire_cli.cli.common import parse_hex
     from kwire_cli.codec import decode_request, decode_response
+    from kwire_cli.inputs import parse_hex
     for data in fuzzlib.records_fields():
         decode_records(data)
     for p in sorted((FIXTURES / "hex").glob("fetch-*.hex")):

@@ -80,6 +80,7 @@ def packets(records: Iterable, label: str, stats: CaptureStats, report_skipped: 
     npk = ntcp = 0
     addr = b""
     ip_end = 0
+    reason: str | None
     try:
         for rec in records:
             if rec.__class__ is Damage:

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import click
 
-from kwire_cli.cli.common import FORMATS, complete_api, emit, limit_options, read_input, resolve_target
+from kwire_cli.cli.app import read_input
+from kwire_cli.cli.options import FORMATS, complete_api, emit, limit_options
+from kwire_cli.cli.target import resolve_target
 from kwire_cli.errors import DecodeError, KwireError
 
 

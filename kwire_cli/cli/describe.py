@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from kwire_cli.cli.common import FORMATS, check_version, complete_api, emit, resolve_api
+from kwire_cli.cli.options import FORMATS, check_version, complete_api, emit, resolve_api
 
 
 @click.command("list", context_settings={"help_option_names": ["-h", "--help"]})

@@ -2,15 +2,14 @@
 ErrorCode/ErrorMessage-as-tagged-fields what-if."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 from rich.console import Group
 from rich.text import Text
 
-from kwire_cli.cli.common import (FORMATS, InputError, complete_api, KwireUsageError, bytes_from_source, check_version, emit,
-                                  message_docs, parse_hex, resolve_api, resolve_target, std_binary)
-from kwire_cli.errors import KwireError
+from kwire_cli.cli.app import KwireUsageError, open_source, read_text_source
+from kwire_cli.cli.options import FORMATS, check_version, complete_api, emit, resolve_api
+from kwire_cli.cli.target import resolve_target
+from kwire_cli.inputs import InputError, bytes_from_source, parse_hex
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -23,7 +22,8 @@ from kwire_cli.errors import KwireError
 @click.option("--what-if-tagged", "what_if", metavar="FIELD,...",
               help="Bytes each MESSAGE would save or cost if these fields were tagged "
                    "(e.g. ErrorCode,ErrorMessage).")
-@click.option("--api", "api_name", metavar="NAME|KEY", shell_complete=complete_api, help="API of hex response MESSAGEs (--what-if-tagged).")
+@click.option("--api", "api_name", metavar="NAME|KEY", shell_complete=complete_api,
+              help="API of hex response MESSAGEs (--what-if-tagged).")
 @click.option("--version", "api_version", type=int, metavar="N", help="Version of hex response MESSAGEs.")
 @click.option("--request", "request_input", metavar="HEX|@FILE",
               help="The request a hex response MESSAGE answers (gives API and version).")
@@ -103,7 +103,7 @@ def _int_arg(text: str, name: str) -> int:
 
 
 def _bytes(api, v1: int, v2: int, path: str, kind: str | None, fmt: str) -> None:
-    from kwire_cli.cli.common import read_text_source
+    from kwire_cli.inputs.messages import message_docs
     from kwire_cli.spec.diff import bytes_diff
     text, name = read_text_source(path, "--bytes")
     docs = message_docs(text, name, api=str(api.key), kind=kind)
@@ -135,18 +135,12 @@ def _bytes(api, v1: int, v2: int, path: str, kind: str | None, fmt: str) -> None
 def _load_messages(arg: str, kind, api_name, api_version, request_input) -> list[tuple[str, object]]:
     """(label, Message) for each message in one MESSAGE argument (YAML/JSON, hex, @FILE, raw)."""
     from kwire_cli.codec import decode_request, decode_response
-    is_file = arg.startswith("@") or arg == "-" or Path(arg).is_file()
-    if arg == "-":
-        raw, label = std_binary("stdin").read(), "<stdin>"
-    elif is_file:
-        p = Path(arg[1:] if arg.startswith("@") else arg)
-        try:
-            raw = p.read_bytes()
-        except OSError as e:
-            raise KwireUsageError(f"MESSAGE: cannot read {p}: {e.strerror}") from None
-        label = str(p)
-    else:
-        raw, label = arg.encode(), "MESSAGE"
+    from kwire_cli.inputs.messages import load_documents, message_docs
+
+    src = open_source(arg, what="MESSAGE", forms="a YAML/JSON file, hex, @FILE or - (stdin)", paths="existing")
+    is_file = src.origin != "argument"
+    label = src.name
+    raw = src.data
     if not is_file:
         data = parse_hex(arg)  # on the command line a MESSAGE is hex; YAML comes in files
     else:
@@ -154,7 +148,6 @@ def _load_messages(arg: str, kind, api_name, api_version, request_input) -> list
             data = bytes_from_source(raw)
         except InputError as hex_error:
             data = None
-            from kwire_cli.cli.common import load_documents
             try:
                 docs = load_documents(raw.decode("utf-8", errors="replace"), label)
             except InputError:
@@ -173,7 +166,7 @@ def _load_messages(arg: str, kind, api_name, api_version, request_input) -> list
             out.append((label if len(docs) == 1 else f"{label} #{i + 1}", msg))
         return out
     target = resolve_target(api_name, api_version, kind, request_input, input_on_stdin=arg == "-")
-    return [(label if is_file else f"{label[:24]}…" if len(arg) > 24 else arg, target.decode(data, records="hex"))]
+    return [(label if is_file else f"{arg[:24]}…" if len(arg) > 24 else arg, target.decode(data, records="hex"))]
 
 
 def _what_if(args, fields_text: str, kind, api_name, api_version, request_input, fmt) -> None:

@@ -1,11 +1,10 @@
 """kwire encode: a message as YAML or JSON -> its bytes, as hex or raw."""
 from __future__ import annotations
 
-import sys
-
 import click
 
-from kwire_cli.cli.common import KwireUsageError, complete_api, message_docs, read_text_source, std_binary
+from kwire_cli.cli.app import KwireUsageError, read_text_source, std_binary
+from kwire_cli.cli.options import complete_api, resolve_api
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -39,6 +38,10 @@ def encode(file, api_name, api_version, kind, raw, size_prefix, no_header, outpu
       kwire encode fixtures/yaml/apiversions-request-v3.yaml --raw -o /tmp/apiversions.bin
       kwire decode @fixtures/hex/metadata-request-v12.hex --format json | kwire encode -
     """
+    from kwire_cli.inputs.messages import message_docs
+
+    if api_name is not None:
+        resolve_api(api_name)  # an unknown --api is a usage error, whatever FILE says
     text, name = read_text_source(file)
     docs = message_docs(text, name, api=api_name, version=api_version, kind=kind)
     blobs = [d.encode(size_prefix=size_prefix and not no_header, header=not no_header) for d in docs]

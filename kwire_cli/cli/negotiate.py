@@ -40,12 +40,18 @@ def negotiate(brokers: tuple[str, ...], client_file: str | None, require_file: s
       kwire negotiate broker1.hex broker2.hex
       kwire negotiate versions.txt --require features.yaml --format json
     """
-    from kwire_cli.negotiation import (kwire_api_names, kwire_client_ranges, load_broker_file,
-                                       load_client_file, load_requirements, negotiate as run,
-                                       parse_broker_input)
+    from kwire_cli.cli.app import KwireUsageError
+    from kwire_cli.negotiation import (
+        kwire_api_names,
+        kwire_client_ranges,
+        load_broker_file,
+        load_client_file,
+        load_requirements,
+        parse_broker_input,
+    )
+    from kwire_cli.negotiation import negotiate as run
     from kwire_cli.negotiation.parse import unique_addresses
     from kwire_cli.negotiation.render import render_json, render_table, render_yaml
-    from kwire_cli.cli.common import KwireUsageError
 
     for name, path in (("--client", client_file), ("--require", require_file)):
         if path and path != "-" and not os.path.isfile(path):

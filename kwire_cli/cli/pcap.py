@@ -9,7 +9,8 @@ from typing import Any, BinaryIO, Iterator
 
 import click
 
-from kwire_cli.cli.common import DecodeLimits, KwireUsageError, limit_options, std_binary
+from kwire_cli.cli.app import KwireUsageError, std_binary
+from kwire_cli.cli.options import DecodeLimits, limit_options
 from kwire_cli.errors import KwireError
 from kwire_cli.render.jsonlines import gc_tuned, line_encoder
 

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from kwire_cli.cli.common import limit_options
+from kwire_cli.cli.options import limit_options
 from kwire_cli.errors import KwireError
 
 EPILOG = """\b

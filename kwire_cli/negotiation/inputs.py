@@ -45,7 +45,7 @@ def load_requirements(path: str | Path, api_names: dict[int, str] | None = None
     """
     import yaml
 
-    from kwire_cli.yamlsafe import safe_load
+    from kwire_cli.inputs.yamlsafe import safe_load
 
     data = _read(path)
     try:

@@ -531,7 +531,7 @@ def _rdk_address(name: str) -> tuple[str, int | None]:
 def parse_yaml_answers(text: str, source: str = "<input>") -> list[BrokerAnswer]:
     import yaml
 
-    from kwire_cli.yamlsafe import safe_load_all
+    from kwire_cli.inputs.yamlsafe import safe_load_all
 
     try:
         docs = [d for d in safe_load_all(text) if d is not None]

@@ -175,7 +175,7 @@ def prune(s: StructSpec, value: Any, version: int, path: str = "", dropped: list
 
 def bytes_diff(doc, v1: int, v2: int) -> dict[str, Any]:
     """Encode the same message at both versions; bytes of each part (size prefix, header, each
-    top-level body field, the tag section, total). `doc` is a cli.common.MessageDoc."""
+    top-level body field, the tag section, total). `doc` is a kwire_cli.inputs.messages.MessageDoc."""
     from kwire_cli.codec import decode_body
     from kwire_cli.whatif import body_parts
 

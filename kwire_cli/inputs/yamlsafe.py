@@ -5,7 +5,8 @@ huge one ("billion laughs"), so they are refused with the line they are on.
 """
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import yaml
 from yaml.composer import ComposerError

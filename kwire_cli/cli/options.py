@@ -1,0 +1,167 @@
+"""The options commands share: --format and its output, API and version lookups (with shell
+completion of API names), and the decoding limits (--max-frame-size, --max-decompressed,
+--max-records). A bad value is a one-line usage error naming the option.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, NamedTuple
+
+import click
+
+from kwire_cli.cli.app import KwireUsageError
+from kwire_cli.errors import KwireError
+
+# --------------------------------------------------------------------------- --format, APIs
+
+FORMATS = ("pretty", "json", "yaml")
+
+
+def resolve_api(value: str, option: str = "--api"):
+    """An API by name or key (`Metadata`, `metadata`, `MetadataRequest`, `3`), or a usage error."""
+    from kwire_cli.spec.registry import registry
+    try:
+        return registry().api(value)
+    except KwireError as e:
+        raise KwireUsageError(f"{option}: {e}") from None
+
+
+def check_version(api, version: int, kind: str = "request", option: str = "--version") -> int:
+    spec = api.spec(kind)
+    if version not in spec.valid_versions:
+        raise KwireUsageError(f"{option}: {api.name} has no version {version} "
+                              f"(valid: {spec.valid_versions})")
+    return version
+
+
+def emit(value: Any, fmt: str) -> None:
+    """Write a value tree as JSON or YAML to stdout."""
+    from kwire_cli.render.json import dumps
+    click.echo(dumps(value, fmt), nl=False)
+
+
+def complete_api(ctx: click.Context, param: click.Parameter, incomplete: str) -> list:
+    """Shell completion of API names (Click's standard mechanism)."""
+    from click.shell_completion import CompletionItem
+
+    from kwire_cli.spec.registry import registry
+    try:
+        apis = registry().apis.values()
+    except KwireError:
+        return []
+    return [CompletionItem(a.name) for a in apis if a.name.lower().startswith(incomplete.lower())]
+
+
+# --------------------------------------------------------------------------- decoding limits
+
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(?:([KMGT])(?:I?B)?|B)?", re.IGNORECASE)
+_SHIFTS = {"K": 10, "M": 20, "G": 30, "T": 40}
+_SIZE_FORMS = "bytes, or a number with K, M or G, as in 300000, 512MiB, 1G"
+
+
+def parse_size(value: Any, option: str) -> int:
+    """A byte count from SIZE text: plain bytes (``300000``, ``300000B``) or a number with a binary
+    K / M / G / T suffix, optionally followed by ``iB`` or ``B`` (``512MiB``, ``1G``, ``1.5GB``: all
+    powers of 1024). Anything else, or a size below 1 byte, is a one-line usage error naming
+    ``option``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        n = value
+    else:
+        text = str(value).strip()
+        m = _SIZE.fullmatch(text)
+        if m is None or ("." in m.group(1) and not m.group(2)):
+            raise KwireUsageError(f"{option}: {text!r} is not a size ({_SIZE_FORMS})")
+        shift = _SHIFTS[m.group(2).upper()] if m.group(2) else 0
+        if "." in m.group(1):
+            whole, frac = m.group(1).split(".")
+            n = (int(whole + frac) << shift) // 10 ** len(frac)
+        else:
+            n = int(m.group(1)) << shift
+    if n < 1:
+        raise KwireUsageError(f"{option}: {value!r} is not a size above 0 bytes")
+    return n
+
+
+def parse_count(value: Any, option: str) -> int:
+    """A whole number above 0 (``4000000``; ``_`` or ``,`` between digit groups is fine), else a
+    one-line usage error naming ``option``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        n = value
+    else:
+        text = str(value).strip()
+        if not re.fullmatch(r"\d+(?:[_,]?\d+)*", text):
+            raise KwireUsageError(f"{option}: {text!r} is not a count (a whole number above 0, as in 4000000)")
+        n = int(text.replace("_", "").replace(",", ""))
+    if n < 1:
+        raise KwireUsageError(f"{option}: {value!r} is not a count above 0")
+    return n
+
+
+class DecodeLimits(NamedTuple):
+    """The safety limits given on the command line (None: the default): the capture
+    reassembler's largest frame (``max_frame``, bytes), and per frame the decompressed bytes of all
+    record batches together (``decompressed``) and the records + record headers (``items``).
+    Picklable, so a distributed job can hand it to its workers and ``apply`` it there."""
+
+    max_frame: int | None = None
+    decompressed: int | None = None
+    items: int | None = None
+
+    def frame_size(self) -> int:
+        """The capture reassembler's largest frame: the one given, else the default."""
+        from kwire_cli.capture.kafka import DEFAULT_MAX_FRAME
+        return DEFAULT_MAX_FRAME if self.max_frame is None else self.max_frame
+
+    @contextmanager
+    def apply(self) -> Iterator[None]:
+        """Set the per-frame limits (``kwire_cli.records.compression.set_frame_limits``) for the
+        block and put the previous ones back after it, however it ends."""
+        from kwire_cli.records.compression import set_frame_limits
+        previous = set_frame_limits(self.decompressed, self.items)
+        try:
+            yield
+        finally:
+            set_frame_limits(*previous)
+
+
+def _limit_callback(parse: Callable[[Any, str], int]) -> Callable:
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> int | None:
+        return None if value is None else parse(value, param.opts[0])
+    return callback
+
+
+def limit_options(capture: bool = False) -> Callable:
+    """Decorator: the decoding-limit options, --max-frame-size SIZE (``capture=True`` only: the
+    capture reassembler's cap), --max-decompressed SIZE and --max-records N, handed to the command
+    as one keyword argument, ``limits`` (a ``DecodeLimits``; use ``with limits.apply():`` around
+    the decoding, and ``limits.frame_size()`` for the reassembler)."""
+    # the defaults are written out (importing kwire_cli.capture / kwire_cli.records here would
+    # slow every command's start); tests/test_limits_cli.py checks them against the constants
+    opts = []
+    if capture:
+        opts.append(click.option(
+            "--max-frame-size", "max_frame_size", metavar="SIZE", callback=_limit_callback(parse_size),
+            help="Largest Kafka frame to reassemble (default 100MiB); a bigger one is reported as "
+                 "oversize-frame damage. SIZE is bytes, or a number with K, M or G (512MiB, 1G)."))
+    opts.append(click.option(
+        "--max-decompressed", "max_decompressed", metavar="SIZE", callback=_limit_callback(parse_size),
+        help="Most bytes decompressed per frame, all record batches together (default 256MiB); "
+             "a batch past it is shown undecoded with an error."))
+    opts.append(click.option(
+        "--max-records", "max_records", metavar="N", callback=_limit_callback(parse_count),
+        help="Most records plus record headers decoded per frame (default 4000000); a batch past "
+             "it is shown undecoded with an error."))
+
+    def decorate(f: Callable) -> Callable:
+        @functools.wraps(f)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            kwargs["limits"] = DecodeLimits(kwargs.pop("max_frame_size", None), kwargs.pop("max_decompressed"),
+                                            kwargs.pop("max_records"))
+            return f(*args, **kwargs)
+        for opt in reversed(opts):
+            command = opt(command)
+        return command
+    return decorate

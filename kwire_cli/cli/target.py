@@ -1,0 +1,104 @@
+"""What `kwire decode` (and `kwire diff --what-if-tagged` for hex) decodes INPUT as: the target
+resolved from --api, --version, --kind, --request, --no-header and --size-prefix.
+"""
+from __future__ import annotations
+
+import struct
+
+import click
+
+from kwire_cli.cli.app import KwireUsageError, read_input
+from kwire_cli.cli.options import check_version, resolve_api
+from kwire_cli.errors import DecodeError, KwireError
+
+
+class Target:
+    """What to decode INPUT as: resolved from --api, --version, --kind, --request, --no-header."""
+
+    def __init__(self, api, version: int | None, kind: str, no_header: bool, size_prefix: bool | None,
+                 request_msg=None):
+        self.api, self.version, self.kind = api, version, kind
+        self.no_header, self.size_prefix, self.request_msg = no_header, size_prefix, request_msg
+        self.kind_guessed = False
+
+    def decode(self, data: bytes, records: str | None = None):
+        from kwire_cli.codec import decode_body, decode_request, decode_response
+        from kwire_cli.codec.framing import has_size_prefix
+        try:
+            if self.no_header:
+                msg = decode_body(data, self.api.key, self.version, self.kind, records=records)
+            elif self.kind == "request":
+                msg = decode_request(data, size_prefixed=self.size_prefix, records=records)
+            else:
+                msg = decode_response(data, self.api.key, self.version, size_prefixed=self.size_prefix,
+                                      records=records)
+        except KwireError as e:
+            # say so when the first 4 bytes look like a size prefix that does not fit
+            if (self.size_prefix is None and not self.no_header and len(data) >= 4
+                    and not has_size_prefix(data)):
+                n = struct.unpack_from(">i", data, 0)[0]
+                if 0 < n < 4 * len(data) + 64:
+                    hint = (f" (read without a size prefix: the first 4 bytes say {n} bytes follow, "
+                            f"but {len(data) - 4} do)")
+                    if isinstance(e, DecodeError):
+                        e.reason += hint
+                    else:
+                        e.args = (f"{e}{hint}",)
+                    raise
+            if (self.kind_guessed and self.kind == "request" and isinstance(e, DecodeError)
+                    and (e.context.endswith("header") or "API key" in e.reason or "valid version" in e.reason)):
+                e.reason += " (if this is a response, give --api NAME --version N, or --request HEX)"
+            raise
+        if self.kind == "request" and not self.no_header:
+            if self.api is not None and msg.api_key != self.api.key:
+                raise KwireError(f"the request is {msg.api_name} (api key {msg.api_key}), not {self.api.name} "
+                                 f"as --api says")
+            if self.version is not None and msg.api_version != self.version:
+                raise KwireError(f"the request is {msg.api_name} v{msg.api_version}, not v{self.version} "
+                                 f"as --version says")
+        if self.request_msg is not None and msg.header and self.request_msg.header:
+            want, got = self.request_msg.header.get("CorrelationId"), msg.header.get("CorrelationId")
+            if want != got:
+                click.echo(f"kwire: warning: the response's CorrelationId {got} differs from the "
+                           f"request's {want}", err=True)
+        return msg
+
+
+def resolve_target(api_name: str | None, api_version: int | None, kind: str | None,
+                   request_input: str | None, no_header: bool = False, size_prefix: bool | None = None,
+                   *, input_on_stdin: bool = False) -> Target:
+    from kwire_cli.codec import decode_request
+    api = resolve_api(api_name) if api_name is not None else None
+    request_msg = None
+    if request_input is not None:
+        if input_on_stdin and request_input == "-":
+            raise KwireUsageError("INPUT and --request cannot both read stdin")
+        try:
+            request_msg = decode_request(read_input(request_input, what="--request"))
+        except KwireError as e:
+            if isinstance(e, click.ClickException):
+                raise
+            raise KwireError(f"--request: {e}") from None
+        if api is not None and api.key != request_msg.api_key:
+            raise KwireUsageError(f"--api {api_name} does not match the request, which is "
+                                  f"{request_msg.api_name} (api key {request_msg.api_key})")
+        if api_version is not None and api_version != request_msg.api_version:
+            raise KwireUsageError(f"--version {api_version} does not match the request, which is "
+                                  f"v{request_msg.api_version}")
+        api = resolve_api(str(request_msg.api_key))
+        api_version = request_msg.api_version
+    guessed = kind is None
+    if kind is None:
+        kind = "response" if (api is not None or request_msg is not None) else "request"
+    if kind == "response" or no_header:
+        if api is None or api_version is None:
+            what = "a bare body" if no_header else "a response"
+            raise KwireUsageError(f"{what} does not name its API: give --api NAME --version N"
+                                  + ("" if no_header else ", or --request HEX"))
+    if api_version is not None and api is not None:
+        check_version(api, api_version, kind)
+    if no_header and size_prefix:
+        raise KwireUsageError("--no-header bodies have no size prefix; drop --size-prefix")
+    t = Target(api, api_version, kind, no_header, size_prefix, request_msg)
+    t.kind_guessed = guessed
+    return t
