@@ -1,7 +1,8 @@
 """fixtures/vectors/internal/manifest.json is consistent with its files and with the byte layouts of
 internal-topic records (../shared/kafka-record-specs/README.md): coordinator keys and values start
 with an int16 type / version, metadata values with unsigned-varint frame version 1, apiKey and
-version. This checks the transcription, not a decoder."""
+version, KRaft control record keys are int16 version 0 and int16 type. This checks the
+transcription, not a decoder."""
 import json
 import re
 import struct
@@ -19,8 +20,11 @@ IDS = [v["id"] for v in VECTORS]
 
 COORDINATOR_TOPICS = {"__consumer_offsets", "__transaction_state", "__share_group_state"}
 TOPICS = COORDINATOR_TOPICS | {"__cluster_metadata"}
-KEY_FORMS = {"prefixed", "body", None}
-VALUE_FORMS = {"prefixed", "body", "framed", "tombstone", None}
+KEY_FORMS = {"prefixed", "body", "control", None}
+VALUE_FORMS = {"prefixed", "body", "framed", "control", "tombstone", None}
+# KRaft control record types (ControlRecordType) and the message spec of each value
+CONTROL = {2: "LeaderChangeMessage", 3: "SnapshotHeaderRecord", 4: "SnapshotFooterRecord",
+           5: "KRaftVersionRecord", 6: "VotersRecord"}
 HEX = re.compile(r"(?:[0-9a-f]{2})*")
 SHA = re.compile(r"[0-9a-f]{40}")
 # the coordinator each topic's records are defined by, in the reference record specs
@@ -72,7 +76,7 @@ def reference():
         raw = loads_jsonc(path.read_text(), str(path))
         specs[raw["name"]] = (path.parent.name, raw)
     messages = REFERENCE.parent / "kafka-message-specs"
-    for name in ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment"):
+    for name in ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment", *CONTROL.values()):
         raw = loads_jsonc((messages / f"{name}.json").read_text(), name)
         specs[name] = ("message", raw)
     return specs
@@ -169,7 +173,16 @@ def test_coordinator_layout(v):
 @pytest.mark.parametrize("v", [v for v in VECTORS if v["topic"] == "__cluster_metadata"],
                          ids=[v["id"] for v in VECTORS if v["topic"] == "__cluster_metadata"])
 def test_metadata_layout(v):
-    """No key; the value is unsigned varints frame version 1, apiKey, version, then the record."""
+    """A metadata record has no key and a value of unsigned varints frame version 1, apiKey, version,
+    then the record. A control record has a 4-byte key (int16 version 0, int16 type) and a value that
+    is the control type's struct."""
+    if v["key_form"] == "control":
+        key, rec = bytes.fromhex(v["key_hex"]), v["record"]
+        assert v["value_form"] == "control" and v["value_hex"], "a control record has a value"
+        version, ctype = struct.unpack(">hh", key)
+        assert version == 0 and CONTROL[ctype] == rec["schema"] and ctype == rec["control_type"]
+        assert rec["version"] == 0
+        return
     assert _null_or_absent_key(v) and v["key_form"] is None
     assert v["value_form"] == "framed" and v["value_hex"] is not None
     value = bytes.fromhex(v["value_hex"])
@@ -221,6 +234,9 @@ def test_records_exist_in_the_reference_specs(v, reference):
     rec, folder = v["record"], REFERENCE_FOLDER[v["topic"]]
     if v["topic"] == "__cluster_metadata":
         where, raw = reference[rec["schema"]]
+        if "control_type" in rec:
+            assert where == "message" and rec["version"] in _versions(raw["validVersions"])
+            return
         assert where == folder and raw["apiKey"] == rec["api_key"]
         assert rec["version"] in _versions(raw["validVersions"])
         return
