@@ -152,7 +152,7 @@ async function badLogin (job) {
     await admin.disconnect()
     return { login: 'succeeded' }
   } catch (err) {
-    return { login: 'failed', error: `${err.name}: ${err.message}` }
+    return { login: 'failed', login_error: `${err.name}: ${err.message}` }
   }
 }
 

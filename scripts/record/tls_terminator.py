@@ -27,7 +27,8 @@ the plaintext twin of every connection, byte for byte (what decrypting the TLS s
 * ``--report`` is rewritten as JSON after every connection closes: per connection the client's
   address, the upstream connection's local port (the key to its plaintext twin), the TLS version,
   the cipher suite, whether the session was resumed, the byte counts relayed each way, and the
-  Kafka frames seen in the plaintext (api key, version, correlation id per request, in order).
+  Kafka frames seen in the plaintext, in order: ``[direction, by, kind, api_key, api_version,
+  correlation_id, bytes]`` (a response gets the api key and version of its request).
 
 Runs until SIGTERM or SIGINT.
 """
@@ -96,6 +97,7 @@ class Terminator:
         self.args = args
         self.conns: list[dict] = []
         self.next_id = 1
+        self._asked: dict[int, dict] = {}
         self.ctx = self._context()
 
     def _context(self) -> ssl.SSLContext:
@@ -132,7 +134,8 @@ class Terminator:
                 "accepted": time.time(), "tls_version": sslobj.version(), "cipher": sslobj.cipher()[0],
                 "session_reused": sslobj.session_reused, "upstream_port": None,
                 "bytes": {"client_to_server": 0, "server_to_client": 0},
-                "requests": [], "responses": []}
+                "frames": []}
+        self._asked[conn["id"]] = {}
         self.next_id += 1
         self.conns.append(conn)
         self._write_report()
@@ -151,6 +154,7 @@ class Terminator:
 
     async def _pump(self, conn: dict, src: asyncio.StreamReader, dst: asyncio.StreamWriter, direction: str) -> None:
         frames = _Frames()
+        asked = self._asked[conn["id"]]  # correlation id -> (api key, version), shared by both pumps
         try:
             while True:
                 try:
@@ -164,9 +168,12 @@ class Terminator:
                 for f in frames.feed(data):
                     if direction == "client_to_server" and len(f) >= 8:
                         k, v, c = struct.unpack_from(">hhi", f)
-                        conn["requests"].append([k, v, c])
-                    elif len(f) >= 4:
-                        conn["responses"].append(struct.unpack_from(">i", f)[0])
+                        asked[c] = (k, v)
+                        conn["frames"].append(["c2s", "client", "request", k, v, c, len(f) + 4])
+                    elif direction == "server_to_client" and len(f) >= 4:
+                        (c,) = struct.unpack_from(">i", f)
+                        k, v = asked.get(c, (None, None))
+                        conn["frames"].append(["s2c", "upstream", "response", k, v, c, len(f) + 4])
                 dst.write(data)
                 try:
                     await dst.drain()
