@@ -282,7 +282,7 @@ def port_free(port: int) -> bool:
 @contextmanager
 def service(cmd: list[str], ready: str, logfile: Path, name: str):
     """Run a helper process until the context ends (SIGTERM); wait until it prints READY on stderr."""
-    logf = open(logfile, "w+")
+    logf = open(logfile, "w+")  # noqa: SIM115 - closed when the service stops
     proc = subprocess.Popen(cmd, stdout=logf, stderr=logf, stdin=subprocess.DEVNULL)
     deadline = time.monotonic() + 15
     while True:
@@ -407,7 +407,8 @@ def run_client(fx: dict, bootstrap: str, pki: dict, keylog: Path | None, workdir
     try:
         res = json.loads(lines[-1])
     except (IndexError, ValueError):
-        raise rf.RecordError(f"{fx['name']}: client printed no result (exit {p.returncode}): {p.stderr[-600:]}") from None
+        raise rf.RecordError(f"{fx['name']}: client printed no result (exit {p.returncode}): "
+                             f"{p.stderr[-600:]}") from None
     if "error" in res:
         raise rf.RecordError(f"{fx['name']}: {res['error']}")
     return res
@@ -437,7 +438,7 @@ def tshark_kafka(pcap: Path, decode_args: list[str]) -> dict:
         if len(parts) < 3:
             continue
         if parts[0]:
-            for k, v in zip(parts[0].split(","), parts[1].split(",")):
+            for k, v in zip(parts[0].split(","), parts[1].split(","), strict=False):
                 reqs[f"{k}:v{v}"] += 1
         pdus += len(parts[2].split(",")) if parts[2] else 0
     n = sum(reqs.values())
@@ -691,7 +692,8 @@ def record_one(fx: dict, out: Path, pki: dict, tansu_bin: str, workdir: Path, ma
             if a["mechanism"] in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
                 pw = fx["sasl"]["password"] if fx.get("sasl") else None
                 if pw and not any(s.get("text") == pw for s in secrets):
-                    secrets.append(secret_entry("scram-password (not on the wire)", pw, user=a.get("principal_claimed")))
+                    secrets.append(secret_entry("scram-password (not on the wire)", pw,
+                                                user=a.get("principal_claimed")))
         if kind == "user-create" and not any(s.get("text") == CREATE_USER[1] for s in secrets):
             secrets.append(secret_entry("scram-password (not on the wire)", CREATE_USER[1], user=CREATE_USER[0]))
         if fx.get("flow") == "alter-scram":
@@ -781,22 +783,24 @@ def dump_json(obj) -> str:
 
 # --------------------------------------------------------------------------- main
 def versions() -> dict:
+    import ssl
+
     import confluent_kafka
     import kafka
     import scramp
-    import ssl
 
     node_openssl = subprocess.run([rf.need("node"), "-e", "process.stdout.write(process.versions.openssl)"],
                                   capture_output=True, text=True).stdout
+    node_version = subprocess.run([rf.need("node"), "--version"], capture_output=True, text=True).stdout.strip()
     s_client = subprocess.run([rf.need("openssl"), "version"], capture_output=True, text=True).stdout.strip()
     return {"kafka-python": f"{kafka.__version__} (Python {sys.version.split()[0]} ssl, {ssl.OPENSSL_VERSION})",
             "confluent-kafka": f"{confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]}, "
                                "its own statically linked OpenSSL)",
-            "kafkajs": f"{rf.ensure_kafkajs()} (Node {subprocess.run([rf.need('node'), '--version'], capture_output=True, text=True).stdout.strip()}, OpenSSL {node_openssl})",
+            "kafkajs": f"{rf.ensure_kafkajs()} (Node {node_version}, OpenSSL {node_openssl})",
             "openssl-s_client": s_client,
             "tls-terminator": f"scripts/record/tls_terminator.py (Python {sys.version.split()[0]} asyncio + ssl, "
                               f"{ssl.OPENSSL_VERSION})",
-            "sasl-gateway": f"scripts/record/sasl_gateway.py (scramp {scramp.__version__ if hasattr(scramp, '__version__') else '?'})",
+            "sasl-gateway": f"scripts/record/sasl_gateway.py (scramp {getattr(scramp, '__version__', '?')})",
             "tshark": subprocess.run([rf.need("tshark"), "--version"], capture_output=True,
                                      text=True).stdout.splitlines()[0]}
 
@@ -849,7 +853,7 @@ def main(argv: list[str] | None = None) -> int:
                               "wrong_passwords": WRONG_PASSWORD,
                               "tansu_user_create": {"user": CREATE_USER[0], "password": CREATE_USER[1]},
                               "alter_scram": dict(zip(("user", "mechanism", "password", "iterations", "salt_hex"),
-                                                      ALTER_USER)),
+                                                      ALTER_USER, strict=True)),
                               "oauthbearer": {"token": OAUTH_TOKEN, "librdkafka_config": OAUTH_RDKAFKA}},
                     "record_plan": {"base_timestamp": BASE_TIMESTAMP, "records": records_for("<name>"),
                                     "topic": "kwire-<name>", "group": "kwire-secure-group"},

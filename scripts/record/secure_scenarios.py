@@ -179,7 +179,7 @@ def ck_full(job):
     for t, f in futs.items():
         f.result(timeout=20)
         out["calls"].append({"call": "CreateTopics", "ok": True, "result": t})
-    admin = None  # noqa: F841 - drop it so librdkafka closes its connections
+    admin = None
 
     producer = Producer(dict(conf, **{"acks": "all", "linger.ms": 50, "enable.idempotence": False}))
     sent = []
