@@ -1,7 +1,7 @@
 #!/bin/sh
 # Every check of the project, in the order CI runs them (after `sh scripts/setup.sh --test`):
 #   ruff (lint, config in pyproject.toml), mypy (strict on kwire_cli.spec and kwire_cli.codec),
-#   lint-imports (the layers of DESIGN.md, imports inside functions included),
+#   lint-imports (the layers listed in pyproject.toml, imports inside functions included),
 #   scripts/check_imports.py (no reach-ins to another package's private names), then the tests.
 # Each one runs even when an earlier one failed; the exit status is 1 if any failed.
 #
@@ -28,7 +28,7 @@ run() {
 }
 run ruff python -m ruff check .
 run mypy python -m mypy
-run import-linter lint-imports
+run import-linter python -c "from importlinter.cli import lint_imports_command; lint_imports_command(prog_name='lint-imports')"
 run private-names python scripts/check_imports.py
 if [ -z "$static_only" ]; then
   run pytest python -m pytest "$@"
