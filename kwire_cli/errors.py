@@ -1,5 +1,29 @@
-"""One exception family for everything kwire refuses: every message is one line naming where."""
+"""Every exception kwire raises for what it refuses: one family, every message one line naming where.
+
+    KwireError                      base of all (the CLI prints it on one line and exits 1)
+    ├── SpecError                   a message spec file breaks a rule of Kafka's message format
+    ├── CodecError                  shared base of the codec's errors: field path, byte offset, context
+    │   ├── DecodeError             bytes that do not decode                 kind "decode-error"
+    │   │   ├── UnknownApiKey       an API key the specs do not know          kind "unknown-api-key"
+    │   │   ├── UnknownVersion      a version the API does not have           kind "unknown-version"
+    │   │   └── TrailingBytes       bytes left after a complete message       kind "trailing-bytes"
+    │   └── EncodeError             a value tree that cannot be written (a sibling of DecodeError)
+    ├── RecordsError                a records field whose framing cannot be used, or a value that
+    │                               cannot be encoded as one
+    ├── CompressionError            a compressed payload that cannot be decompressed
+    │   └── DecompressedTooLarge    ... because it would exceed the cap
+    ├── CaptureError                a capture file that cannot be read at all
+    ├── InputError                  input (hex, bytes, YAML documents) that cannot be read
+    ├── NegotiationError            a broker answer or client range that cannot be read
+    ├── FilterError                 a display filter that does not parse or does not apply
+    └── SparkJobError               a spark-decode job that cannot run or went wrong
+
+Code that needs the kind of a failure reads ``getattr(e, "kind", "decode-error")``, never the
+message text.
+"""
 from __future__ import annotations
+
+from typing import Any
 
 
 class KwireError(Exception):
@@ -10,11 +34,12 @@ class SpecError(KwireError):
     """A message spec file breaks a rule of Kafka's message format (names file and field)."""
 
 
-class DecodeError(KwireError):
-    """Bytes that do not decode. Carries the field path and the byte offset.
+class CodecError(KwireError):
+    """The codec's errors: a reason, the field path and (decode) the byte offset.
 
     The path is built up while the error travels out of nested structs and arrays, so the
-    innermost decoder only says what went wrong and where in the bytes.
+    innermost decoder or encoder only says what went wrong (and where in the bytes).
+    ``context`` names the message (``"Metadata v12 request"``), set by the outermost caller.
     """
 
     def __init__(self, reason: str, offset: int | None = None, path: list[str] | None = None,
@@ -25,7 +50,8 @@ class DecodeError(KwireError):
         self.context = context
         super().__init__(reason)
 
-    def prefix(self, element: str) -> "DecodeError":
+    def prefix(self, element: str) -> "CodecError":
+        """Put the enclosing field name (or ``[i]`` array index) in front of the path; returns self."""
         self.path.insert(0, element)
         return self
 
@@ -46,8 +72,85 @@ class DecodeError(KwireError):
         return where + self.reason
 
 
-class EncodeError(DecodeError):
+class DecodeError(CodecError):
+    """Bytes that do not decode. Carries the field path and the byte offset."""
+
+    kind = "decode-error"
+
+
+class UnknownApiKey(DecodeError):
+    """A request (or a response asked for) with an API key the specs do not know."""
+
+    kind = "unknown-api-key"
+
+
+class UnknownVersion(DecodeError):
+    """A version the API does not have (outside its validVersions)."""
+
+    kind = "unknown-version"
+
+
+class TrailingBytes(DecodeError):
+    """Bytes left over after a complete message (or frame).
+
+    ``decoded``: what decoded before them (the complete ``Message``), or None where there is
+    nothing to keep (a size prefix shorter than the bytes given)."""
+
+    kind = "trailing-bytes"
+
+    def __init__(self, reason: str, offset: int | None = None, path: list[str] | None = None,
+                 context: str = "", decoded: Any = None):
+        super().__init__(reason, offset, path, context)
+        self.decoded = decoded
+
+
+class EncodeError(CodecError):
     """A value tree that cannot be written at the asked version (names the field path)."""
 
     def __init__(self, reason: str, path: list[str] | None = None, context: str = ""):
         super().__init__(reason, None, path, context)
+
+
+class RecordsError(KwireError):
+    """A records field whose framing cannot be used, or a value that cannot be encoded.
+
+    The message is one line naming the batch index and byte offset (decode) or the value path
+    (encode). The message codec wraps it with the field path of the records field."""
+
+
+class CompressionError(KwireError):
+    """A compressed payload that cannot be decompressed (corrupt, truncated, unsupported).
+
+    ``produced``: bytes decompressed before the failure was found (charged to the frame budget)."""
+
+    def __init__(self, message: str = "", produced: int = 0):
+        super().__init__(message)
+        self.produced = produced
+
+
+class DecompressedTooLarge(CompressionError):
+    """The decompressed payload would exceed the configured cap."""
+
+
+class CaptureError(KwireError):
+    """A capture file that cannot be read at all (one line: what and where).
+
+    Only whole-file problems raise (not a capture at all, an unreadable header). Damage inside a
+    capture (a truncated packet, a lost TCP segment, an unframeable byte run) is reported as a
+    ``Damage`` event and counted; reading goes on where it can."""
+
+
+class InputError(KwireError):
+    """Input that cannot be read: hex or byte dumps, YAML/JSON message documents, files."""
+
+
+class NegotiationError(KwireError):
+    """A broker answer, or a client's version ranges, that cannot be read."""
+
+
+class FilterError(KwireError):
+    """A display filter that does not parse, or names a field that does not exist."""
+
+
+class SparkJobError(KwireError):
+    """A spark-decode job that cannot run (no input, no PySpark) or failed."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 import heapq
 from typing import Iterable, Iterator
 
-from .errors import CaptureError
+from kwire_cli.errors import CaptureError
 from .events import (CaptureStats, Damage, KafkaFrame, Packet, conn_key, endpoint)
 from .kafka import (DEFAULT_MAX_FRAME, broker_side, looks_like_request, produce_acks,
                     request_prefix)

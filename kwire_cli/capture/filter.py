@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-from kwire_cli.errors import KwireError
+from kwire_cli.errors import FilterError
 
 _TOKEN = re.compile(r"""\s*(?:(?P<lp>\()|(?P<rp>\))|(?P<op>==|!=|>=|<=|=|>|<|~)|(?P<and>&&|,)|(?P<or>\|\|)|(?P<not>!)
                         |"(?P<q>[^"]*)"|(?P<word>[^\s()=!<>~,&|"]+))""", re.X)
@@ -22,10 +22,6 @@ _NUMERIC = {"version": "api_version", "corr": "correlation_id", "frame": "frame"
             "latency": "latency_ms"}
 
 Predicate = Callable[[dict], bool]
-
-
-class FilterError(KwireError):
-    pass
 
 
 def _tokens(text: str) -> list[tuple[str, str, int]]:

@@ -40,8 +40,9 @@ import zlib
 from collections.abc import Iterator
 from typing import BinaryIO
 
+from kwire_cli.errors import CaptureError
+
 from . import linklayer
-from .errors import CaptureError
 from .events import CORRUPT_BLOCK, OVERSIZE_RECORD, TRUNCATED_RECORD, CaptureStats, Damage, Packet
 from .formats import GZIP_MAGIC, HARD_RECORD_LIMIT, PCAP_FILE_HEADER, PCAP_MAGICS, PCAPNG_BYTE_ORDER, PCAPNG_SHB
 

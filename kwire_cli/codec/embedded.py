@@ -11,7 +11,7 @@ import struct
 from typing import Any
 
 from kwire_cli.codec.compiler import compile_plan
-from kwire_cli.errors import DecodeError
+from kwire_cli.errors import DecodeError, TrailingBytes
 from kwire_cli.spec.registry import registry
 
 SUBSCRIPTION = "ConsumerProtocolSubscription"
@@ -36,8 +36,8 @@ def decode_embedded(schema: str, data: bytes) -> dict:
     out: dict[str, Any] = {"schema": schema, "version": version, "value": value}
     if pos != len(data):
         if read_as == version:
-            raise DecodeError(f"{len(data) - pos} trailing bytes after {schema} v{version} at offset {pos}",
-                              pos, context=schema)
+            raise TrailingBytes(f"{len(data) - pos} trailing bytes after {schema} v{version} at offset {pos}",
+                                pos, context=schema)
         out["unknown_tail"] = data[pos:].hex()
     return out
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import struct
 
-from kwire_cli.errors import DecodeError
+from kwire_cli.errors import DecodeError, TrailingBytes
 
 _SIZE = struct.Struct(">i")
 
@@ -27,8 +27,8 @@ def unframe(data: bytes, size_prefixed: bool | None) -> tuple[int, int]:
     if size > len(data) - 4:
         raise DecodeError(f"size prefix says {size} bytes, only {len(data) - 4} follow", 0)
     if size < len(data) - 4:
-        raise DecodeError(f"{len(data) - 4 - size} trailing bytes after the {size}-byte frame "
-                          f"at offset {4 + size}", 4 + size)
+        raise TrailingBytes(f"{len(data) - 4 - size} trailing bytes after the {size}-byte frame "
+                            f"at offset {4 + size}", 4 + size)
     return 4, len(data)
 
 

@@ -13,7 +13,8 @@ from typing import Any
 from kwire_cli.codec.compiler import Plan, compile_plan
 from kwire_cli.codec.framing import frame, unframe
 from kwire_cli.codec.headers import request_header_version, response_header_version
-from kwire_cli.errors import DecodeError, EncodeError, KwireError
+from kwire_cli.errors import (DecodeError, EncodeError, KwireError, TrailingBytes, UnknownApiKey,
+                              UnknownVersion)
 from kwire_cli.spec.registry import Api, registry
 
 _PEEK = struct.Struct(">hh")
@@ -50,7 +51,7 @@ RECORDS_MODE = _default_records_mode()
 def _check_version(api: Api, version: int, kind: str) -> None:
     spec = api.spec(kind)
     if version not in spec.valid_versions:
-        raise DecodeError(f"{api.name} v{version} is not a valid version "
+        raise UnknownVersion(f"{api.name} v{version} is not a valid version "
                           f"(valid: {spec.valid_versions}; api key {api.key})")
 
 
@@ -82,10 +83,8 @@ def _run(plan: Plan, data: bytes, pos: int, end: int, label: str) -> tuple[dict,
 def _finish(pos: int, end: int, label: str, msg: Message) -> Message:
     """Trailing bytes are an error; the error still carries the complete message (`.decoded`)."""
     if pos != end:
-        e = DecodeError(f"{end - pos} trailing bytes after a complete message at offset {pos}",
-                        pos, context=label)
-        e.decoded = msg  # type: ignore[attr-defined]
-        raise e
+        raise TrailingBytes(f"{end - pos} trailing bytes after a complete message at offset {pos}",
+                            pos, context=label, decoded=msg)
     return msg
 
 
@@ -100,7 +99,7 @@ def _target(key: int, version: int, kind: str, records: str | None, registry_now
     try:
         api = registry_now.api(key)
     except KwireError:
-        raise DecodeError(f"unknown API key {key}", 0) from None
+        raise UnknownApiKey(f"unknown API key {key}", 0) from None
     _check_version(api, version, kind)
     hv = request_header_version(api, version) if kind == "request" else response_header_version(api, version)
     label = _label(api, version, kind)
@@ -119,7 +118,7 @@ def decode_request(data: bytes, *, size_prefixed: bool | None = None, records: s
     key, version = _PEEK.unpack_from(data, start)
     reg = registry()
     if key not in reg.apis:
-        raise DecodeError(f"unknown API key {key} in the request header at offset {start}", start)
+        raise UnknownApiKey(f"unknown API key {key} in the request header at offset {start}", start)
     api, hplan, bplan, label, hlabel = _target(key, version, "request", records, reg)
     header, pos = _run(hplan, data, start, end, hlabel)
     body, pos = _run(bplan, data, pos, end, label)
@@ -177,7 +176,7 @@ def _encode_message(api: Api, api_version: int, kind: str, header_version: int, 
                     body: dict | None, size_prefix: bool) -> bytes:
     try:
         _check_version(api, api_version, kind)
-    except DecodeError as e:
+    except UnknownVersion as e:
         raise EncodeError(str(e)) from None
     label = _label(api, api_version, kind)
     out = bytearray()

@@ -16,7 +16,7 @@ from kwire_cli.codec import compiler as C
 from kwire_cli.codec import primitives as P
 from kwire_cli.codec.framing import unframe
 from kwire_cli.codec.headers import request_header_version, response_header_version
-from kwire_cli.errors import DecodeError, KwireError
+from kwire_cli.errors import DecodeError, KwireError, TrailingBytes, UnknownApiKey
 from kwire_cli.spec.model import PRIMITIVE_SIZES, FieldSpec, FieldType, MessageSpec, StructSpec
 from kwire_cli.spec.registry import Api, registry
 
@@ -293,7 +293,7 @@ def walk_message(data: bytes, kind: str, api_key: int | str | None = None, api_v
         try:
             api = registry().api(key)
         except KwireError:
-            raise DecodeError(f"unknown API key {key} in the request header at offset {start}", start) from None
+            raise UnknownApiKey(f"unknown API key {key} in the request header at offset {start}", start) from None
     else:
         api = registry().api(api_key)
         version = api_version
@@ -323,6 +323,6 @@ def walk_message(data: bytes, kind: str, api_key: int | str | None = None, api_v
         pm.error = err
         return pm
     if pos != end:
-        pm.error = DecodeError(f"{end - pos} trailing bytes after a complete message at offset {pos}",
-                               pos, context=label)
+        pm.error = TrailingBytes(f"{end - pos} trailing bytes after a complete message at offset {pos}",
+                                 pos, context=label)
     return pm

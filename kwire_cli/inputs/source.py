@@ -11,13 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from kwire_cli.errors import KwireError
+from kwire_cli.errors import InputError
 
 STDIN = "<stdin>"
-
-
-class InputError(KwireError):
-    """Input that is not in any form kwire reads (bad hex, a broken dump, a bad YAML document)."""
 
 
 class SourceError(InputError):

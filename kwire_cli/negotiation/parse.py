@@ -21,16 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from kwire_cli.errors import KwireError
+from kwire_cli.errors import KwireError, NegotiationError
 from kwire_cli.protocol_errors import UNSUPPORTED_VERSION, error_name
 
 Range = tuple[int, int]
 
 API_VERSIONS_KEY = 18
-
-
-class NegotiationError(KwireError):
-    """Input that cannot be read as broker answers, client ranges or feature requirements."""
 
 
 @dataclass

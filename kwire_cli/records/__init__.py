@@ -100,7 +100,7 @@ Rules:
 from .compression import CODEC_NAMES
 from .decode import DEFAULT_MAX_DECOMPRESSED, decode_records, show_bytes
 from .encode import encode_records, to_bytes
-from .errors import RecordsError
+from kwire_cli.errors import RecordsError
 
 __all__ = [
     "CODEC_NAMES",

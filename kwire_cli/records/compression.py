@@ -33,22 +33,10 @@ from typing import NamedTuple
 
 import cramjam
 
+from kwire_cli.errors import CompressionError, DecompressedTooLarge
+
 CODEC_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
 CODEC_IDS = {name: i for i, name in enumerate(CODEC_NAMES)}
-
-
-class CompressionError(Exception):
-    """A compressed payload that cannot be decompressed (corrupt, truncated, unsupported).
-
-    ``produced``: bytes decompressed before the failure was found (charged to the frame budget)."""
-
-    def __init__(self, message: str = "", produced: int = 0):
-        super().__init__(message)
-        self.produced = produced
-
-
-class DecompressedTooLarge(CompressionError):
-    """The decompressed payload would exceed the configured cap."""
 
 
 # ---------------------------------------------------------------------------------------------

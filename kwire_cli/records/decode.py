@@ -14,7 +14,7 @@ from crc32c import crc32c as _crc32c
 from .compression import (CODEC_NAMES, DEFAULT_MAX_FRAME_DECOMPRESSED, ITEMS_OPTION, CompressionError,
                           DecompressedTooLarge, FrameBudget, _frame, decompress)
 from . import compression as _compression
-from .errors import RecordsError
+from kwire_cli.errors import RecordsError
 
 DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024
 _NOGC_MIN_BYTES = 4096   # smaller records fields make too few containers for the GC to matter

@@ -15,7 +15,7 @@ import zlib
 from crc32c import crc32c as _crc32c
 
 from .compression import CODEC_IDS, CODEC_NAMES, CompressionError, compress
-from .errors import RecordsError
+from kwire_cli.errors import RecordsError
 
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
 _CRC_AT = 17          # BaseOffset(8) + BatchLength(4) + PartitionLeaderEpoch(4) + Magic(1)

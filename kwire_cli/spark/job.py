@@ -41,7 +41,7 @@ from kwire_cli.capture import DEFAULT_MAX_FRAME, CaptureStats, Damage, KafkaFram
     conn_key
 from kwire_cli.capture.inputs import files_under
 from kwire_cli.capture.session import Summary
-from kwire_cli.errors import KwireError
+from kwire_cli.errors import KwireError, SparkJobError
 from kwire_cli.spark.reading import DEFAULT_SPLIT, FilePlan, index_range, nominal_ranges, plan_file, \
     read_range, stitch
 
@@ -55,10 +55,6 @@ _FILE_AT = _FRAME_FIELDS.index("file")
 _META = ("",)
 WRITE_CONF = {"spark.sql.optimizer.plannedWrite.enabled": "false",
               "spark.sql.maxConcurrentOutputFileWriters": "64"}
-
-
-class SparkJobError(KwireError):
-    """The Spark job could not run (no Java, bad master URL, output exists...): one line."""
 
 
 # ------------------------------------------------------------------------------------ inputs
