@@ -35,7 +35,7 @@ with atheris.instrument_imports(include=["kwire_cli"]):
     import kwire_cli.records  # noqa: F401
     import kwire_cli.records.compression  # noqa: F401,F811
     import kwire_cli.negotiation.negotiate  # noqa: F401
-    import kwire_cli.negotiation.parse  # noqa: F401
+    import kwire_cli.negotiation.forms  # noqa: F401
     import kwire_cli.negotiation.render  # noqa: F401
 
 import fuzzlib  # noqa: E402

@@ -415,9 +415,9 @@ TARGETS["partial_agrees"] = t_partial_agrees
 def t_negotiate(data: bytes, rng: random.Random) -> None:
     """`kwire negotiate` input: any broker-answer form (hex, raw bytes, kafka-broker-api-versions
     output, librdkafka log, YAML/JSON, capture), then the intersection and its renderings."""
-    from kwire_cli.negotiation.inputs import kwire_client_ranges
+    from kwire_cli.negotiation.client import kwire_client_ranges
     from kwire_cli.negotiation.negotiate import negotiate
-    from kwire_cli.negotiation.parse import parse_broker_input
+    from kwire_cli.negotiation.forms import parse_broker_input
     from kwire_cli.negotiation.render import render_json
     if rng.random() < 0.3:
         try:

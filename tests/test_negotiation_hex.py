@@ -1,15 +1,25 @@
 """ApiVersionsResponse bytes as broker input: answers recorded from a real tansu broker."""
 from __future__ import annotations
 
+import gzip
+import shutil
 import struct
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from cli_run import kwire
 from kwire_cli.codec import encode_request, encode_response
-from kwire_cli.negotiation import (NegotiationError, decode_api_versions_bytes, kwire_api_names,
-                                   kwire_client_ranges, load_broker_file, negotiate,
-                                   parse_broker_input)
+from kwire_cli.negotiation import (
+    NegotiationError,
+    decode_api_versions_bytes,
+    kwire_api_names,
+    kwire_client_ranges,
+    load_broker_file,
+    negotiate,
+    parse_broker_input,
+)
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "negotiate"
 
@@ -195,3 +205,60 @@ def test_client_captures_agree_with_the_recorded_answer(name):
     (a,) = answers
     assert a.form == "capture" and a.complete
     assert a.ranges == v0_ranges_by_hand(tansu(0))
+
+
+# ------------------------------------------------ the same readers as kwire decode and kwire pcap
+
+def _xxd(path: Path, *args: str) -> str:
+    xxd = shutil.which("xxd")
+    if xxd is None:
+        pytest.skip("xxd is not installed (apt-get install xxd)")
+    return subprocess.run([xxd, *args, str(path)], capture_output=True, text=True, check=True).stdout
+
+
+@pytest.mark.parametrize("args", [(), ("-g1",)])
+def test_xxd_dump_of_a_recorded_answer_reads_as_the_hex_does(tmp_path, args):
+    """kwire negotiate reads an xxd dump of an ApiVersions answer, as kwire decode does (one dump
+    reader): the recorded tansu v3 answer, dumped by the real xxd."""
+    binary = tmp_path / "tansu-v3.bin"
+    binary.write_bytes(tansu(3))
+    dump = tmp_path / "tansu-v3.xxd"
+    dump.write_text(_xxd(binary, *args))
+    assert dump.read_text().startswith("00000000: 0000 011b" if not args else "00000000: 00 00 01 1b")
+    (from_hex,) = load_broker_file(FIX / "tansu-apiversions-v3.hex")
+    (from_xxd,) = load_broker_file(dump)
+    assert (from_xxd.form, from_xxd.api_version, from_xxd.ranges, from_xxd.notes) == (
+        "hex", 3, from_hex.ranges, from_hex.notes)
+    assert from_xxd.ranges == v0_ranges_by_hand(tansu(0))
+    # the CLI, from the file and from stdin, and kwire decode of the same dump
+    r = kwire("negotiate", str(dump), "--format", "json")
+    assert r.code == 0, r
+    assert r.json()["brokers"][0]["notes"] == from_hex.notes
+    s = kwire("negotiate", "-", "--format", "json", input=dump.read_bytes())
+    assert s.code == 0, s
+    by_api = lambda out: [(a["api_key"], list(a["brokers"].values()), a["chosen"]) for a in out["apis"]]  # noqa: E731
+    assert by_api(s.json()) == by_api(r.json())
+    assert list(s.json()["apis"][0]["brokers"]) == ["broker"]  # stdin has no file name
+    d = kwire("decode", f"@{dump}", "--api", "ApiVersions", "--version", "3", "--format", "json")
+    assert d.code == 0 and len(d.json()["body"]["ApiKeys"]) == len(from_hex.ranges)
+
+
+def test_gzip_compressed_capture_reads_as_the_capture_does(tmp_path):
+    """kwire negotiate reads a gzip-compressed capture, as kwire pcap does (one magic table)."""
+    plain = FIX / "tansu-apiversions.pcap"
+    gz = tmp_path / "tansu-apiversions.pcap.gz"
+    gz.write_bytes(gzip.compress(plain.read_bytes()))
+    (a,) = load_broker_file(plain)
+    (b,) = load_broker_file(gz)
+    assert (b.form, b.address, b.ranges, b.api_version, b.notes) == (a.form, a.address, a.ranges, a.api_version,
+                                                                       [n.replace(str(plain), str(gz)) for n in a.notes])
+    (c,) = parse_broker_input(gz.read_bytes(), "-")  # stdin: the bytes, sniffed inside the gzip
+    assert c.ranges == a.ranges and c.form == "capture"
+    r = kwire("negotiate", str(gz), "--format", "json")
+    assert r.code == 0, r
+    assert r.json()["apis"] == kwire("negotiate", str(plain), "--format", "json").json()["apis"]
+    # the same file through kwire pcap: the same ApiVersions answers
+    p = kwire("pcap", str(gz), "--format", "jsonl", "--filter", "api=ApiVersions")
+    assert p.code == 0 and p.out.count('"api_name":"ApiVersions"') == 12
+    assert p.out == kwire("pcap", str(plain), "--format", "jsonl", "--filter", "api=ApiVersions").out \
+        .replace(str(plain), str(gz))

@@ -48,9 +48,9 @@ def negotiate(brokers: tuple[str, ...], client_file: str | None, require_file: s
         load_client_file,
         load_requirements,
         parse_broker_input,
+        unique_addresses,
     )
     from kwire_cli.negotiation import negotiate as run
-    from kwire_cli.negotiation.parse import unique_addresses
     from kwire_cli.negotiation.render import render_json, render_table, render_yaml
 
     for name, path in (("--client", client_file), ("--require", require_file)):
@@ -82,6 +82,6 @@ def negotiate(brokers: tuple[str, ...], client_file: str | None, require_file: s
 
 
 def _looks_inline(arg: str) -> bool:
-    from kwire_cli.negotiation.parse import _HEX_RE
+    from kwire_cli.negotiation.forms import is_hex_text
 
-    return bool(_HEX_RE.match(arg.strip())) and len(arg.strip()) >= 12
+    return len(arg.strip()) >= 12 and is_hex_text(arg)

@@ -60,11 +60,15 @@ def read_source(arg: str | None, *, what: str = "INPUT",
     return Source(read_file(path, what), path, "file")
 
 
-def read_file(path: str | os.PathLike[str], what: str | None = None) -> bytes:
-    """The bytes of a file; a one-line ``SourceError`` when it does not exist, is a directory or
-    cannot be read (prefixed with ``what``, the argument's role, when given)."""
+def read_file(path: str | os.PathLike[str], what: str | None = None, *, limit: int | None = None) -> bytes:
+    """The bytes of a file (the first ``limit`` of them, when given); a one-line ``SourceError``
+    when it does not exist, is a directory or cannot be read (prefixed with ``what``, the
+    argument's role, when given)."""
     where = f"{what}: " if what else ""
     try:
+        if limit is not None:
+            with open(path, "rb") as f:
+                return f.read(limit)
         return Path(path).read_bytes()
     except FileNotFoundError:
         raise SourceError(f"{where}file {os.fspath(path)} does not exist") from None

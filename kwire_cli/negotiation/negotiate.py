@@ -12,9 +12,9 @@ passes.
 """
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
-from kwire_cli.negotiation.parse import BrokerAnswer, NegotiationError, Range
+from kwire_cli.negotiation.model import BrokerAnswer, NegotiationError, Range
 
 Requirement = tuple[int, int, int]  # (api key, min version, max version)
 
@@ -62,11 +62,10 @@ def negotiate(client_ranges: Mapping[int, Range], brokers: Sequence[BrokerAnswer
 
     keys = sorted(set(client_ranges) | {k for b in brokers for k in b.ranges})
     apis = [_api_entry(k, names, client_ranges, brokers) for k in keys]
-    by_key = {e["api_key"]: e for e in apis}
 
     features = []
     for fname, reqs in (required_features or {}).items():
-        features.append(_feature_entry(fname, reqs, names, client_ranges, brokers, by_key))
+        features.append(_feature_entry(fname, reqs, names, client_ranges, brokers))
 
     return {"apis": apis, "features": features, "brokers": [b.to_json() for b in brokers]}
 
@@ -128,7 +127,7 @@ def _api_entry(key: int, names: Mapping[int, str], client_ranges: Mapping[int, R
     if client is None or _valid(client) is None:
         creason = "the client does not support this API"
         reason = creason if reason is None else f"{creason}; {reason}"
-    elif reason is None:
+    elif reason is None and common is not None:
         both = intersect(client, common)
         if both is None:
             side = "client too old" if client[1] < common[0] else "brokers too old"
@@ -148,16 +147,16 @@ def _api_entry(key: int, names: Mapping[int, str], client_ranges: Mapping[int, R
 
 
 def _feature_entry(fname: str, reqs: Sequence[Requirement], names: Mapping[int, str],
-                   client_ranges: Mapping[int, Range], brokers: Sequence[BrokerAnswer],
-                   by_key: Mapping[int, dict]) -> dict:
+                   client_ranges: Mapping[int, Range], brokers: Sequence[BrokerAnswer]) -> dict:
     entries = []
     for key, lo, hi in reqs:
         required = (lo, hi)
         name = _name(names, key)
         label = name if name.startswith("UNKNOWN(") else f"{name}({key})"
         client = _valid(client_ranges.get(key))
-        view, missing, ranges = _broker_view(key, brokers)
+        _view, missing, ranges = _broker_view(key, brokers)
         common = common_range(ranges) if ranges and not missing else None
+        both = intersect(intersect(required, common), client)
         chosen = None
         if lo > hi:
             reason = f"{label}: required range {lo}-{hi} runs backwards"
@@ -173,11 +172,11 @@ def _feature_entry(fname: str, reqs: Sequence[Requirement], names: Mapping[int, 
             reason = f"{label} needs {fmt(required)}, the brokers' common range is {fmt(common)}"
         elif client is None:
             reason = f"{label}: the client does not support it"
-        elif intersect(intersect(required, common), client) is None:
+        elif both is None:
             reason = (f"{label} needs {fmt(required)} within the brokers' common {fmt(common)}, "
                       f"the client supports {fmt(client)}")
         else:
-            chosen = intersect(intersect(required, common), client)[1]
+            chosen = both[1]
             reason = None
         entries.append({
             "api_key": key,
@@ -189,7 +188,7 @@ def _feature_entry(fname: str, reqs: Sequence[Requirement], names: Mapping[int, 
             "reason": reason,
         })
     usable = all(e["chosen"] is not None for e in entries) and bool(entries)
-    failing = [e["reason"] for e in entries if e["reason"]]
+    failing = [str(e["reason"]) for e in entries if e["reason"]]
     return {
         "name": fname,
         "usable": usable,

@@ -105,8 +105,8 @@ def render_table(result: dict, file: IO[str] | None = None, width: int | None = 
 
     for b in result["brokers"]:
         label = labels[b["address"]]
-        lines = [f"{label + ' = ' if label != b['address'] else ''}{b['address']} "
-                 f"({b['form']}, {b['source']})"]
+        lines = [(f"{label + ' = ' if label != b['address'] else ''}{b['address']} "
+                  f"({b['form']}, {b['source']})")]
         if b.get("node_id") is not None:
             lines.append(f"  node id {b['node_id']}" + (f", rack {b['rack']}" if b.get("rack") else ""))
         if b["error"]:

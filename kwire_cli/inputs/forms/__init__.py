@@ -18,4 +18,5 @@ RECOGNISERS: tuple[Recogniser, ...] = (
 
 def not_hex(text: Text) -> str:
     """The error for text that no recogniser claims: where it stops being hex."""
-    return "not hex: " + plainhex.first_bad_character(text)
+    bad = plainhex.first_bad_character(text)
+    return plainhex.NO_DIGITS if bad is None else "not hex: " + bad

@@ -1,6 +1,6 @@
 """Plain hex: digits with any separators (spaces, newlines, ``:`` ``,`` ``;`` ``.`` ``-`` ``_``),
 ``0x`` / ``\\x`` prefixes, and ``#`` comments to the end of a line. The catch-all recogniser:
-it claims any text made only of these."""
+it claims any text made only of these that holds a hex digit."""
 from __future__ import annotations
 
 import re
@@ -30,15 +30,19 @@ def recognise(text: Text) -> list[Block] | None:
         digits.append(d)
     joined = "".join(digits)
     if not joined:
-        raise InputError("no hex digits in the input")
+        return None  # separators and comments only: not hex (NO_DIGITS)
     if len(joined) % 2:
         raise InputError(f"odd number of hex digits ({len(joined)}): a byte needs two")
     lines = text.lines
     return [Block(bytes.fromhex(joined), lines[0].number, lines[-1].number, FORM)]
 
 
-def first_bad_character(text: Text) -> str:
-    """Where plain hex reading stops: ``unexpected character 'x' at line L, column C``."""
+NO_DIGITS = "no hex digits in the input"
+
+
+def first_bad_character(text: Text) -> str | None:
+    """Where plain hex reading stops, ``unexpected character 'x' at line L, column C``; None when
+    every character is hex or a separator."""
     for number, line in text.all_lines:
         code = _code(line)
         pos = 0
@@ -50,4 +54,4 @@ def first_bad_character(text: Text) -> str:
                 pos += 1
             else:
                 return f"unexpected character {code[pos]!r} at line {number}, column {pos + 1}"
-    return "no hex digits"  # pragma: no cover - only called on text that recognise() refused
+    return None

@@ -4,7 +4,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kwire_cli.negotiation.parse import NegotiationError, Range, _read, load_broker_file
+from kwire_cli.inputs import read_file, read_stdin
+from kwire_cli.negotiation.forms import load_broker_file
+from kwire_cli.negotiation.model import NegotiationError, Range
 
 Requirement = tuple[int, int, int]
 
@@ -47,7 +49,7 @@ def load_requirements(path: str | Path, api_names: dict[int, str] | None = None
 
     from kwire_cli.inputs.yamlsafe import safe_load
 
-    data = _read(path)
+    data = read_stdin() if str(path) == "-" else read_file(path)
     try:
         doc = safe_load(data.decode("utf-8"))
     except UnicodeDecodeError:

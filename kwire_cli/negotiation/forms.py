@@ -1,0 +1,116 @@
+"""Read what brokers advertise: one ``BrokerAnswer`` per broker, whatever form the input takes.
+
+Forms, detected from the content (never from the file name), in this order:
+
+* a pcap/pcapng capture, gzip-compressed or not (``kwire_cli.capture.formats`` sniffs it): its
+  ApiVersions answers, one per broker address (``negotiation.capture``);
+* raw bytes of an ApiVersionsResponse (not UTF-8 text, or holding a NUL);
+* hex of an ApiVersionsResponse in any dump form ``kwire decode`` reads (``kwire_cli.inputs``:
+  plain hex, xxd, hexdump -C, tshark -x), any version v0-v4, with or without the 4-byte size
+  prefix and the response header (``negotiation.apiversions``);
+* the text ``kafka-broker-api-versions.sh`` prints (several brokers, log noise around the blocks);
+* librdkafka ``debug=feature`` log lines (``ApiKey Produce (0) Versions 0..9``), one broker per
+  log source;
+* YAML or JSON: ``{ApiKeys: [{ApiKey, MinVersion, MaxVersion}]}``, alone or as the body of kwire's
+  own decode output, several documents allowed.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kwire_cli.inputs import InputError, NotADump, read_blocks, read_file, read_stdin
+from kwire_cli.negotiation.model import BrokerAnswer, NegotiationError, default_address
+
+
+def load_broker_file(path: str | Path) -> list[BrokerAnswer]:
+    """Read one input file (any form); ``-`` is standard input. A capture is read from the
+    file as a stream (never whole into memory)."""
+    from kwire_cli.capture.formats import SNIFF_BYTES, capture_kind
+    from kwire_cli.negotiation.capture import answers_from_capture
+
+    if str(path) == "-":
+        return parse_broker_input(read_stdin(), source="-")
+    if capture_kind(read_file(path, limit=SNIFF_BYTES)):
+        return answers_from_capture(Path(path), str(path))
+    return parse_broker_input(read_file(path), source=str(path))
+
+
+def parse_broker_input(data: bytes | str, source: str = "<input>") -> list[BrokerAnswer]:
+    """Detect the form of ``data`` and return the broker answers it holds (at least one)."""
+    from kwire_cli.negotiation.apiversions import decode_api_versions_bytes
+
+    form, payload = detect_form(data, source)
+    if form == "capture":
+        from kwire_cli.negotiation.capture import answers_from_capture
+        answers = answers_from_capture(payload, source)
+    elif form in ("hex", "raw"):
+        raw = hex_bytes(payload, source) if form == "hex" else payload
+        answers = [decode_api_versions_bytes(raw, address=default_address(source), source=source, form=form)]
+    elif form == "kafka-broker-api-versions":
+        from kwire_cli.negotiation.kafka_broker_api_versions import parse_kafka_broker_api_versions
+        answers = parse_kafka_broker_api_versions(payload, source)
+    elif form == "librdkafka":
+        from kwire_cli.negotiation.librdkafka import parse_librdkafka_log
+        answers = parse_librdkafka_log(payload, source)
+    else:
+        from kwire_cli.negotiation.yaml_answers import parse_yaml_answers
+        answers = parse_yaml_answers(payload, source)
+    if not answers:
+        raise NegotiationError(f"{source}: no broker answer found")
+    return answers
+
+
+def detect_form(data: bytes | str, source: str = "<input>") -> tuple[str, Any]:
+    """Return (form, payload): payload is bytes for "capture"/"raw", text otherwise."""
+    from kwire_cli.capture.formats import SNIFF_BYTES, capture_kind
+    from kwire_cli.negotiation.kafka_broker_api_versions import HEADER
+    from kwire_cli.negotiation.librdkafka import ENTRY, START
+
+    if isinstance(data, bytes):
+        if capture_kind(data[:SNIFF_BYTES]):
+            return "capture", data
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return "raw", data
+        if "\x00" in text:
+            return "raw", data
+    else:
+        text = data
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    stripped = text.strip()
+    if not stripped:
+        raise NegotiationError(f"{source}: empty input")
+    uncommented = "\n".join(line for line in stripped.splitlines()
+                            if not line.lstrip().startswith("#")).strip()
+    if uncommented and is_hex_text(uncommented):
+        return "hex", uncommented
+    if HEADER.search(text):
+        return "kafka-broker-api-versions", text
+    if ENTRY.search(text) or START.search(text):
+        return "librdkafka", text
+    return "yaml", text
+
+
+def is_hex_text(text: str) -> bool:
+    """True when ``text`` is in a dump form ``kwire_cli.inputs`` reads (it may still be broken:
+    ``hex_bytes`` then says where)."""
+    try:
+        read_blocks(text)
+    except NotADump:
+        return False
+    except InputError:
+        return True
+    return True
+
+
+def hex_bytes(text: str, source: str) -> bytes:
+    """The message in hex text of any dump form, or a one-line error naming ``source``."""
+    from kwire_cli.inputs import message_bytes
+
+    try:
+        return message_bytes(read_blocks(text))
+    except InputError as e:
+        raise NegotiationError(f"{source}: {e}") from None
