@@ -9,6 +9,7 @@ import struct
 from pathlib import Path
 
 import pytest
+
 from capture_util import (
     PcapngWriter,
     PcapWriter,
@@ -21,7 +22,6 @@ from capture_util import (
     sll2,
     tcp,
 )
-
 from kwire_cli.capture import Damage, Packet, iter_packets, iter_records
 from kwire_cli.capture.events import IP_FRAGMENT, NON_IP, NON_TCP, TRUNCATED_HEADER, UNSUPPORTED_LINK
 from kwire_cli.capture.formats import (

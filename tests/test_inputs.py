@@ -91,7 +91,7 @@ def test_recognisers_are_tried_in_order_and_plain_hex_is_the_catch_all():
     assert parse_hex("# answer\n00 00 00 06\n00000000 0000\n") == bytes.fromhex("00000006000000000000")
     with pytest.raises(InputError, match=r"^odd number of hex digits \(3\): a byte needs two$"):
         read_blocks("000")
-    with pytest.raises(InputError, match="^empty input: no hex digits$"):
+    with pytest.raises(InputError, match=r"^empty input: no hex digits$"):
         read_blocks("\n  \n")
 
 
@@ -101,7 +101,7 @@ def test_bytes_from_source_text_or_raw():
     assert bytes_from_source(b"0102", binary=True) == b"0102"
     assert is_text(b"00 01\t\r\n") and is_text("é 00".encode()) and not is_text(b"\x00\x01")
     assert not is_text("\u200b".encode())  # a zero-width space is not printable
-    with pytest.raises(InputError, match="^empty input$"):
+    with pytest.raises(InputError, match=r"^empty input$"):
         bytes_from_source(b"", binary=True)
 
 

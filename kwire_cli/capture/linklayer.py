@@ -42,6 +42,10 @@ LT_SLL, LT_IPV4, LT_IPV6, LT_SLL2 = 113, 228, 229, 276
 SUPPORTED_LINKTYPES = frozenset({LT_NULL, LT_ETHERNET, LT_RAW12, LT_RAW14, LT_RAW, LT_LOOP,
                                  LT_SLL, LT_IPV4, LT_IPV6, LT_SLL2})
 
+_SLL_TYPES = frozenset({LT_SLL, LT_SLL2})
+_RAW_IP_TYPES = frozenset({LT_RAW, LT_RAW12, LT_RAW14, LT_IPV4, LT_IPV6})
+_BSD_TYPES = frozenset({LT_NULL, LT_LOOP})
+
 _H = struct.Struct(">H").unpack_from
 _I_BE = struct.Struct(">I").unpack_from
 _I_LE = struct.Struct("<I").unpack_from
@@ -103,7 +107,7 @@ def packets(records: Iterable, label: str, stats: CaptureStats, report_skipped: 
                         off += 4
                     ver = 4 if et == 0x0800 else 6 if et == 0x86DD else 0
                     reason = NON_IP
-            elif lt == LT_SLL or lt == LT_SLL2:
+            elif lt in _SLL_TYPES:
                 hl = 16 if lt == LT_SLL else 20
                 if end - off < hl:
                     reason = TRUNCATED_HEADER
@@ -116,10 +120,10 @@ def packets(records: Iterable, label: str, stats: CaptureStats, report_skipped: 
                         off += 4
                     ver = 4 if et == 0x0800 else 6 if et == 0x86DD else 0
                     reason = NON_IP
-            elif lt == LT_RAW or lt == LT_RAW12 or lt == LT_RAW14 or lt == LT_IPV4 or lt == LT_IPV6:
+            elif lt in _RAW_IP_TYPES:
                 ver = buf[off] >> 4 if end > off else 0
                 reason = NON_IP if end > off else TRUNCATED_HEADER
-            elif lt == LT_NULL or lt == LT_LOOP:
+            elif lt in _BSD_TYPES:
                 if end - off < 4:
                     reason = TRUNCATED_HEADER
                     ver = 0

@@ -49,7 +49,7 @@ from .formats import GZIP_MAGIC, HARD_RECORD_LIMIT, PCAP_FILE_HEADER, PCAP_MAGIC
 CHUNK = 1 << 20
 
 
-def _read_fully(f: BinaryIO, n: int) -> bytes:
+def _read_fully(f: BinaryIO | _Gunzip | _Prefixed, n: int) -> bytes:
     """Read up to ``n`` bytes, looping over short reads; fewer only at end of file.
 
     A compressed stream cut short (gzip's EOFError) reads as the end of the file, so the record
@@ -129,7 +129,7 @@ class _Chunks:
 def _open(path_or_fileobj, file_label):
     if isinstance(path_or_fileobj, (str, bytes, os.PathLike)):
         try:
-            f = open(path_or_fileobj, "rb")
+            f = open(path_or_fileobj, "rb")  # noqa: SIM115 - the caller closes it (close=True)
         except OSError as e:
             raise CaptureError(f"cannot open capture {os.fsdecode(path_or_fileobj)}: {e.strerror}") from None
         label = file_label or os.fsdecode(path_or_fileobj)

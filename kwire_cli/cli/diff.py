@@ -2,6 +2,8 @@
 ErrorCode/ErrorMessage-as-tagged-fields what-if."""
 from __future__ import annotations
 
+from typing import Any
+
 import click
 from rich.console import Group
 from rich.text import Text
@@ -132,7 +134,7 @@ def _bytes(api, v1: int, v2: int, path: str, kind: str | None, fmt: str) -> None
     print_renderable(Group(*out))
 
 
-def _load_messages(arg: str, kind, api_name, api_version, request_input) -> list[tuple[str, object]]:
+def _load_messages(arg: str, kind, api_name, api_version, request_input) -> list[tuple[str, Any]]:
     """(label, Message) for each message in one MESSAGE argument (YAML/JSON, hex, @FILE, raw)."""
     from kwire_cli.codec import decode_request, decode_response
     from kwire_cli.inputs.messages import load_documents, message_docs

@@ -43,7 +43,7 @@ def emit(value: Any, fmt: str) -> None:
     click.echo(dumps(value, fmt), nl=False)
 
 
-def complete_api(ctx: click.Context, param: click.Parameter, incomplete: str) -> list:
+def complete_api(_ctx: click.Context, _param: click.Parameter, incomplete: str) -> list:
     """Shell completion of API names (Click's standard mechanism)."""
     from click.shell_completion import CompletionItem
 
@@ -128,7 +128,7 @@ class DecodeLimits(NamedTuple):
 
 
 def _limit_callback(parse: Callable[[Any, str], int]) -> Callable:
-    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> int | None:
+    def callback(_ctx: click.Context, param: click.Parameter, value: Any) -> int | None:
         return None if value is None else parse(value, param.opts[0])
     return callback
 

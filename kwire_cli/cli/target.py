@@ -25,13 +25,15 @@ class Target:
         from kwire_cli.codec import decode_body, decode_request, decode_response
         from kwire_cli.codec.framing import has_size_prefix
         try:
-            if self.no_header:
-                msg = decode_body(data, self.api.key, self.version, self.kind, records=records)
-            elif self.kind == "request":
+            if self.kind == "request" and not self.no_header:
                 msg = decode_request(data, size_prefixed=self.size_prefix, records=records)
             else:
-                msg = decode_response(data, self.api.key, self.version, size_prefixed=self.size_prefix,
-                                      records=records)
+                assert self.api is not None and self.version is not None  # resolve_target checks it
+                if self.no_header:
+                    msg = decode_body(data, self.api.key, self.version, self.kind, records=records)
+                else:
+                    msg = decode_response(data, self.api.key, self.version, size_prefixed=self.size_prefix,
+                                          records=records)
         except KwireError as e:
             # say so when the first 4 bytes look like a size prefix that does not fit
             if (self.size_prefix is None and not self.no_header and len(data) >= 4
@@ -90,11 +92,10 @@ def resolve_target(api_name: str | None, api_version: int | None, kind: str | No
     guessed = kind is None
     if kind is None:
         kind = "response" if (api is not None or request_msg is not None) else "request"
-    if kind == "response" or no_header:
-        if api is None or api_version is None:
-            what = "a bare body" if no_header else "a response"
-            raise KwireUsageError(f"{what} does not name its API: give --api NAME --version N"
-                                  + ("" if no_header else ", or --request HEX"))
+    if (kind == "response" or no_header) and (api is None or api_version is None):
+        what = "a bare body" if no_header else "a response"
+        raise KwireUsageError(f"{what} does not name its API: give --api NAME --version N"
+                              + ("" if no_header else ", or --request HEX"))
     if api_version is not None and api is not None:
         check_version(api, api_version, kind)
     if no_header and size_prefix:

@@ -5,7 +5,7 @@ is a message document as it is. YAML is imported only when a document is read.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from kwire_cli.errors import KwireError
 from kwire_cli.inputs.source import InputError
@@ -14,9 +14,9 @@ from kwire_cli.inputs.source import InputError
 class MessageDoc:
     """One message as YAML/JSON describes it: api, version, kind, header, body."""
 
-    KEYS = {"api": "api", "api_key": "api", "api_name": "api", "version": "version",
+    KEYS: ClassVar[dict[str, str]] = {"api": "api", "api_key": "api", "api_name": "api", "version": "version",
             "api_version": "version", "kind": "kind", "header": "header", "body": "body"}
-    IGNORED = ("size", "partial", "error")
+    IGNORED: ClassVar[tuple[str, ...]] = ("size", "partial", "error")
 
     def __init__(self, api: Any, version: int, kind: str, header: dict | None, body: dict, where: str):
         self.api, self.version, self.kind, self.header, self.body, self.where = (

@@ -14,7 +14,7 @@ from yaml.events import AliasEvent
 
 
 class NoAliasLoader(yaml.SafeLoader):
-    def compose_node(self, parent, index):  # type: ignore[override]
+    def compose_node(self, parent, index):
         if self.check_event(AliasEvent):
             event = self.peek_event()
             raise ComposerError(None, None, "YAML aliases (*name) are not accepted", event.start_mark)

@@ -82,7 +82,7 @@ def plan_file(path: str, label: str | None = None, split_size: int = DEFAULT_SPL
     label = label or path
     p = FilePlan(path=path, label=label)
     try:
-        f = open(path, "rb")
+        f = open(path, "rb")  # noqa: SIM115 - closed by the `with f:` below, after the OSError check
     except OSError as e:
         p.failure = f"{label}: {e.strerror or e}"
         return p
@@ -124,11 +124,13 @@ def plan_file(path: str, label: str | None = None, split_size: int = DEFAULT_SPL
 
 # ----------------------------------------------------------------------------------- index task
 def _chain_ok(mm, p: int, plan: FilePlan) -> bool:
+    layout = plan.layout
+    assert layout is not None  # a pcap/pcapng plan (plan_file sets it)
     prev = None
     for _ in range(CHAIN):
         if p == len(mm):
             return True  # the chain reached the end of the file exactly
-        r = packet_at(mm, p, plan.layout, prev, plan.first_ts)
+        r = packet_at(mm, p, layout, prev, plan.first_ts)
         if r is None:
             return False
         p += r[0]
@@ -150,6 +152,7 @@ def find_boundary(mm, start: int, stop: int, plan: FilePlan) -> int | None:
 def walk(mm, p: int, stop: int, plan: FilePlan, seen: list | None = None) -> tuple[int, int]:
     """Follow packets from ``p`` (a boundary) while they start before ``stop``: (end, packets)
     (``capture.formats.walk_packets``)."""
+    assert plan.layout is not None  # a pcap/pcapng plan (plan_file sets it)
     return walk_packets(mm, p, stop, plan.layout, seen)
 
 
@@ -201,7 +204,7 @@ def stitch(plan: FilePlan, nominal: list[int], results: list[tuple]) -> list[tup
                 if pos >= stop:
                     continue  # the previous record runs past this whole range
                 if mm is None:
-                    f = open(plan.path, "rb")
+                    f = open(plan.path, "rb")  # noqa: SIM115 - closed in the finally below, with its mmap
                     mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
                 seen: list = []
                 end, n = walk(mm, pos, stop, plan, seen)
@@ -228,7 +231,7 @@ class RangeFile(io.RawIOBase):
     """Bytes [start, end) of a file (the capture reader reads them after the header context)."""
 
     def __init__(self, path: str, start: int, end: int):
-        self.f = open(path, "rb")
+        self.f = open(path, "rb")  # noqa: SIM115 - closed by close()
         self.f.seek(start)
         self.left = end - start
 
@@ -260,18 +263,19 @@ def read_range(plan: FilePlan, file_index: int, rng: tuple[int, int, int] | None
 
     ``stats`` gets the reader's counters; the file is counted once, by its first range.
     """
+    opened: RangeFile | None = None
     if rng is None or plan.kind == "whole":
-        src, where, opened = plan.path, {}, None
+        items = iter_packets(plan.path, plan.label, stats=stats)
     else:
         start, end, packets_before = rng
         opened = RangeFile(plan.path, start, end)
-        src = io.BufferedReader(opened, 1 << 20)
-        where = {"header": plan.prefix, "offset": start, "packet_base": packets_before}
+        items = iter_packets(io.BufferedReader(opened, 1 << 20), plan.label, stats=stats, header=plan.prefix,
+                             offset=start, packet_base=packets_before)
     files_before = stats.files
     try:
-        for item in iter_packets(src, plan.label, stats=stats, **where):
-            if item.__class__ is Packet:
-                yield item._replace(file=file_index)
+        for item in items:
+            if isinstance(item, Packet):
+                yield item._replace(file=file_index)  # type: ignore[arg-type]  # Spark's rows carry the file's rank
             else:
                 if range_no and item.kind == UNSUPPORTED_LINK:
                     stats.damage_count[UNSUPPORTED_LINK] -= 1  # reported by the file's first range
