@@ -1,4 +1,4 @@
-"""Capture files cut into byte ranges at record boundaries, each read on its own by the capture reader.
+"""Capture files cut into byte ranges at packet boundaries, each read on its own by the capture reader.
 
 Spark's ``binaryFile`` source hands a whole file to one task as one value (and fails past 2 GB), so
 the job never uses it. Instead:
@@ -7,11 +7,11 @@ the job never uses it. Instead:
    a pcapng's section header and interface blocks (the *header context*), gzip (not splittable:
    read whole, streamed), or a per-file failure with the reader's own message.
 2. ``index_range(...)`` (one small task per nominal range of ``split_size`` bytes): find the first
-   record boundary at or after the nominal start by scanning for plausible record headers (a
-   chain of them must follow), walk the records of the range and count them. The driver stitches
-   the ranges along the chain that starts at the file's first record (``stitch``), so adjacent
-   ranges always agree on where one ends and the next begins, and every range knows the packet
-   number of its first record (packet numbers match ``kwire pcap``'s).
+   packet boundary at or after the nominal start by scanning for plausible packet headers (a
+   chain of them must follow), walk the packets of the range and count them. The driver stitches
+   the ranges along the chain that starts at the file's first packet (``stitch``), so adjacent
+   ranges always agree on where one ends and the next begins, and every range knows the number
+   of its first packet (packet numbers match ``kwire pcap``'s).
 3. ``read_range(...)`` (one task per range): ``kwire_cli.capture.iter_packets`` over the range's
    bytes (``RangeFile``) after the file's header context, streamed in the reader's 1 MiB chunks;
    the reader is told the range's file offset and the packets before it, so packet numbers and
@@ -52,7 +52,7 @@ class FilePlan:
     data_start: int = 0         # offset of the first packet / first block after the prefix
     layout: Layout | None = None  # byte order, packet header length, snap length (capture.formats)
     first_ts: float | None = None
-    ranges: list = field(default_factory=list)  # [(start, end, first_frame)], filled by stitch()
+    ranges: list = field(default_factory=list)  # [(start, end, packets before)], filled by stitch()
 
 
 # ----------------------------------------------------------------------------------- driver: plan
@@ -157,7 +157,7 @@ def walk(mm, p: int, stop: int, plan: FilePlan, seen: list | None = None) -> tup
 
 
 def index_range(plan: FilePlan, i: int, nominal: list[int]) -> tuple[int, int | None, int, int, bool]:
-    """For nominal range ``i``: (i, boundary found by scanning, end of its chain walk, records,
+    """For nominal range ``i``: (i, boundary found by scanning, end of its chain walk, packets,
     whether a pcapng section header or interface description came after the first packet)."""
     with open(plan.path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
@@ -182,11 +182,11 @@ def nominal_ranges(plan: FilePlan, split_size: int) -> list[int]:
 
 
 def stitch(plan: FilePlan, nominal: list[int], results: list[tuple]) -> list[tuple[int, int, int]]:
-    """Ranges [(start, end, first_frame)] along the one chain that starts at the first record.
+    """Ranges [(start, end, packets before)] along the one chain that starts at the first packet.
 
     A range whose scanned boundary disagrees with where the previous range's walk ended (a false
-    boundary, or a record longer than a range) is walked again from the agreed point on the
-    driver, so no record is read twice or lost. A pcapng file with interface descriptions (or
+    boundary, or a packet longer than a range) is walked again from the agreed point on the
+    driver, so no packet is read twice or lost. A pcapng file with interface descriptions (or
     sections) after its first packet is left whole (``plan.kind = "whole"``): a range reader
     would not know those interfaces.
     """
@@ -202,7 +202,7 @@ def stitch(plan: FilePlan, nominal: list[int], results: list[tuple]) -> list[tup
             stop = nominal[i + 1]
             if b != pos:
                 if pos >= stop:
-                    continue  # the previous record runs past this whole range
+                    continue  # the previous packet runs past this whole range
                 if mm is None:
                     f = open(plan.path, "rb")  # noqa: SIM115 - closed in the finally below, with its mmap
                     mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
