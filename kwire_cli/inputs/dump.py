@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from kwire_cli.inputs.source import InputError
+from kwire_cli.errors import InputError
 
 
 class NotADump(InputError):

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from kwire_cli.errors import KwireError
-from kwire_cli.inputs.source import InputError
+from kwire_cli.errors import InputError, KwireError
 
 
 class MessageDoc:

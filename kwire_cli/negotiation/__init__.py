@@ -9,12 +9,13 @@
 * ``client``: the client side (kwire's own ranges, --client FILE) and --require FILE.
 * ``negotiate``: the intersection, pure logic; ``render``: table, JSON and YAML.
 """
+from kwire_cli.errors import NegotiationError
 from kwire_cli.negotiation.apiversions import answer_from_body, decode_api_versions_bytes
 from kwire_cli.negotiation.client import kwire_api_names, kwire_client_ranges, load_client_file, load_requirements
 from kwire_cli.negotiation.forms import detect_form, load_broker_file, parse_broker_input
 from kwire_cli.negotiation.kafka_broker_api_versions import parse_kafka_broker_api_versions
 from kwire_cli.negotiation.librdkafka import parse_librdkafka_log
-from kwire_cli.negotiation.model import BrokerAnswer, NegotiationError, unique_addresses
+from kwire_cli.negotiation.model import BrokerAnswer, unique_addresses
 from kwire_cli.negotiation.negotiate import common_range, intersect, negotiate
 from kwire_cli.negotiation.yaml_answers import parse_yaml_answers
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kwire_cli.errors import KwireError
-from kwire_cli.negotiation.model import API_VERSIONS_KEY, BrokerAnswer, NegotiationError, add_range, field_of, to_int
+from kwire_cli.errors import KwireError, NegotiationError
+from kwire_cli.negotiation.model import API_VERSIONS_KEY, BrokerAnswer, add_range, field_of, to_int
 from kwire_cli.protocol_errors import UNSUPPORTED_VERSION, error_name
 
 

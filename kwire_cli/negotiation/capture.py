@@ -6,9 +6,9 @@ import io
 from pathlib import Path
 from typing import Any
 
-from kwire_cli.errors import KwireError
+from kwire_cli.errors import KwireError, NegotiationError
 from kwire_cli.negotiation.apiversions import answer_from_body, decode_api_versions_bytes
-from kwire_cli.negotiation.model import API_VERSIONS_KEY, BrokerAnswer, NegotiationError
+from kwire_cli.negotiation.model import API_VERSIONS_KEY, BrokerAnswer
 
 
 def answers_from_capture(data: bytes | str | Path, source: str) -> list[BrokerAnswer]:

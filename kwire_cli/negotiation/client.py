@@ -4,9 +4,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kwire_cli.errors import NegotiationError
 from kwire_cli.inputs import read_file, read_stdin
 from kwire_cli.negotiation.forms import load_broker_file
-from kwire_cli.negotiation.model import NegotiationError, Range
+from kwire_cli.negotiation.model import Range
 
 Requirement = tuple[int, int, int]
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kwire_cli.errors import NegotiationError
 from kwire_cli.inputs import InputError, NotADump, read_blocks, read_file, read_stdin
-from kwire_cli.negotiation.model import BrokerAnswer, NegotiationError, default_address
+from kwire_cli.negotiation.model import BrokerAnswer, default_address
 
 
 def load_broker_file(path: str | Path) -> list[BrokerAnswer]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 
-from kwire_cli.negotiation.model import BrokerAnswer, NegotiationError, add_range, unique_addresses
+from kwire_cli.errors import NegotiationError
+from kwire_cli.negotiation.model import BrokerAnswer, add_range, unique_addresses
 
 HEADER = re.compile(
     r"^(?P<host>\S+):(?P<port>\d+)(?:\s+\((?P<props>[^)]*)\))?\s+->\s+(?P<rest>\(|ERROR:.*)\s*$",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from kwire_cli.negotiation.model import BrokerAnswer, NegotiationError, add_range
+from kwire_cli.errors import NegotiationError
+from kwire_cli.negotiation.model import BrokerAnswer, add_range
 
 START = re.compile(r"(?P<broker>[^\s\[\]]+): Broker API support:\s*$", re.MULTILINE)
 ENTRY = re.compile(

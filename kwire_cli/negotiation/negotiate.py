@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from kwire_cli.negotiation.model import BrokerAnswer, NegotiationError, Range
+from kwire_cli.errors import NegotiationError
+from kwire_cli.negotiation.model import BrokerAnswer, Range
 
 Requirement = tuple[int, int, int]  # (api key, min version, max version)
 

@@ -5,15 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kwire_cli.errors import NegotiationError
 from kwire_cli.negotiation.apiversions import answer_from_body
-from kwire_cli.negotiation.model import (
-    API_VERSIONS_KEY,
-    BrokerAnswer,
-    NegotiationError,
-    default_address,
-    field_of,
-    unique_addresses,
-)
+from kwire_cli.negotiation.model import API_VERSIONS_KEY, BrokerAnswer, default_address, field_of, unique_addresses
 
 
 def parse_yaml_answers(text: str, source: str = "<input>") -> list[BrokerAnswer]:

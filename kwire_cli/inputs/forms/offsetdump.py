@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from kwire_cli.errors import InputError
 from kwire_cli.inputs.dump import Block, Line, Text
-from kwire_cli.inputs.source import InputError
 
 FORM = "offset-dump"
 #: the link type a dumped frame is taken to be (tshark -x prints the whole Ethernet frame)

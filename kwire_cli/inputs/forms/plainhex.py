@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
+from kwire_cli.errors import InputError
 from kwire_cli.inputs.dump import Block, Text
-from kwire_cli.inputs.source import InputError
 
 FORM = "hex"
 
