@@ -23,26 +23,13 @@ from typing import Any, Iterable
 
 from kwire_cli.codec.partial import default_value
 from kwire_cli.errors import KwireError
+from kwire_cli.wire import uvarint_size
 from kwire_cli.spec.model import PRIMITIVE_SIZES, FieldSpec, FieldType, MessageSpec, StructSpec
 
 DEFAULT_FIELDS = ("ErrorCode", "ErrorMessage")
 
 
 # --------------------------------------------------------------------------- sizes
-
-def uvarint_size(n: int) -> int:
-    size = 1
-    while n >= 0x80:
-        n >>= 7
-        size += 1
-    return size
-
-
-def _compact(f: FieldSpec | None, version: int, flexible: bool) -> bool:
-    if f is not None and f.flexible_versions is not None:
-        return version in f.flexible_versions
-    return flexible
-
 
 def _records_len(value: Any) -> int:
     if isinstance(value, str):
@@ -91,7 +78,7 @@ class Sizer:
 
     def field(self, f: FieldSpec, value: Any) -> int:
         """Bytes of a mandatory field's value."""
-        return self.value(f.type, value, f.nullable_in(self.v), _compact(f, self.v, self.flexible), f)
+        return self.value(f.type, value, f.nullable_in(self.v), f.compact_in(self.v, self.flexible), f)
 
     def tagged_field(self, f: FieldSpec, value: Any, tag: int | None = None) -> int:
         """Bytes of a set tagged field: tag varint + size varint + value."""

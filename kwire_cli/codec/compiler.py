@@ -11,14 +11,13 @@ itself to the error's path on the way, so the message reads
 """
 from __future__ import annotations
 
-import binascii
 import os
 import struct
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from kwire_cli.codec import primitives as P
+from kwire_cli import wire
 from kwire_cli.errors import DecodeError, EncodeError, KwireError
 from kwire_cli.spec.model import (INT_RANGES, PRIMITIVE_SIZES, FieldSpec, FieldType, MessageSpec,
                                   StructSpec)
@@ -186,33 +185,13 @@ def _badbool(x: Any) -> int:
 
 
 def _uuid_b(x: Any) -> bytes:
-    if isinstance(x, (bytes, bytearray)) and len(x) == 16:
-        return bytes(x)
+    """The 16 bytes of a uuid value: its text (Kafka's base64 or dashed hex) or 16 bytes."""
     try:
-        return P.uuid_from_text(x)
+        return wire.uuid_from_text(x)
     except ValueError as e:
+        if isinstance(x, (bytes, bytearray)) and len(x) == 16:
+            return bytes(x)
         raise EncodeError(str(e)) from None
-
-
-_TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
-_FROM_URLSAFE = str.maketrans("-_", "+/")
-_b2a, _a2b = binascii.b2a_base64, binascii.a2b_base64
-
-
-def _uuid_text(raw: bytes) -> str:
-    """primitives.uuid_to_text, in fewer steps (it is on the decode path of every topic id)."""
-    return _b2a(raw, newline=False)[:22].translate(_TO_URLSAFE).decode("ascii")
-
-
-def _uuid_bin(x: Any) -> bytes:
-    """_uuid_b with a fast path for Kafka's canonical 22-char form (last char carries 2 bits,
-    so it is one of A, Q, g, w); everything else, errors included, goes the long way."""
-    if x.__class__ is str and len(x) == 22 and x[21] in "AQgw":
-        try:
-            return _a2b(x.translate(_FROM_URLSAFE) + "==", strict_mode=True)
-        except (binascii.Error, ValueError):
-            pass
-    return _uuid_b(x)
 
 
 def _hexb(x: Any) -> bytes:
@@ -275,14 +254,14 @@ def _unknown_tags(unk: Any, known: frozenset, tags: list) -> None:
 
 def _write_tags(out: bytearray, tags: list) -> None:
     tags.sort(key=lambda t: t[0])
-    P.write_uvarint(out, len(tags))
+    wire.write_uvarint(out, len(tags))
     last = -1
     for t, b in tags:
         if t == last:
             raise EncodeError(f"tag {t} appears twice")
         last = t
-        P.write_uvarint(out, t)
-        P.write_uvarint(out, len(b))
+        wire.write_uvarint(out, t)
+        wire.write_uvarint(out, len(b))
         out += b
 
 
@@ -308,8 +287,8 @@ class _Gen:
         self.ns: dict[str, Any] = {
             "_DE": DecodeError, "_EE": EncodeError, "_short": _short, "_short_group": _short_group,
             "_neg_len": _neg_len, "_not_nullable": _not_nullable, "_bad_utf8": _bad_utf8,
-            "_big_array": _big_array, "_tag_size": _tag_size, "_ruv": P.read_uvarint,
-            "_wuv": P.write_uvarint, "_uuid_t": _uuid_text, "_uuid_b": _uuid_bin,
+            "_big_array": _big_array, "_tag_size": _tag_size, "_ruv": wire.read_uvarint,
+            "_wuv": wire.write_uvarint, "_uuid_t": wire.uuid_to_text, "_uuid_b": _uuid_b,
             "_hexb": _hexb, "_strb": _strb, "_recb": _recb, "_list": _list, "_badkeys": _badkeys,
             "_not_dict": _not_dict, "_pack_err": _pack_err, "_badbool": _badbool,
             "_conv_float": _conv_float, "_unknown_tags": _unknown_tags, "_write_tags": _write_tags,
@@ -353,9 +332,7 @@ class _Gen:
         return self.tag_vars[key]
 
     def compact(self, f: FieldSpec) -> bool:
-        if f.flexible_versions is not None:
-            return self.v in f.flexible_versions
-        return self.flexible
+        return f.compact_in(self.v, self.flexible)
 
     def label(self) -> str:
         kind = self.spec.type

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field as dc_field
 from typing import Any
 
 from kwire_cli.codec import compiler as C
-from kwire_cli.codec import primitives as P
+from kwire_cli import wire
 from kwire_cli.codec.framing import unframe
 from kwire_cli.codec.headers import request_header_version, response_header_version
 from kwire_cli.errors import DecodeError, KwireError, TrailingBytes, UnknownApiKey
@@ -49,17 +49,15 @@ class Walker:
         self.flexible = spec.flexible(version)
         self.rec = C._records_decoder(records_mode)
 
-    def compact(self, f: FieldSpec | None) -> bool:
-        if f is not None and f.flexible_versions is not None:
-            return self.v in f.flexible_versions
-        return self.flexible
+    def compact(self, f: FieldSpec) -> bool:
+        return f.compact_in(self.v, self.flexible)
 
     # -- primitives, with the compiled codec's messages
     @staticmethod
     def uvarint(buf: bytes, pos: int, end: int, what: str) -> tuple[int, int]:
         if pos >= end:
             raise C._short(what, 1, pos, end)
-        return P.read_uvarint(buf, pos, end)
+        return wire.read_uvarint(buf, pos, end)
 
     def length(self, kind: str, nullable: bool, compact: bool, buf: bytes, pos: int, end: int) -> tuple[int, int]:
         if compact:
@@ -120,8 +118,8 @@ class Walker:
         unk: dict | None = None
         expl: list | None = None
         for _ in range(nt):
-            tag, pos = P.read_uvarint(buf, pos, end)
-            sz, pos = P.read_uvarint(buf, pos, end)
+            tag, pos = wire.read_uvarint(buf, pos, end)
+            sz, pos = wire.read_uvarint(buf, pos, end)
             e2 = pos + sz
             if e2 > end:
                 raise C._short("tagged field " + str(tag), sz, pos, end)
@@ -166,7 +164,7 @@ class Walker:
             if pos + st.size > end:
                 raise C._short(k, st.size, pos, end)
             x = st.unpack_from(buf, pos)[0]
-            put(x != 0 if k == "bool" else P.uuid_to_text(x) if k == "uuid" else x)
+            put(x != 0 if k == "bool" else wire.uuid_to_text(x) if k == "uuid" else x)
             return pos + st.size
         if k in ("string", "bytes", "records"):
             n, pos = self.length(k, nullable, compact, buf, pos, end)

@@ -14,7 +14,8 @@ from crc32c import crc32c as _crc32c
 from .compression import (CODEC_NAMES, DEFAULT_MAX_FRAME_DECOMPRESSED, ITEMS_OPTION, CompressionError,
                           DecompressedTooLarge, FrameBudget, _frame, decompress)
 from . import compression as _compression
-from kwire_cli.errors import RecordsError
+from kwire_cli.errors import DecodeError, RecordsError
+from kwire_cli.wire import read_uvarint
 
 DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024
 _NOGC_MIN_BYTES = 4096   # smaller records fields make too few containers for the GC to matter
@@ -73,20 +74,17 @@ def show_bytes(b: bytes):
 
 def _varint_slow(buf, pos, base=0, limit=5):
     """Zig-zag varint (at most 5 bytes, as Kafka's ByteUtils.readVarint) or, with limit=10, varlong
-    starting at ``pos``.
+    starting at ``pos``: the general case of the inlined one- and two-byte reads.
 
-    ``base`` is added to the position in the error message."""
-    result = 0
-    shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift >= 7 * limit:
-            raise _Bad(f"varint longer than {limit} bytes at byte {pos - limit + base}")
+    Raises IndexError when ``buf`` ends first (as an inlined read would) and _Bad when the varint
+    is too long; ``base`` is added to the position in that message."""
+    try:
+        n, pos = read_uvarint(buf, pos, len(buf), limit, strict=False)
+    except DecodeError:
+        if len(buf) - pos < limit:
+            raise IndexError("varint cut short by the end of the buffer") from None
+        raise _Bad(f"varint longer than {limit} bytes at byte {pos + base}") from None
+    return (n >> 1) ^ -(n & 1), pos
 
 
 def _control(key, value):

@@ -16,6 +16,7 @@ from crc32c import crc32c as _crc32c
 
 from .compression import CODEC_IDS, CODEC_NAMES, CompressionError, compress
 from kwire_cli.errors import RecordsError
+from kwire_cli.wire import varlong_bytes as _varint  # zig-zag varint/varlong bytes
 
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
 _CRC_AT = 17          # BaseOffset(8) + BatchLength(4) + PartitionLeaderEpoch(4) + Magic(1)
@@ -27,19 +28,6 @@ _I64 = struct.Struct(">q")
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def _varint(n: int) -> bytes:
-    """Zig-zag varint/varlong bytes of ``n``."""
-    if -64 <= n <= 63:
-        return bytes((((n << 1) ^ (n >> 63)) & 0xFF,))
-    z = ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
 
 
 def to_bytes(v, path: str):

@@ -16,12 +16,6 @@ _FIXED_NAMES = {"bool": "BOOLEAN", "int8": "INT8", "int16": "INT16", "uint16": "
                 "uint32": "UINT32", "int64": "INT64", "float64": "FLOAT64", "uuid": "UUID"}
 
 
-def _compact(f: FieldSpec, version: int, flexible: bool) -> bool:
-    if f.flexible_versions is not None:
-        return version in f.flexible_versions
-    return flexible
-
-
 def wire_type(ft: FieldType, nullable: bool, compact: bool) -> str:
     """Kafka's protocol-guide name of a wire type (COMPACT_NULLABLE_STRING, ARRAY(INT32), ...)."""
     k = ft.kind
@@ -42,7 +36,7 @@ def wire_type(ft: FieldType, nullable: bool, compact: bool) -> str:
 
 
 def field_wire_type(f: FieldSpec, version: int, flexible: bool) -> str:
-    return wire_type(f.type, f.nullable_in(version), _compact(f, version, flexible))
+    return wire_type(f.type, f.nullable_in(version), f.compact_in(version, flexible))
 
 
 @dataclass

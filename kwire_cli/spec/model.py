@@ -12,6 +12,7 @@ from dataclasses import dataclass, field as dc_field
 from typing import Any
 
 from kwire_cli.errors import SpecError
+from kwire_cli.wire import uuid_from_text, uuid_to_text
 from kwire_cli.spec.versions import NONE, Versions
 
 PRIMITIVE_SIZES = {"bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4,
@@ -80,6 +81,14 @@ class FieldSpec:
 
     def nullable_in(self, v: int) -> bool:
         return v in self.nullable_versions
+
+    def compact_in(self, v: int, flexible: bool) -> bool:
+        """Whether the field is written in its compact form (varint lengths) at version `v`:
+        the field's own flexibleVersions decide when it has them, else whether the message is
+        flexible at `v` (`flexible`, i.e. `MessageSpec.flexible(v)`)."""
+        if self.flexible_versions is not None:
+            return v in self.flexible_versions
+        return flexible
 
 
 @dataclass
@@ -163,7 +172,6 @@ def parse_default(f: FieldSpec, where: str) -> Any:
     if kind == "uuid":
         if text in (None, ""):
             return ZERO_UUID
-        from kwire_cli.codec.primitives import uuid_from_text, uuid_to_text
         try:
             return uuid_to_text(uuid_from_text(text))
         except ValueError:
