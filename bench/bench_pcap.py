@@ -219,8 +219,10 @@ def phases_child(path: str) -> None:
 
     sys.path.insert(0, str(ROOT))
     from kwire_cli.capture import CaptureStats, KafkaFrame, iter_capture
-    from kwire_cli.capture.session import RECORD_KEYS, Conversation, Summary
-    from kwire_cli.cli.pcap import line_encoder
+    from kwire_cli.capture.rows import json_ordered
+    from kwire_cli.capture.session import Conversation
+    from kwire_cli.capture.summary import Summary
+    from kwire_cli.render.jsonlines import line_encoder
     from kwire_cli.spec.registry import registry
 
     registry()
@@ -238,16 +240,13 @@ def phases_child(path: str) -> None:
     size = 0
     for f in frames:
         t0 = pt()
-        as_hex.record(f)  # the message codec with records fields left as hex
+        as_hex.row(f)  # the message codec with records fields left as hex
         t1 = pt()
-        r = full.record(f)
+        r = full.row(f)
         t2 = pt()
         summ.add(r)
         t3 = pt()
-        o = {k: r.get(k) for k in RECORD_KEYS}
-        for k in r:
-            if k not in o:
-                o[k] = r[k]
+        o = json_ordered(r)
         size += len(encode(o)) + 1
         t4 = pt()
         del r, o  # the decoded tree is freed here, as the CLI frees it before the next frame

@@ -122,7 +122,7 @@ def test_reader_of_a_range_reports_whole_file_packet_numbers_and_offsets():
     k = len(starts) // 2
     part = list(iter_packets(io.BytesIO(data[starts[k]:cut]), "x.pcap", header=data[:24], offset=starts[k],
                              packet_base=k))
-    tail = [p for p in whole if p.__class__ is Damage or p.frame > k]
+    tail = [p for p in whole if p.__class__ is Damage or p.packet > k]
     assert part == tail
     (damage,) = [d for d in part if d.__class__ is Damage]
     assert damage.detail == (f"packet {len(starts) - 2} at offset {starts[-3]} claims "
@@ -131,7 +131,7 @@ def test_reader_of_a_range_reports_whole_file_packet_numbers_and_offsets():
 
 def test_tcp_segment_agrees_with_the_reader_on_every_recorded_packet():
     for path in CAPTURES:
-        packets = {p.frame: p for p in iter_packets(str(path)) if p.__class__ is Packet}
+        packets = {p.packet: p for p in iter_packets(str(path)) if p.__class__ is Packet}
         for number, _ts, lt, buf, start, end in iter_records(str(path)):
             seg = tcp_segment(lt, buf, start, end)
             if number in packets:

@@ -58,10 +58,10 @@ def test_pcap_byte_orders_and_resolutions(order, nanos):
     fr, st = assert_clean(data, expected)
     assert st.packets == len(segs) == st.tcp_packets
     # the first request completes in packet 4 (after the 3-way handshake), 1-based
-    assert fr[0].frame == 4 and fr[0].ts == pytest.approx(pcap_ts(3), abs=1e-9)
+    assert fr[0].packet == 4 and fr[0].ts == pytest.approx(pcap_ts(3), abs=1e-9)
     assert fr[0].src == "10.0.0.1:50000" and fr[0].dst == "10.0.0.2:9092"
     assert fr[1].kind == "response" and fr[1].api_key == 18 and fr[1].correlation_id == 7
-    assert fr[1].request_frame == 4
+    assert fr[1].request_packet == 4
 
 
 def test_nanosecond_timestamps_kept():
@@ -78,7 +78,7 @@ def test_split_segments_small_mss():
     segs, expected = conversation(mss=5)
     fr, _st = assert_clean(write_pcap(segs), expected)
     # a frame cut in 5-byte segments starts in one packet and completes in a later one
-    assert fr[0].start_frame < fr[0].frame
+    assert fr[0].start_packet < fr[0].packet
 
 
 def _linktype_capture(linktype, encap, order="<"):
@@ -178,10 +178,10 @@ def test_ip_fragments_and_non_tcp_skipped_and_counted():
     assert [(x.kind, x.data) for x in fr] == expected and dmg == []
     assert st.skipped == {"non-tcp": 2, "non-ip": 1, "ip-fragment": 3}
     assert st.packets == 6 + len(segs) and st.tcp_packets == len(segs)
-    assert fr[0].frame == 6 + 4
+    assert fr[0].packet == 6 + 4
     # with report_skipped every skipped packet is an event naming it
     _fr, dmg2, _ = frames(f.getvalue(), report_skipped=True)
-    assert [(d.frame, d.kind) for d in dmg2] == [(1, "non-tcp"), (2, "non-ip"), (3, "ip-fragment"),
+    assert [(d.packet, d.kind) for d in dmg2] == [(1, "non-tcp"), (2, "non-ip"), (3, "ip-fragment"),
                                                  (4, "ip-fragment"), (5, "ip-fragment"), (6, "non-tcp")]
 
 
@@ -209,7 +209,7 @@ def test_pcapng_two_interfaces_different_link_types(order):
     fr, st = assert_clean(f.getvalue(), expected)
     assert st.capture_drops == 7
     assert fr[1].ts == pytest.approx(t0 + 0.04, abs=1e-6)  # a response stamped in ns resolution
-    assert fr[0].frame == 4
+    assert fr[0].packet == 4
 
 
 def test_pcapng_binary_tsresol_tsoffset_and_spb_and_second_section():
@@ -267,7 +267,7 @@ def test_truncated_file_mid_record():
     fr, dmg, st = frames(data[:cut])
     assert [(f.kind, f.data) for f in fr] == expected[:3]
     tr = [d for d in dmg if d.kind == "truncated-record"]
-    assert len(tr) == 1 and tr[0].frame == 7
+    assert len(tr) == 1 and tr[0].packet == 7
     assert f"offset {records[6]}" in tr[0].detail and "only 30 left" in tr[0].detail
     # the request whose answer was cut off is reported unanswered; nothing raised
     assert any(d.kind == "unanswered-request" and "8" in d.detail for d in dmg)
@@ -280,7 +280,7 @@ def test_truncated_record_header():
     records = _record_offsets(data)
     evs = list(iter_packets(io.BytesIO(data[:records[2] + 10])))
     assert sum(isinstance(e, Packet) for e in evs) == 2
-    assert isinstance(evs[-1], Damage) and evs[-1].kind == "truncated-record" and evs[-1].frame == 3
+    assert isinstance(evs[-1], Damage) and evs[-1].kind == "truncated-record" and evs[-1].packet == 3
     assert "cut short: 10 of 16 bytes" in evs[-1].detail
 
 
@@ -295,7 +295,7 @@ def test_record_longer_than_snaplen_is_skipped_and_reported():
         w.write(1_700_000_000 + i, ethernet_frame(s))
     fr, dmg, st = frames(f.getvalue())
     over = [d for d in dmg if d.kind == "oversize-record"]
-    assert len(over) == 1 and over[0].frame == 4 and "exceeds the snap length 200" in over[0].detail
+    assert len(over) == 1 and over[0].packet == 4 and "exceeds the snap length 200" in over[0].detail
     # the skipped record is a hole in the stream: the next request is found again after it
     assert [x.correlation_id for x in fr] == [2]
     assert st.packets == 5
@@ -331,7 +331,7 @@ def test_pcapng_truncated_and_corrupt_blocks():
     fr, dmg, _ = frames(data[:-10])
     assert [(x.kind, x.data) for x in fr] == expected
     assert [d.kind for d in dmg if d.kind == "truncated-record"] == ["truncated-record"]
-    assert [d.frame for d in dmg if d.kind == "truncated-record"] == [len(segs)]
+    assert [d.packet for d in dmg if d.kind == "truncated-record"] == [len(segs)]
     bad = bytearray(data)
     bad[-4:] = b"\x00\x00\x00\x00"  # trailing length of the last block
     _fr, dmg, _ = frames(bytes(bad))

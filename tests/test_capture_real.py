@@ -197,7 +197,7 @@ def test_editcap_formats_give_the_same_frames(real_capture, tmp_path, fmt):
     frames, dmg, st = _read(out, broker_ports={port})
     _check_exact(frames, dmg, st, expected)
     base, _, _ = _read(path, broker_ports={port})
-    assert [(f.frame, f.data) for f in frames] == [(f.frame, f.data) for f in base]
+    assert [(f.packet, f.data) for f in frames] == [(f.packet, f.data) for f in base]
     assert all(abs(a.ts - b.ts) < 2e-6 for a, b in zip(frames, base))
 
 
@@ -216,7 +216,7 @@ def test_frame_numbers_agree_with_tshark(real_capture):
             if c:
                 theirs.append((int(num), int(c)))
     frames, _d, _s = _read(path, broker_ports={port})
-    ours = [(f.frame, f.correlation_id) for f in frames]
+    ours = [(f.packet, f.correlation_id) for f in frames]
     assert sorted(ours) == sorted(theirs)
 
 
@@ -231,7 +231,7 @@ def test_dropped_packets_from_real_capture(real_capture, tmp_path):
     # drop a packet carrying part of the big request and one inside the burst of small ones
     big = next(f for f in full if f.size > 100000)
     out = tmp_path / "lossy.pcap"
-    victims = [str(big.start_frame + 1), str(full[2].frame)]
+    victims = [str(big.start_packet + 1), str(full[2].packet)]
     subprocess.run(["editcap", str(path), str(out)] + victims, check=True, capture_output=True)
     frames, dmg, st = _read(out, broker_ports={port})
     assert st.reconcile()["ok"]
@@ -353,11 +353,11 @@ def test_recorded_pairs_come_out_of_the_captures_paired():
             continue
         if cap not in ours:
             frames = [e for e in iter_capture(str(cap)) if isinstance(e, KafkaFrame)]
-            reqs = {(f.conn, f.frame, f.correlation_id): f.data for f in frames if f.kind == "request"}
+            reqs = {(f.conn, f.packet, f.correlation_id): f.data for f in frames if f.kind == "request"}
             pairs = set()
             for f in frames:
-                if f.kind == "response" and f.request_frame is not None:
-                    pairs.add((reqs[(f.conn, f.request_frame, f.correlation_id)], f.data,
+                if f.kind == "response" and f.request_packet is not None:
+                    pairs.add((reqs[(f.conn, f.request_packet, f.correlation_id)], f.data,
                                f.api_key, f.api_version))
             ours[cap] = (pairs, {f.data for f in frames if f.kind == "request"})
         pairs, req_set = ours[cap]

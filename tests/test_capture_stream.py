@@ -43,8 +43,8 @@ def test_out_of_order_segments():
     fr, dmg, st = run(segs)
     assert [f.data for f in fr] == [REQS[0][4:], REQS[1][4:]]
     # the first request (bytes 0..61) completes when the last of its pieces arrives: parts[6]
-    assert fr[0].frame == 3 + order.index(parts[6]) + 1
-    assert fr[0].start_frame == 4 and fr[1].frame == len(segs)
+    assert fr[0].packet == 3 + order.index(parts[6]) + 1
+    assert fr[0].start_packet == 4 and fr[1].packet == len(segs)
     assert st.duplicate_bytes == 0 and kinds(dmg) == ["unanswered-request"]
 
 
@@ -174,7 +174,7 @@ def test_gap_declared_when_peer_acknowledges_past_it():
     asm = StreamAssembler(stats=st)
     seen = []
     for p in packets(segs):
-        seen.append((p.frame, [e.kind if isinstance(e, Damage) else e.correlation_id for e in asm.feed(p)]))
+        seen.append((p.packet, [e.kind if isinstance(e, Damage) else e.correlation_id for e in asm.feed(p)]))
     ack_frame = len(segs) - 1
     assert dict(seen)[ack_frame][0] == "gap"  # declared by the ACK, not at the end
     assert dict(seen)[len(segs)] == [3]
@@ -191,7 +191,7 @@ def test_gap_declared_when_buffer_bound_exceeded():
     out = []
     pk = packets(segs)
     for p in pk:
-        out += [(p.frame, e) for e in asm.feed(p)]
+        out += [(p.packet, e) for e in asm.feed(p)]
     # the gap was declared while reading, a few packets after the loss, not at the end
     first_gap = next(f for f, e in out if isinstance(e, Damage) and e.kind == "gap")
     assert first_gap <= 3 + 10
@@ -344,7 +344,7 @@ def test_large_frame_spanning_many_segments():
     segs = c.handshake() + c.send(0, big, mss=1448) + c.send(1, kafka_response(1, b"ok"))
     fr, dmg, st = run(segs)
     assert fr[0].data == big[4:] and fr[0].size == len(big) - 4 and dmg == []
-    assert fr[0].start_frame == 4 and fr[0].frame == 3 + (len(big) + 1447) // 1448
+    assert fr[0].start_packet == 4 and fr[0].packet == 3 + (len(big) + 1447) // 1448
 
 
 def test_header_only_capture_counts_everything_as_gap():

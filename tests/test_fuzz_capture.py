@@ -61,7 +61,7 @@ def test_payload_bytes_replaced_with_random_bytes_throughout():
         pos += 16 + caplen
     for p in iter_packets(io.BytesIO(bytes(data)), "x"):
         if p.__class__ is Packet and p.payload:
-            start, caplen = offsets[p.frame - 1]
+            start, caplen = offsets[p.packet - 1]
             end = start + caplen
             data[end - len(p.payload):end] = bytes(rnd.randrange(256) for _ in p.payload)
     _check(bytes(data), rnd)

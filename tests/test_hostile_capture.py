@@ -17,7 +17,8 @@ import pytest
 from capture_util import Conversation as TcpConv
 from capture_util import PcapWriter, ethernet_frame, write_pcap
 from kwire_cli.capture import CaptureError, CaptureStats, Packet, iter_capture, iter_packets
-from kwire_cli.capture.session import Conversation, Summary
+from kwire_cli.capture.session import Conversation
+from kwire_cli.capture.summary import Summary
 from kwire_cli.codec import encode_request, encode_response
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -29,7 +30,7 @@ def run(data: bytes, **kw):
     conv = Conversation()
     summ = Summary()
     recs = []
-    for r in conv.records(iter_capture(io.BytesIO(data), file_label="t.pcap", stats=stats, **kw)):
+    for r in conv.rows(iter_capture(io.BytesIO(data), file_label="t.pcap", stats=stats, **kw)):
         summ.add(r)
         recs.append(r)
     return recs, summ.to_dict(stats.to_dict(), conv.damage), stats
@@ -222,7 +223,7 @@ def test_garbage_in_one_connection_leaves_every_other_connection_whole(fixture, 
             continue
         if rng.random() > 0.3:
             continue
-        start, caplen = offsets[p.frame - 1]
+        start, caplen = offsets[p.packet - 1]
         pend = start + caplen
         pstart = pend - len(p.payload)
         if damage == "garble":
@@ -232,7 +233,7 @@ def test_garbage_in_one_connection_leaves_every_other_connection_whole(fixture, 
             out[i] ^= 1 << rng.randrange(8)
         elif damage == "drop":   # the capture missed the packet: turn it into a non-IP frame
             struct.pack_into(">H", out, start + 12, 0x88B5)
-            dropped.append(p.frame)
+            dropped.append(p.packet)
         else:                    # a size prefix / length somewhere in the payload lies
             if pend - pstart >= 4:
                 i = rng.randrange(pstart, pend - 3)

@@ -55,7 +55,7 @@ def test_a_dumped_frame_is_cut_to_the_payload_the_capture_reader_sees():
     the capture reader reads from the capture itself (one link-layer walk for both)."""
     (block,) = read_blocks((DUMPS / "metadata-request-v12.tshark.txt").read_text())
     (pkt,) = [p for p in iter_packets(str(ROOT / "fixtures" / "captures" / "kafka-python-admin.pcap"))
-              if p.__class__ is Packet and p.frame == 8]
+              if p.__class__ is Packet and p.packet == 8]
     assert len(block.data) > len(pkt.payload)
     assert message_bytes([block]) == pkt.payload
 

@@ -9,7 +9,8 @@ from click.testing import CliRunner
 
 from conftest import FIXTURES
 from kwire_cli.capture import CaptureStats, iter_capture
-from kwire_cli.capture.session import Conversation, Summary
+from kwire_cli.capture.session import Conversation
+from kwire_cli.capture.summary import Summary
 from kwire_cli.cli import cli
 
 CAPS = FIXTURES / "captures"
@@ -24,7 +25,7 @@ QUIRK_ERRORS = {
 def decode(paths):
     stats = CaptureStats()
     conv = Conversation()
-    recs = list(conv.records(iter_capture([str(p) for p in paths] if isinstance(paths, list) else str(paths),
+    recs = list(conv.rows(iter_capture([str(p) for p in paths] if isinstance(paths, list) else str(paths),
                                           stats=stats)))
     return recs, conv, stats
 

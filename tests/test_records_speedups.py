@@ -98,7 +98,7 @@ def _decode_captures(paths):
     from kwire_cli.capture import iter_capture
     from kwire_cli.capture.session import Conversation
     for p in paths:
-        for _ in Conversation().records(iter_capture(str(p))):
+        for _ in Conversation().rows(iter_capture(str(p))):
             pass
 
 

@@ -27,7 +27,8 @@ from cli_run import kwire  # noqa: E402
 
 from kwire_cli.capture import iter_capture  # noqa: E402
 from kwire_cli.capture.formats import packet_at  # noqa: E402
-from kwire_cli.capture.session import RECORD_KEYS, Conversation  # noqa: E402
+from kwire_cli.capture.rows import json_ordered  # noqa: E402
+from kwire_cli.capture.session import Conversation  # noqa: E402
 from kwire_cli.cli.pcap import line_encoder  # noqa: E402
 from kwire_cli.spark import reading  # noqa: E402
 from kwire_cli.spark.job import SparkJobError, get_session, run  # noqa: E402
@@ -132,10 +133,8 @@ def merged_rotated_lines() -> collections.Counter:
     """The rotated files read as one capture by the capture library (merged by timestamp)."""
     enc = line_encoder()
     lines = []
-    for rec in Conversation().records(iter_capture(ROTATED)):
-        o = {k: rec.get(k) for k in RECORD_KEYS}
-        o.update({k: v for k, v in rec.items() if k not in o})
-        lines.append(enc(o).decode())
+    for rec in Conversation().rows(iter_capture(ROTATED)):
+        lines.append(enc(json_ordered(rec)).decode())
     return collections.Counter(lines)
 
 

@@ -6,7 +6,8 @@ import pytest
 
 from conftest import FIXTURES
 from kwire_cli.capture import CaptureStats, iter_capture
-from kwire_cli.capture.session import Conversation, Summary
+from kwire_cli.capture.session import Conversation
+from kwire_cli.capture.summary import Summary
 
 CAPS = FIXTURES / "captures"
 
@@ -15,7 +16,7 @@ def records():
     out = []
     for name in sorted(p.name for p in CAPS.glob("*.pcap")):
         conv = Conversation()
-        out += list(conv.records(iter_capture(str(CAPS / name), stats=CaptureStats())))
+        out += list(conv.rows(iter_capture(str(CAPS / name), stats=CaptureStats())))
     return out
 
 

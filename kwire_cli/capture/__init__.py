@@ -4,11 +4,11 @@ Two layers, composable separately (a Spark job groups packets by connection acro
 and runs the second layer per group on executors):
 
 * ``iter_packets(path_or_fileobj, file_label=None, *, stats=None, report_skipped=False)``
-  -> ``Packet`` tuples ``(file, frame, ts, src_ip, src_port, dst_ip, dst_port, seq, ack, flags,
+  -> ``Packet`` tuples ``(file, packet, ts, src_ip, src_port, dst_ip, dst_port, seq, ack, flags,
   payload, wire_len)`` in file order, mixed with ``Damage`` events about the file itself
   (filter with ``type(x) is Packet``). Non-TCP packets are only counted (``stats.skipped``).
 * ``StreamAssembler(broker_ports=None, max_frame=100 MiB, max_buffered=4 MiB, max_open=10000,
-  idle_timeout=1800, stats=None, api_check=None, strict=False)`` (alias ``ConnectionDecoder``):
+  idle_timeout=1800, stats=None, api_check=None, strict=False)``:
   ``feed(packet) -> events`` then ``finish() -> events``, or ``process(packets)`` -> iterator of
   ``KafkaFrame`` and ``Damage``. Group packets with ``conn_key(packet)``; order each group by ts.
 
@@ -29,12 +29,12 @@ from .events import (CaptureStats, Damage, KafkaFrame, Packet, conn_key, endpoin
 from .kafka import (DEFAULT_MAX_FRAME, broker_side, looks_like_request, produce_acks,
                     request_prefix)
 from .reader import iter_packets, iter_records
-from .stream import ConnectionDecoder, Connection, StreamAssembler
+from .stream import Connection, StreamAssembler
 
 __all__ = [
     "CaptureError", "CaptureStats", "Damage", "KafkaFrame", "Packet", "conn_key", "endpoint",
     "DEFAULT_MAX_FRAME", "broker_side", "looks_like_request", "produce_acks", "request_prefix",
-    "iter_packets", "iter_records", "iter_capture", "ConnectionDecoder", "Connection",
+    "iter_packets", "iter_records", "iter_capture", "Connection",
     "StreamAssembler",
 ]
 

@@ -1,8 +1,9 @@
 """The values that flow out of the capture pipeline: packets, Kafka frames, damage, statistics.
 
-``Packet`` is a plain ``NamedTuple`` (cheap to build, picklable, so a Spark job can ship lists of
-them to executors). ``KafkaFrame`` and ``Damage`` are slotted dataclasses. ``CaptureStats`` counts
-everything and can show that every payload byte is accounted for (``reconcile()``).
+``Packet``, ``KafkaFrame`` and ``Damage`` are ``NamedTuple``s (cheap to build, picklable, so a Spark
+job can ship them to executors). A packet's number (``Packet.packet``, ``KafkaFrame.packet``,
+``Damage.packet``) is its place in its capture file, 1-based as Wireshark counts. ``CaptureStats``
+counts everything and can show that every payload byte is accounted for (``reconcile()``).
 """
 from __future__ import annotations
 
@@ -20,14 +21,14 @@ ACK = 0x10
 class Packet(NamedTuple):
     """One TCP segment as read from a capture.
 
-    ``frame`` is the packet number in its file, 1-based as Wireshark counts (every record of the
+    ``packet`` is the packet number in its file, 1-based as Wireshark counts (every packet of the
     file counts, TCP or not). ``payload`` is the captured TCP payload (``bytes``); ``wire_len`` is
     the payload length the IP header claims: when the snap length cut the packet,
     ``wire_len > len(payload)`` and the reassembler knows those bytes are lost.
     """
 
     file: str
-    frame: int
+    packet: int
     ts: float
     src_ip: str
     src_port: int
@@ -59,16 +60,16 @@ def endpoint(ip: str, port: int) -> str:
 class KafkaFrame(NamedTuple):
     """One complete Kafka request or response as it crossed the wire (a NamedTuple: cheap, picklable).
 
-    ``data`` is the frame without its 4-byte size prefix (``size == len(data)``). ``frame`` is the
-    packet number that completed it, ``start_frame`` the one that carried its first byte; ``ts``
-    is the completing packet's time. For responses ``api_key``/``api_version``/``correlation_id``
+    ``data`` is the frame without its 4-byte size prefix (``size == len(data)``). ``packet`` is the
+    number of the packet that completed it, ``start_packet`` of the one that carried its first byte;
+    ``ts`` is the completing packet's time. For responses ``api_key``/``api_version``/``correlation_id``
     come from the paired request (``None`` when unpaired; ``correlation_id`` is still read from the
-    response), ``request_ts``/``request_frame`` tell when that request completed, and ``latency``
+    response), ``request_ts``/``request_packet`` tell when that request completed, and ``latency``
     is ``ts - request_ts``.
     """
 
     file: str
-    frame: int
+    packet: int
     ts: float
     src: str
     dst: str
@@ -80,8 +81,8 @@ class KafkaFrame(NamedTuple):
     api_version: int | None = None
     correlation_id: int | None = None
     request_ts: float | None = None
-    request_frame: int | None = None
-    start_frame: int | None = None
+    request_packet: int | None = None
+    start_packet: int | None = None
     acks: int | None = None  # Produce requests only: the acks value (0 means no response comes)
 
     @property
@@ -115,13 +116,13 @@ TRUNCATED_HEADER = "truncated-header"
 class Damage(NamedTuple):
     """Something in the capture that could not be turned into frames, with the bytes it cost.
 
-    ``frame`` is the packet number where it was noticed (for a gap: the first packet after it;
-    ``detail`` names the packets on both sides). ``bytes`` is the number of stream bytes concerned
+    ``packet`` is the number of the packet where it was noticed (for a gap: the first packet after
+    it; ``detail`` names the packets on both sides; None: no one packet, e.g. at the end). ``bytes`` is the number of stream bytes concerned
     (0 where no bytes are involved, e.g. an unpaired response).
     """
 
     file: str
-    frame: int | None
+    packet: int | None
     conn: str | None
     kind: str
     bytes: int

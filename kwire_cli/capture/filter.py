@@ -12,14 +12,14 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
+from kwire_cli.capture.rows import BY_NAME as COLUMNS
+from kwire_cli.capture.rows import FILTER_FIELDS, FLOAT64
 from kwire_cli.errors import FilterError
 
 _TOKEN = re.compile(r"""\s*(?:(?P<lp>\()|(?P<rp>\))|(?P<op>==|!=|>=|<=|=|>|<|~)|(?P<and>&&|,)|(?P<or>\|\|)|(?P<not>!)
                         |"(?P<q>[^"]*)"|(?P<word>[^\s()=!<>~,&|"]+))""", re.X)
-FIELDS = ("api", "version", "kind", "client", "error", "undecodable", "conn", "src", "dst", "corr",
-          "frame", "size", "latency", "file")
-_NUMERIC = {"version": "api_version", "corr": "correlation_id", "frame": "frame", "size": "size",
-            "latency": "latency_ms"}
+FIELDS = tuple(f.name for f in FILTER_FIELDS)
+_BY_NAME = {f.name: f for f in FILTER_FIELDS}
 
 Predicate = Callable[[dict], bool]
 
@@ -60,51 +60,56 @@ def _endpoint_match(value: str, ep: str | None) -> bool:
 
 def _term(name: str, op: str | None, value: str | None, pos: int) -> Predicate:
     name = name.lower()
-    if name not in FIELDS:
+    field = _BY_NAME.get(name)
+    if field is None:
         raise FilterError(f"filter: unknown field {name!r} at position {pos} (known: {', '.join(FIELDS)})")
+    match, cols = field.match, field.columns
     if op is None:
-        if name == "error":
-            return lambda r: bool(r.get("error_codes"))
-        if name == "undecodable":
-            return lambda r: r.get("error") is not None
+        if match == "error-code":
+            col = cols[0]
+            return lambda r: bool(r.get(col))
+        if match == "present":
+            col = cols[0]
+            return lambda r: r.get(col) is not None
         raise FilterError(f"filter: {name} needs a comparison, e.g. {name}=... (position {pos})")
     if value is None:
         raise FilterError(f"filter: {name}{op} needs a value (position {pos})")
-    if name == "api":
+    if match == "api":
+        name_col, key_col = cols
         if value.isdigit():
-            return lambda r: _cmp(op, r.get("api_key"), int(value))
+            return lambda r: _cmp(op, r.get(key_col), int(value))
         low = value.lower()
         if op == "~":
-            return lambda r: low in (r.get("api_name") or "").lower()
-        return lambda r: _cmp(op, (r.get("api_name") or "").lower(), low)
-    if name == "version" and op in ("=", "==", "!=") and re.fullmatch(r"\d+-\d+", value):
-        lo, hi = map(int, value.split("-"))
-        inside = lambda r: r.get("api_version") is not None and lo <= r["api_version"] <= hi  # noqa: E731
-        return inside if op != "!=" else (lambda r: not inside(r))
-    if name in _NUMERIC:
+            return lambda r: low in (r.get(name_col) or "").lower()
+        return lambda r: _cmp(op, (r.get(name_col) or "").lower(), low)
+    if match == "number":
+        key = cols[0]
+        if op in ("=", "==", "!=") and re.fullmatch(r"\d+-\d+", value):
+            lo, hi = map(int, value.split("-"))
+            inside = lambda r: r.get(key) is not None and lo <= r[key] <= hi  # noqa: E731
+            return inside if op != "!=" else (lambda r: not inside(r))
         try:
-            num = float(value) if name == "latency" else int(value)
+            num: float = float(value) if COLUMNS[key].type is FLOAT64 else int(value)
         except ValueError:
             raise FilterError(f"filter: {name} takes a number, got {value!r} (position {pos})") from None
-        key = _NUMERIC[name]
         return lambda r: _cmp(op, r.get(key), num)
-    if name in ("kind", "client", "file"):
-        key = {"kind": "kind", "client": "client_id", "file": "file"}[name]
+    if match == "text":
+        key = cols[0]
         if op == "~":
             return lambda r: value in (r.get(key) or "")
         return lambda r: _cmp(op, r.get(key), value)
-    if name == "error":
+    if match == "error-code":
+        col = cols[0]
         want = value.upper()
         if value.lstrip("-").isdigit():
             from kwire_cli.protocol_errors import error_name
             want = error_name(int(value))
-        has = lambda r: want in (r.get("error_codes") or [])  # noqa: E731
+        has = lambda r: want in (r.get(col) or [])  # noqa: E731
         return has if op != "!=" else (lambda r: not has(r))
-    if name in ("conn", "src", "dst"):
-        keys = ("src", "dst") if name == "conn" else (name,)
-        has = lambda r: any(_endpoint_match(value, r.get(k)) for k in keys)  # noqa: E731
+    if match == "endpoint":
+        has = lambda r: any(_endpoint_match(value, r.get(k)) for k in cols)  # noqa: E731
         return has if op != "!=" else (lambda r: not has(r))
-    raise FilterError(f"filter: {name} does not take {op} (position {pos})")  # pragma: no cover
+    raise FilterError(f"filter: {name} does not take {op} (position {pos})")
 
 
 class _Parser:

@@ -88,7 +88,7 @@ def packets(records: Iterable, label: str, stats: CaptureStats, report_skipped: 
     try:
         for rec in records:
             if rec.__class__ is Damage:
-                if rec.frame is not None and rec.kind in _NUMBERED_DAMAGE:
+                if rec.packet is not None and rec.kind in _NUMBERED_DAMAGE:
                     npk += 1
                 yield rec
                 continue

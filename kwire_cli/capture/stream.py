@@ -49,24 +49,23 @@ _tnew = tuple.__new__
 class _Dir:
     """One direction of a connection: reassembly state and framing state."""
 
-    __slots__ = ("base", "nxt", "ooo", "heap", "ooo_bytes", "fin_off", "last_frame", "ack_seq", "ack_frame",
-                 "fin_frame",
-                 "buf", "start_frame", "resync", "skip", "skip_acc", "skip_from", "verify",
+    __slots__ = ("base", "nxt", "ooo", "heap", "ooo_bytes", "fin_off", "last_packet", "ack_seq", "ack_packet",
+                 "fin_packet", "buf", "start_packet", "resync", "skip", "skip_acc", "skip_from", "verify",
                  "is_request", "src", "dst", "need")
 
     def __init__(self) -> None:
         self.base: int | None = None     # sequence number of stream offset 0
         self.nxt = 0                     # next stream offset expected
-        self.ooo: dict = {}              # offset -> (payload, frame, ts, lost_tail)
+        self.ooo: dict = {}              # offset -> (payload, packet, ts, lost_tail)
         self.heap: list = []             # sorted offsets of the buffered segments
         self.ooo_bytes = 0
         self.fin_off: int | None = None
-        self.last_frame: int | None = None
+        self.last_packet: int | None = None
         self.ack_seq: int | None = None  # the peer's latest acknowledgement number for this direction
-        self.ack_frame: int | None = None  # ... and the packet that carried it
-        self.fin_frame: int | None = None
+        self.ack_packet: int | None = None  # ... and the packet that carried it
+        self.fin_packet: int | None = None
         self.buf = bytearray()
-        self.start_frame: int | None = None
+        self.start_packet: int | None = None
         self.resync = False
         self.skip = 0                    # bytes still to skip of a frame a gap cut
         self.skip_acc = 0                # bytes skipped in the current resync episode
@@ -94,7 +93,7 @@ class Connection:
         self.broker: int | None = None
         self.reason = ""
         self.label = f"{endpoint(*src)}<->{endpoint(*dst)}" + (f"#{gen}" if gen > 1 else "")
-        self.open: dict = {}  # correlation id -> (api_key, api_version, ts, frame)
+        self.open: dict = {}  # correlation id -> (api_key, api_version, ts, packet)
         self.noreply: dict = {}  # the last few acks=0 Produce requests, in case a broker answers anyway
         self.syn_from: int | None = None
         self.last_ts = 0.0
@@ -135,7 +134,7 @@ class StreamAssembler:
     # ------------------------------------------------------------------ public
     def feed(self, pkt: Packet) -> list | tuple:
         """Process one packet; return the events it produced (possibly empty)."""
-        file, frame, ts, sip, sport, dip, dport, seq, ack, flags, payload, wire_len = pkt
+        file, packet, ts, sip, sport, dip, dport, seq, ack, flags, payload, wire_len = pkt
         key = (sip, sport, dip, dport)
         ent = self._flows.get(key)
         self.stats.payload_bytes += len(payload)
@@ -198,7 +197,7 @@ class StreamAssembler:
         r = conn.dirs[1 - di]
         if flags & ACK:
             r.ack_seq = ack
-            r.ack_frame = frame
+            r.ack_packet = packet
             if r.heap:
                 a = r.nxt + (((ack - r.base - r.nxt) + _HALF) & _M) - _HALF
                 if a >= r.heap[0]:
@@ -208,18 +207,18 @@ class StreamAssembler:
                 d.base = seq
                 d.resync = True
             if conn.broker is None:
-                self._decide(conn, di, payload, file, frame, ts)
+                self._decide(conn, di, payload, file, packet, ts)
             if conn.kafka:
                 nxt = d.nxt
                 n = len(payload)
                 if (seq - d.base - nxt) & _M == 0 and wire_len <= n and d.fin_off is None and not d.heap:
                     # the common case, in order and whole: straight to the framer
                     d.nxt = nxt + n
-                    d.last_frame = frame
+                    d.last_packet = packet
                     self.stats.delivered_bytes += n
-                    self._deliver(conn, d, payload, file, frame, ts)
+                    self._deliver(conn, d, payload, file, packet, ts)
                 else:
-                    self._segment(conn, d, seq, payload, wire_len, file, frame, ts)
+                    self._segment(conn, d, seq, payload, wire_len, file, packet, ts)
             else:
                 self.stats.non_kafka_bytes += len(payload)
         if flags & FIN:
@@ -229,7 +228,7 @@ class StreamAssembler:
             end = off + (wire_len if wire_len > len(payload) else len(payload))
             if d.fin_off is None or end < d.fin_off:
                 d.fin_off = end
-                d.fin_frame = frame
+                d.fin_packet = packet
             conn.fin_seen = True
         if flags & RST:
             conn.reset = True
@@ -264,11 +263,11 @@ class StreamAssembler:
         yield from self.finish()
 
     # ------------------------------------------------------------------ internals
-    def _damage(self, file, frame, conn, kind, nbytes, detail, ts=None):
+    def _damage(self, file, packet, conn, kind, nbytes, detail, ts=None):
         self.stats.add_damage(kind, nbytes)
-        self._out.append(Damage(file, frame, conn.label, kind, nbytes, detail, ts))
+        self._out.append(Damage(file, packet, conn.label, kind, nbytes, detail, ts))
 
-    def _decide(self, conn: Connection, di: int, payload: bytes, file, frame, ts) -> None:
+    def _decide(self, conn: Connection, di: int, payload: bytes, file, packet, ts) -> None:
         req_from = di if looks_like_request(payload, self.max_frame, self.api_check) else None
         syn_recv = None if conn.syn_from is None else 1 - conn.syn_from
         b, reason = broker_side(conn.ends[0], conn.ends[1], self.broker_ports,
@@ -284,8 +283,8 @@ class StreamAssembler:
         bd.is_request, bd.src, bd.dst = False, br, cl
         if self.strict and reason in ("syn", "lower-port"):
             conn.kafka = False
-            self._damage(file, frame, conn, NON_KAFKA, 0,
-                         f"packet {frame}: connection {conn.label} does not look like Kafka "
+            self._damage(file, packet, conn, NON_KAFKA, 0,
+                         f"packet {packet}: connection {conn.label} does not look like Kafka "
                          f"(no broker port, no request header); its bytes are not decoded", ts)
             return
         if broker not in self.known_brokers:
@@ -293,7 +292,7 @@ class StreamAssembler:
                 self.known_brokers.pop(next(iter(self.known_brokers)))
             self.known_brokers[broker] = True
 
-    def _segment(self, conn, d: _Dir, seq, payload, wire_len, file, frame, ts) -> None:
+    def _segment(self, conn, d: _Dir, seq, payload, wire_len, file, packet, ts) -> None:
         st = self.stats
         nxt = d.nxt
         off = nxt + (((seq - d.base - nxt) + _HALF) & _M) - _HALF
@@ -312,10 +311,10 @@ class StreamAssembler:
             st.duplicate_bytes += n
             if lost_tail and end + lost_tail > nxt:
                 # a snap-length cut segment whose captured part we had: the rest is lost
-                d.last_frame = frame
-                self._lost(conn, d, end + lost_tail - nxt, file, frame, frame, ts, "cut by the snap length")
+                d.last_packet = packet
+                self._lost(conn, d, end + lost_tail - nxt, file, packet, packet, ts, "cut by the snap length")
                 if d.heap:
-                    self._drain(conn, d, file, frame, ts)
+                    self._drain(conn, d, file, packet, ts)
             return
         if off < nxt:
             trim = nxt - off
@@ -325,16 +324,16 @@ class StreamAssembler:
             n -= trim
         if off == nxt:
             d.nxt = end
-            d.last_frame = frame
+            d.last_packet = packet
             st.delivered_bytes += n
-            self._deliver(conn, d, payload, file, frame, ts)
+            self._deliver(conn, d, payload, file, packet, ts)
             if lost_tail:
-                self._lost(conn, d, lost_tail, file, frame, frame, ts, "cut by the snap length")
+                self._lost(conn, d, lost_tail, file, packet, packet, ts, "cut by the snap length")
             if d.heap:
-                self._drain(conn, d, file, frame, ts)
+                self._drain(conn, d, file, packet, ts)
             return
         # out of order: keep it until the hole fills or is declared lost
-        self._buffer(d, off, payload, frame, ts, lost_tail)
+        self._buffer(d, off, payload, packet, ts, lost_tail)
         if d.ack_seq is not None and d.heap:  # (a segment all past the FIN buffers nothing)
             a = nxt + (((d.ack_seq - d.base - nxt) + _HALF) & _M) - _HALF
             if a >= d.heap[0]:
@@ -342,7 +341,7 @@ class StreamAssembler:
         while d.ooo_bytes > self.max_buffered:
             self._gaps(conn, d, file, None, one=True)
 
-    def _buffer(self, d: _Dir, off, payload, frame, ts, lost_tail) -> None:
+    def _buffer(self, d: _Dir, off, payload, packet, ts, lost_tail) -> None:
         """Keep an out-of-order segment, minus every byte already buffered (first copy wins): it
         may be split into the pieces that fill holes between buffered segments."""
         st = self.stats
@@ -374,16 +373,16 @@ class StreamAssembler:
         base = end - len(payload)
         for a, b in pieces:
             piece = payload[a - base:b - base]
-            ooo[a] = (piece, frame, ts, lost_tail if b == end else 0)
+            ooo[a] = (piece, packet, ts, lost_tail if b == end else 0)
             insort(offs, a)
             d.ooo_bytes += b - a
             st.pending_bytes += b - a
         if not pieces and lost_tail and end not in ooo:
-            ooo[end] = (b"", frame, ts, lost_tail)
+            ooo[end] = (b"", packet, ts, lost_tail)
             insort(offs, end)
 
-    def _drain(self, conn, d: _Dir, file, frame, ts) -> None:
-        """Deliver buffered segments that are now in order. ``frame``/``ts``: the packet that made
+    def _drain(self, conn, d: _Dir, file, packet, ts) -> None:
+        """Deliver buffered segments that are now in order. ``packet``/``ts``: the packet that made
         them deliverable (None: each segment's own)."""
         st = self.stats
         heap, ooo = d.heap, d.ooo
@@ -402,9 +401,9 @@ class StreamAssembler:
                     st.duplicate_bytes += trim
                     data = data[trim:]
                 d.nxt = e
-                d.last_frame = fr
+                d.last_packet = fr
                 st.delivered_bytes += len(data)
-                cf, ct = (fr, t) if frame is None else (frame, ts)
+                cf, ct = (fr, t) if packet is None else (packet, ts)
                 self._deliver(conn, d, data, file, cf, ct)
             if lost_tail and e + lost_tail > d.nxt:
                 self._lost(conn, d, e + lost_tail - d.nxt, file, fr, fr, t, "cut by the snap length")
@@ -416,7 +415,7 @@ class StreamAssembler:
             o = d.heap[0]
             if o > d.nxt:
                 _data, fr, t, _lt = d.ooo[o]
-                self._lost(conn, d, o - d.nxt, file, d.last_frame, fr, t, "")
+                self._lost(conn, d, o - d.nxt, file, d.last_packet, fr, t, "")
             self._drain(conn, d, file, None, None)
             if one:
                 return
@@ -433,7 +432,7 @@ class StreamAssembler:
         self._frame_gap(conn, d, lost, file, after, ts)
 
     # ------------------------------------------------------------------ framing
-    def _deliver(self, conn, d: _Dir, data, file, frame, ts) -> None:
+    def _deliver(self, conn, d: _Dir, data, file, packet, ts) -> None:
         if d.skip:
             n = len(data)
             if n <= d.skip:
@@ -454,30 +453,30 @@ class StreamAssembler:
                 e = pos + 4 + size
                 if e > n:
                     break
-                self._emit(conn, d, data[pos + 4:e], file, frame, ts, frame)
+                self._emit(conn, d, data[pos + 4:e], file, packet, ts, packet)
                 pos = e
             if pos == n:
                 return
             buf += data[pos:] if pos else data
-            d.start_frame = frame
+            d.start_packet = packet
             if n - pos < 4 or 0 < _I32(data, pos)[0] <= maxf:
                 return
         else:
             if not buf:
-                d.start_frame = frame
+                d.start_packet = packet
             buf += data
             if len(buf) < d.need:
                 return
-        self._frames(conn, d, file, frame, ts)
+        self._frames(conn, d, file, packet, ts)
 
-    def _frames(self, conn, d: _Dir, file, frame, ts) -> None:
+    def _frames(self, conn, d: _Dir, file, packet, ts) -> None:
         buf = d.buf
         maxf = self.max_frame
         first = True
         while True:
             if d.resync:
                 if d.skip_from is None:
-                    d.skip_from = frame
+                    d.skip_from = packet
                 if d.is_request:
                     i, ok = find_request_start(buf, 0, maxf, self.api_check)
                 elif conn.open or conn.dirs[1 - conn.broker].base is not None:
@@ -491,18 +490,18 @@ class StreamAssembler:
                     return
                 d.resync = False
                 d.verify = False
-                self._end_resync(conn, d, file, frame, ts)
-                d.start_frame = frame
+                self._end_resync(conn, d, file, packet, ts)
+                d.start_packet = packet
             if len(buf) < 4:
                 return
             size = _I32(buf, 0)[0]
             if size <= 0 or size > maxf:
                 why = (f"is over the frame cap of {maxf} bytes ({MAX_FRAME_OPTION} raises it)" if size > maxf
                        else f"outside 1..{maxf}")
-                self._damage(file, frame, conn, OVERSIZE_FRAME, 0,
-                             f"packet {frame}: {d.src}->{d.dst} frame size {size} {why}; resynchronising", ts)
+                self._damage(file, packet, conn, OVERSIZE_FRAME, 0,
+                             f"packet {packet}: {d.src}->{d.dst} frame size {size} {why}; resynchronising", ts)
                 d.resync = True
-                d.skip_from = frame
+                d.skip_from = packet
                 del buf[:1]
                 d.skip_acc += 1
                 continue
@@ -513,7 +512,7 @@ class StreamAssembler:
                         return
                     if p == 0:
                         d.resync = True
-                        d.skip_from = frame
+                        d.skip_from = packet
                         continue
                 d.verify = False
             total = 4 + size
@@ -521,22 +520,22 @@ class StreamAssembler:
                 d.need = total
                 return
             d.need = 0
-            self._emit(conn, d, bytes(buf[4:total]), file, frame, ts,
-                       d.start_frame if first else frame)
+            self._emit(conn, d, bytes(buf[4:total]), file, packet, ts,
+                       d.start_packet if first else packet)
             del buf[:total]
             first = False
-            d.start_frame = frame
+            d.start_packet = packet
 
-    def _end_resync(self, conn, d: _Dir, file, frame, ts) -> None:
+    def _end_resync(self, conn, d: _Dir, file, packet, ts) -> None:
         if d.skip_acc:
             what = "a request header" if d.is_request else "a response to an open request"
-            self._damage(file, frame, conn, RESYNC_SKIP, d.skip_acc,
+            self._damage(file, packet, conn, RESYNC_SKIP, d.skip_acc,
                          f"{d.skip_acc} bytes {d.src}->{d.dst} skipped looking for {what} "
-                         f"(packets {d.skip_from}..{frame})", ts)
+                         f"(packets {d.skip_from}..{packet})", ts)
         d.skip_acc = 0
         d.skip_from = None
 
-    def _frame_gap(self, conn, d: _Dir, lost: int, file, frame, ts) -> None:
+    def _frame_gap(self, conn, d: _Dir, lost: int, file, packet, ts) -> None:
         """The framer's side of a gap of ``lost`` bytes right after what it has seen."""
         buf = d.buf
         d.need = 0
@@ -568,7 +567,7 @@ class StreamAssembler:
                 ak, av, corr = _PREFIX(buf, 4)
                 acks = produce_acks(bytes(buf[4:]), av) if ak == PRODUCE else None
                 if acks != 0:
-                    self._open_request(conn, ak, av, corr, ts, frame, acks)
+                    self._open_request(conn, ak, av, corr, ts, packet, acks)
             if lost <= remaining:
                 d.skip = remaining - lost
                 d.verify = True
@@ -578,28 +577,28 @@ class StreamAssembler:
                 d.resync = True
                 partial = n
                 how = "resynchronising"
-            self._damage(file, frame, conn, PARTIAL_FRAME, partial,
-                         f"packet {frame}: {d.src}->{d.dst} frame of {size} bytes cut by a "
+            self._damage(file, packet, conn, PARTIAL_FRAME, partial,
+                         f"packet {packet}: {d.src}->{d.dst} frame of {size} bytes cut by a "
                          f"{lost}-byte gap ({n} bytes before it, {partial - n} after); {how}", ts)
         elif n:
             d.resync = True
-            self._damage(file, frame, conn, PARTIAL_FRAME, n,
-                         f"packet {frame}: {n} bytes of a frame size prefix cut by a gap", ts)
+            self._damage(file, packet, conn, PARTIAL_FRAME, n,
+                         f"packet {packet}: {n} bytes of a frame size prefix cut by a gap", ts)
         else:
             d.resync = True
         buf.clear()
 
-    def _open_request(self, conn, ak, av, corr, ts, frame, acks) -> None:
+    def _open_request(self, conn, ak, av, corr, ts, packet, acks) -> None:
         op = conn.open
         if len(op) >= self.max_open and corr not in op:
             old = next(iter(op))
             del op[old]
-            self._damage(conn.file, frame, conn, UNANSWERED_REQUEST, 0,
+            self._damage(conn.file, packet, conn, UNANSWERED_REQUEST, 0,
                          f"request with correlation id {old} dropped unanswered: more than "
                          f"{self.max_open} open requests on the connection")
-        op[corr] = (ak, av, ts, frame)
+        op[corr] = (ak, av, ts, packet)
 
-    def _emit(self, conn, d: _Dir, data: bytes, file, frame, ts, start_frame) -> None:
+    def _emit(self, conn, d: _Dir, data: bytes, file, packet, ts, start_packet) -> None:
         st = self.stats
         size = len(data)
         st.frames += 1
@@ -607,10 +606,10 @@ class StreamAssembler:
         if d.is_request:
             st.requests += 1
             if size < 8:
-                self._out.append(_tnew(KafkaFrame, (file, frame, ts, d.src, d.dst, conn.label, "request", data,
-                                                    size, None, None, None, None, None, start_frame, None)))
-                self._damage(file, frame, conn, UNPARSEABLE, 0,
-                             f"packet {frame}: request of {size} bytes is too short for a header", ts)
+                self._out.append(_tnew(KafkaFrame, (file, packet, ts, d.src, d.dst, conn.label, "request", data,
+                                                    size, None, None, None, None, None, start_packet, None)))
+                self._damage(file, packet, conn, UNPARSEABLE, 0,
+                             f"packet {packet}: request of {size} bytes is too short for a header", ts)
                 return
             ak, av, corr = _PREFIX(data, 0)
             acks = None
@@ -621,22 +620,22 @@ class StreamAssembler:
                     nr = conn.noreply
                     if len(nr) >= 64:
                         del nr[next(iter(nr))]
-                    nr[corr] = (ak, av, ts, frame)
+                    nr[corr] = (ak, av, ts, packet)
             if acks != 0:
                 op = conn.open
                 if len(op) >= self.max_open and corr not in op:
-                    self._open_request(conn, ak, av, corr, ts, frame, acks)
+                    self._open_request(conn, ak, av, corr, ts, packet, acks)
                 else:
-                    op[corr] = (ak, av, ts, frame)
-            self._out.append(_tnew(KafkaFrame, (file, frame, ts, d.src, d.dst, conn.label, "request", data, size,
-                                                ak, av, corr, None, None, start_frame, acks)))
+                    op[corr] = (ak, av, ts, packet)
+            self._out.append(_tnew(KafkaFrame, (file, packet, ts, d.src, d.dst, conn.label, "request", data, size,
+                                                ak, av, corr, None, None, start_packet, acks)))
             return
         st.responses += 1
         if size < 4:
-            self._out.append(_tnew(KafkaFrame, (file, frame, ts, d.src, d.dst, conn.label, "response", data,
-                                                size, None, None, None, None, None, start_frame, None)))
-            self._damage(file, frame, conn, UNPARSEABLE, 0,
-                         f"packet {frame}: response of {size} bytes has no correlation id", ts)
+            self._out.append(_tnew(KafkaFrame, (file, packet, ts, d.src, d.dst, conn.label, "response", data,
+                                                size, None, None, None, None, None, start_packet, None)))
+            self._damage(file, packet, conn, UNPARSEABLE, 0,
+                         f"packet {packet}: response of {size} bytes has no correlation id", ts)
             return
         corr = _I32(data, 0)[0]
         req = conn.open.pop(corr, None)
@@ -646,14 +645,14 @@ class StreamAssembler:
             if req is not None:
                 st.acks0_answered += 1
         if req is None:
-            self._out.append(_tnew(KafkaFrame, (file, frame, ts, d.src, d.dst, conn.label, "response", data,
-                                                size, None, None, corr, None, None, start_frame, None)))
-            self._damage(file, frame, conn, UNPAIRED_RESPONSE, 0,
-                         f"packet {frame}: response with correlation id {corr} matches no open request", ts)
+            self._out.append(_tnew(KafkaFrame, (file, packet, ts, d.src, d.dst, conn.label, "response", data,
+                                                size, None, None, corr, None, None, start_packet, None)))
+            self._damage(file, packet, conn, UNPAIRED_RESPONSE, 0,
+                         f"packet {packet}: response with correlation id {corr} matches no open request", ts)
             return
         st.paired += 1
-        self._out.append(_tnew(KafkaFrame, (file, frame, ts, d.src, d.dst, conn.label, "response", data, size,
-                                            req[0], req[1], corr, req[2], req[3], start_frame, None)))
+        self._out.append(_tnew(KafkaFrame, (file, packet, ts, d.src, d.dst, conn.label, "response", data, size,
+                                            req[0], req[1], corr, req[2], req[3], start_packet, None)))
 
     # ------------------------------------------------------------------ closing
     def _close(self, conn: Connection, file, why: str) -> None:
@@ -672,11 +671,11 @@ class StreamAssembler:
                 if d.resync:
                     d.skip_acc += len(d.buf)
                     d.buf.clear()
-                    self._end_resync(conn, d, file, d.last_frame, conn.last_ts)
+                    self._end_resync(conn, d, file, d.last_packet, conn.last_ts)
                 elif d.buf:
                     n = len(d.buf)
                     want = (_I32(d.buf, 0)[0] + 4) if n >= 4 else None
-                    self._damage(file, d.last_frame, conn, PARTIAL_FRAME, n,
+                    self._damage(file, d.last_packet, conn, PARTIAL_FRAME, n,
                                  f"{d.src}->{d.dst}: incomplete frame at {why}: {n} of "
                                  f"{want if want is not None else '?'} bytes", conn.last_ts)
                     d.buf.clear()
@@ -697,16 +696,16 @@ class StreamAssembler:
         """At close: bytes the peer acknowledged, or that came before the FIN, but that the capture
         never showed (a lost segment followed only by ACKs/FIN) are a gap too."""
         end = d.fin_off
-        frame = d.fin_frame
+        packet = d.fin_packet
         why = "before the FIN"
         if d.ack_seq is not None:
             a = d.nxt + (((d.ack_seq - d.base - d.nxt) + _HALF) & _M) - _HALF
             if end is not None and a > end:
                 a = end  # the ACK of the FIN itself
             if end is None or a > end:
-                end, frame, why = a, d.ack_frame, "acknowledged by the peer"
+                end, packet, why = a, d.ack_packet, "acknowledged by the peer"
         if end is not None and end > d.nxt:
-            self._lost(conn, d, end - d.nxt, file, d.last_frame, frame, conn.last_ts,
+            self._lost(conn, d, end - d.nxt, file, d.last_packet, packet, conn.last_ts,
                        f"{why}, never captured")
 
     def _sweep(self, now: float) -> None:
@@ -718,6 +717,3 @@ class StreamAssembler:
         for k in [k for k, v in self._closed.items() if v[0] < cut]:
             del self._closed[k]
 
-
-# The name the design notes use for the same thing.
-ConnectionDecoder = StreamAssembler

@@ -5,7 +5,7 @@ import io
 import json
 import os
 import sys
-from typing import Any, BinaryIO, Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
 
 import click
 
@@ -13,6 +13,10 @@ from kwire_cli.cli.app import KwireUsageError, std_binary
 from kwire_cli.cli.options import DecodeLimits, limit_options
 from kwire_cli.errors import KwireError
 from kwire_cli.render.jsonlines import gc_tuned, line_encoder
+
+if TYPE_CHECKING:
+    from kwire_cli.capture import CaptureStats
+    from kwire_cli.capture.session import Conversation
 
 EPILOG = """\b
 Examples:
@@ -60,9 +64,10 @@ def _progress_enabled() -> bool:
     return sys.stderr.isatty() and not os.environ.get("KWIRE_NO_PROGRESS")
 
 
-def iter_records(paths: list[str], ports: tuple[int, ...], records_mode: str | None, stats, conv,
-                 failures: list[str], max_frame: int | None = None) -> Iterator[dict]:
-    """Records of every file in order; a file that is not a capture is reported and skipped."""
+def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, conv: Conversation,
+              failures: list[str], max_frame: int | None = None) -> Iterator[dict]:
+    """The output rows of every file in order (``conv.rows``); a file that is not a capture is
+    reported in ``failures`` and skipped."""
     from kwire_cli.capture import DEFAULT_MAX_FRAME, iter_capture
     if max_frame is None:
         max_frame = DEFAULT_MAX_FRAME
@@ -88,98 +93,13 @@ def iter_records(paths: list[str], ports: tuple[int, ...], records_mode: str | N
                 try:
                     events = iter_capture(src, file_label=path, broker_ports=ports or None, stats=stats,
                                           max_frame=max_frame)
-                    yield from conv.records(events)
+                    yield from conv.rows(events)
                 except KwireError as e:
                     msg = str(e)
                     failures.append(msg if path in msg else f"{path}: {msg}")
     finally:
         if progress is not None:
             progress.stop()
-
-
-def _table_row(r: dict, t0: float | None) -> list[str]:
-    api = f"{r['api_name'] or '?'} v{r['api_version']}" if r.get("api_version") is not None else (r.get("api_name") or "?")
-    note = r["error"] or ", ".join(r.get("error_codes") or [])
-    if r.get("body") is not None:
-        from kwire_cli.capture.session import batch_stats, new_batch_stats
-        b = batch_stats(r["body"], new_batch_stats())
-        bad = [f"{n} {what}" for n, what in ((b["batch_errors"], "batch(es) not decoded (see --format jsonl)"),
-                                            (b["crc_invalid"], "batch(es) with a bad CRC")) if n]
-        if bad:
-            note = (note + "; " if note else "") + ", ".join(bad)
-    names = r.get("topic_names")
-    if names and not r["error"]:
-        shown = ", ".join(f"{k}={v or '?'}" for k, v in names.items())
-        note = (note + "; " if note else "") + "topics " + shown
-    lat = "" if r.get("latency_ms") is None else f"{r['latency_ms']:.3f}"
-    ts = "" if r.get("ts") is None or t0 is None else f"{r['ts'] - t0:.6f}"
-    return [str(r["frame"]), ts, f"{r['src']} -> {r['dst']}", r["kind"], api,
-            str(r.get("correlation_id") if r.get("correlation_id") is not None else ""),
-            str(r.get("client_id") or ""), str(r["size"]), lat, note]
-
-
-def _print_summary_tables(s: dict) -> None:
-    from rich.table import Table
-    from kwire_cli.render.console import make_console
-    con = make_console()
-    cap = s.get("capture") or {}
-    con.print(f"files {cap.get('files', '?')}  packets {cap.get('packets', '?')}  frames {s['frames']}  "
-              f"decoded {s['decoded']}  undecodable {s['undecodable']}  "
-              f"reconciled {'yes' if s['reconciled'] else 'NO'}")
-    if s["undecodable_by_reason"]:
-        con.print("undecodable by reason: " + ", ".join(f"{k} {v}" for k, v in s["undecodable_by_reason"].items()))
-    t = Table(title="APIs", title_justify="left")
-    for c in ("API", "version", "kind", "count", "bytes", "undecodable", "p50 ms", "p99 ms"):
-        t.add_column(c, justify="right" if c not in ("API", "kind") else "left")
-    for a in s["apis"]:
-        f = lambda x: "" if x is None else f"{x:.3f}"  # noqa: E731
-        t.add_row(str(a["api_name"]), str(a["api_version"]), a["kind"], str(a["count"]), str(a["bytes"]),
-                  str(a["undecodable"]), f(a["latency_p50_ms"]), f(a["latency_p99_ms"]))
-    con.print(t)
-    if s["error_codes"]:
-        t = Table(title="Error codes", title_justify="left")
-        t.add_column("error")
-        t.add_column("frames", justify="right")
-        for k, v in s["error_codes"].items():
-            t.add_row(k, str(v))
-        con.print(t)
-    t = Table(title="Clients", title_justify="left")
-    t.add_column("client id")
-    t.add_column("requests", justify="right")
-    t.add_column("API versions used")
-    for cid, c in s["clients"].items():
-        t.add_row(cid, str(c["requests"]), ", ".join(f"{k} {'/'.join(map(str, v))}" for k, v in c["versions"].items()))
-    con.print(t)
-    audit = s["negotiation_audit"]
-    if s["advertised_by"]:
-        if audit:
-            t = Table(title="Negotiation audit: versions outside what the broker advertised", title_justify="left")
-            for c in ("broker", "client id", "API", "version", "advertised", "requests"):
-                t.add_column(c)
-            for a in audit:
-                adv = "missing" if a["advertised"] is None else f"{a['advertised'][0]}-{a['advertised'][1]}"
-                t.add_row(a["broker"], str(a["client_id"]), a["api_name"], str(a["api_version"]), adv, str(a["requests"]))
-            con.print(t)
-        else:
-            con.print("negotiation audit: every request is within what its broker advertised "
-                      f"({', '.join(s['advertised_by'])})")
-    else:
-        con.print("negotiation audit: no ApiVersions answer in the capture")
-    w = s["what_if_tagged_error_fields"]
-    con.print(f"what-if ErrorCode/ErrorMessage tagged: {w['applicable']} of {w['responses']} responses apply; "
-              f"{w['bytes_now']} bytes now, {w['bytes_tagged']} tagged, saving {w['saving']} bytes")
-    rb = s.get("record_batches") or {}
-    if rb.get("batches"):
-        codecs = ", ".join(f"{c} {n}" for c, n in rb["compression"].items())
-        con.print(f"record batches: {rb['batches']} ({codecs}) holding {rb['records']} records; "
-                  f"bad CRC {rb['crc_invalid']}, not decoded {rb['batch_errors']}, "
-                  f"fields ending in a partial batch {rb['partial_trailing_batches']}")
-    dmg = s.get("damage") or {}
-    if dmg:
-        con.print("damage: " + ", ".join(f"{k} {v['events']} ({v['bytes']} bytes)" for k, v in dmg.items()))
-        for d in s.get("damage_events", [])[:20]:
-            where = f" packet {d['frame']}" if d["frame"] is not None else ""  # None: no one packet
-            con.print(f"  {d['file']}{where} {d['conn'] or ''}: {d['kind']}: {d['detail']}")
 
 
 @click.command(epilog=EPILOG)
@@ -215,7 +135,9 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
           raw_records: bool, strict: bool, max_frame: int) -> None:
     from kwire_cli.capture import CaptureStats
     from kwire_cli.capture.filter import compile_filter
-    from kwire_cli.capture.session import RECORD_KEYS, Conversation, Summary
+    from kwire_cli.capture.rows import json_ordered, table_cells, table_header
+    from kwire_cli.capture.session import Conversation
+    from kwire_cli.capture.summary import Summary
 
     def to_jsonable(value):
         from kwire_cli.render.json import to_jsonable as conv  # imports yaml: only when needed
@@ -240,9 +162,9 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
     if fmt == "table" and not summary:
         from kwire_cli.render.console import make_console
         con = make_console()
-        con.print("frame  time  src -> dst  kind  api  corr  client  size  latency_ms  note")
+        con.print(table_header())
     shown = 0
-    for r in iter_records(list(files), ports, conv.records_mode, stats, conv, failures, max_frame):
+    for r in iter_rows(list(files), ports, stats, conv, failures, max_frame):
         summ.add(r)
         if not keep(r):
             continue
@@ -252,13 +174,9 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
         if t0 is None:
             t0 = r.get("ts")
         if fmt == "table":
-            con.print("  ".join(_table_row(r, t0)))
+            con.print("  ".join(table_cells(r, t0)))
         else:
-            ordered = {k: r.get(k) for k in RECORD_KEYS}
-            for k in r:
-                if k not in ordered:
-                    ordered[k] = r[k]
-            line = encode(ordered)
+            line = encode(json_ordered(r))
             if fmt == "jsonl":
                 bout.write(line)
                 bout.write(sep)
@@ -272,7 +190,8 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
         result["shown"] = shown
     if summary:
         if fmt == "table":
-            _print_summary_tables(result)
+            from kwire_cli.render.summary import print_summary
+            print_summary(result)
         else:
             out.write(json.dumps(to_jsonable(result), ensure_ascii=False, allow_nan=False,
                                  indent=2 if fmt == "json" else None) + "\n")

@@ -99,8 +99,8 @@ def spark_decode(inputs, out, fmt, master, ports, partitions, split_size, raw_re
               progress=not os.environ.get("KWIRE_NO_PROGRESS"),
               ship={"auto": None, "always": True, "never": False}[ship_code], limits=tuple(limits))
     if summary_format == "table":
-        from kwire_cli.cli.pcap import _print_summary_tables
-        _print_summary_tables(res.summary)
+        from kwire_cli.render.summary import print_summary
+        print_summary(res.summary)
     elif summary_format == "json":
         from kwire_cli.render.json import to_jsonable
         click.echo(json.dumps(to_jsonable(res.summary), ensure_ascii=False, allow_nan=False, indent=2))

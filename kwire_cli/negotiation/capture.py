@@ -31,7 +31,7 @@ def answers_from_capture(data: bytes | str | Path, source: str) -> list[BrokerAn
             continue
         if ev.api_key != API_VERSIONS_KEY:
             continue
-        where = f"{source} frame {ev.frame}"
+        where = f"{source} frame {ev.packet}"
         ans = _decode_paired(ev, where)
         found.setdefault(ev.src, []).append((ev, ans))
     answers = []
@@ -41,7 +41,7 @@ def answers_from_capture(data: bytes | str | Path, source: str) -> list[BrokerAn
         ans.form = "capture"
         if len(items) > 1:
             ans.notes.append(f"{len(items)} ApiVersions answers from this broker in the capture; the "
-                             f"last one (frame {ev.frame}) is used")
+                             f"last one (frame {ev.packet}) is used")
             if any(a.ranges != ans.ranges for _, a in items[:-1]):
                 ans.notes.append("earlier answers from this broker listed other ranges")
         answers.append(ans)
@@ -64,5 +64,5 @@ def _decode_paired(ev: Any, where: str) -> BrokerAnswer:
     ans = answer_from_body(msg.body, address=ev.src, source=where, form="capture")
     ans.api_version = ev.api_version
     ans.notes.insert(0, f"ApiVersionsResponse v{ev.api_version} to the request of frame "
-                        f"{ev.request_frame}, correlation id {ev.correlation_id}")
+                        f"{ev.request_packet}, correlation id {ev.correlation_id}")
     return ans

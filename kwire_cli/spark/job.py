@@ -34,14 +34,14 @@ import tempfile
 import time
 import zipfile
 import zlib
-from collections import OrderedDict
 from typing import Any, Iterable, Iterator
 
 from kwire_cli.capture import DEFAULT_MAX_FRAME, CaptureStats, Damage, KafkaFrame, Packet, StreamAssembler, \
     conn_key
 from kwire_cli.capture.inputs import files_under
-from kwire_cli.capture.session import Summary
+from kwire_cli.capture.summary import Summary, damage_entry
 from kwire_cli.errors import KwireError, SparkJobError
+from kwire_cli.spark.rows import rows_dataframe, to_row
 from kwire_cli.spark.reading import DEFAULT_SPLIT, FilePlan, index_range, nominal_ranges, plan_file, \
     read_range, stitch
 
@@ -49,9 +49,7 @@ PRODUCE = 0
 TOPIC_MAP_APIS = frozenset({3, 19, 75})  # Metadata, CreateTopics, DescribeTopicPartitions responses
 MAX_DAMAGE_EVENTS = 200
 END = 1 << 62  # position of events at the end of a file (after its last packet)
-_FRAME_FIELDS = tuple(KafkaFrame._fields) if hasattr(KafkaFrame, "_fields") else \
-    tuple(f.name for f in dataclasses.fields(KafkaFrame))
-_FILE_AT = _FRAME_FIELDS.index("file")
+_FILE_AT = KafkaFrame._fields.index("file")
 _META = ("",)
 WRITE_CONF = {"spark.sql.optimizer.plannedWrite.enabled": "false",
               "spark.sql.maxConcurrentOutputFileWriters": "64"}
@@ -211,10 +209,10 @@ def read_task(task: tuple, plans: list[FilePlan]) -> Iterator[tuple]:
         for item in read_range(plan, rank, rng, range_no, stats):
             if item.__class__ is Packet:
                 c = conn_key(item)
-                yield (_conn_hash(c), c, rank, item.frame), item[2:]
+                yield (_conn_hash(c), c, rank, item.packet), item[2:]
             else:
                 seq += 1
-                yield (h_meta, _META, rank, seq), ("dmg", _damage_dict(item, rank, item.frame or 0))
+                yield (h_meta, _META, rank, seq), ("dmg", _damage_dict(item, rank, item.packet or 0))
     except KwireError as e:
         msg = str(e)
         seq += 1
@@ -226,8 +224,9 @@ def read_task(task: tuple, plans: list[FilePlan]) -> Iterator[tuple]:
 def _damage_dict(d: Damage, rank: int, pos) -> dict:
     """A damage event as the summary lists it; ``_pos`` orders it as kwire pcap emits it (the
     packet being read when it was noticed; end-of-capture events after every packet)."""
-    return {"file": rank, "frame": d.frame, "conn": d.conn, "kind": d.kind, "bytes": d.bytes,
-            "detail": d.detail, "_pos": pos}
+    out = damage_entry(d, rank)
+    out["_pos"] = pos
+    return out
 
 
 def _request_client_id(data: bytes) -> tuple[bool, Any]:
@@ -267,6 +266,7 @@ def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records
     first = 0
     asm = conv = None
     learned: dict = {}
+    fresh: list = []  # (topic id, name) a conversation has just learned
     # (load so far, tie rank, partition): the least loaded first, ties in an order rotated by this
     # partition's index (each starts elsewhere); a heap, as the width grows with the input
     loads = [(0, i, (index + i) % nout) for i in range(nout)]
@@ -282,31 +282,27 @@ def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records
         for ev in events:
             if ev.__class__ is not KafkaFrame:
                 d = _damage_dict(ev, ev.file, pos)
-                yield key(ev.file, ev.frame), ("dmg", d)
+                yield key(ev.file, ev.packet), ("dmg", d)
                 continue
             if ev.kind == "request":
                 if ev.api_key == PRODUCE and ev.size >= 8:
                     ok, cid = _request_client_id(ev.data)
                     if ok and ev.acks != 0:
-                        conv._remember(ev.conn, ev.correlation_id, (cid, None))
-                    yield key(ev.file, ev.frame, 64 + ev.size), \
-                        ("frm", tuple(getattr(ev, n) for n in _FRAME_FIELDS), None)
+                        conv.remember_request(ev.conn, ev.correlation_id, cid, None)
+                    yield key(ev.file, ev.packet, 64 + ev.size), ("frm", tuple(ev), None)
                 else:
-                    yield key(ev.file, ev.frame), ("rec", conv.record(ev))
+                    yield key(ev.file, ev.packet), ("rec", conv.row(ev))
             elif ev.api_key is None or ev.api_key in TOPIC_MAP_APIS:
-                known = len(conv.topic_names)
-                rec = conv.record(ev)
-                k = key(ev.file, ev.frame)
-                if len(conv.topic_names) > known:  # new ids (dicts keep insertion order)
-                    for tid in list(conv.topic_names)[known:]:
-                        if tid not in learned:
-                            learned[tid] = (k[:4], conv.topic_names[tid])
+                rec = conv.row(ev)
+                k = key(ev.file, ev.packet)
+                for tid, name in fresh:
+                    if tid not in learned:
+                        learned[tid] = (k[:4], name)
+                fresh.clear()
                 yield k, ("rec", rec)
             else:
-                info = conv.open.get(ev.conn, {}).pop(ev.correlation_id, (None, None)) \
-                    if ev.correlation_id is not None else (None, None)
-                yield key(ev.file, ev.frame, 64 + ev.size), \
-                    ("frm", tuple(getattr(ev, n) for n in _FRAME_FIELDS), info)
+                info = conv.take_request(ev.conn, ev.correlation_id)
+                yield key(ev.file, ev.packet, 64 + ev.size), ("frm", tuple(ev), info)
 
     for k, v in items:
         conn = k[1]
@@ -320,7 +316,7 @@ def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records
             first = k[3]
             asm = StreamAssembler(broker_ports=ports or None, stats=stats,
                                   max_frame=limits[0] or DEFAULT_MAX_FRAME)
-            conv = Conversation(records_mode)
+            conv = Conversation(records_mode, on_topic_name=lambda tid, name: fresh.append((tid, name)))
         ev = asm.feed(Packet(k[2], k[3], *v))
         if ev:
             yield from handle(ev, k[3])
@@ -364,17 +360,17 @@ def _decode_partition(items, labels, fmt, records_mode, acc, names):
     from kwire_cli.capture.session import Conversation
     tot = Totals()
     tot.executor_code.add(_exec_code())
-    conv = Conversation(records_mode)
-    summ = tot.summary  # positions: the sort key, kwire pcap's record order across all tasks
+    summ = tot.summary  # positions: the sort key, kwire pcap's row order across all tasks
     for k, v in items:
         tag = v[0]
         if tag == "frm":
             t = list(v[1])
             t[_FILE_AT] = labels[t[_FILE_AT]]
             f = KafkaFrame(*t)
-            conv.topic_names = {}
-            conv.open = {f.conn: OrderedDict({f.correlation_id: v[2]})} if v[2] is not None else {}
-            rec = conv.record(f)
+            conv = Conversation(records_mode)  # knows only this frame's request (client id, protocol type)
+            if v[2] is not None:
+                conv.remember_request(f.conn, f.correlation_id, *v[2])
+            rec = conv.row(f)
         elif tag == "rec":
             rec = v[1]
             rec["file"] = labels[rec["file"]]
@@ -398,92 +394,6 @@ def _decode_partition(items, labels, fmt, records_mode, acc, names):
         tot.rows += 1
         yield to_row(rec, fmt)
     acc.add(tot)
-
-
-# ------------------------------------------------------------------------------------ rows
-EXTRA_KEYS = ("topic_names", "embedded")
-_encoders: dict = {}
-
-
-def _encoder():
-    """kwire pcap's JSON line encoder (orjson when installed), and one for parts of a record."""
-    enc = _encoders.get("line")
-    if enc is None:
-        from kwire_cli.render.jsonlines import float_apis, json_default, line_encoder
-        from kwire_cli.render.json import to_jsonable
-        line = line_encoder()
-        floats = float_apis()
-        try:
-            import orjson
-            fast = orjson.dumps
-        except ImportError:  # pragma: no cover - orjson is optional
-            fast = None
-
-        def careful(v):
-            return json.dumps(to_jsonable(v), ensure_ascii=False, allow_nan=False,
-                              separators=(",", ":")).encode()
-
-        def part(v, api_key):
-            if fast is None or api_key in floats:
-                return careful(v)
-            try:
-                return fast(v, default=json_default)
-            except TypeError:
-                return careful(v)
-        enc = _encoders["line"] = (line, part)
-    return enc
-
-
-def to_row(rec: dict, fmt: str) -> tuple:
-    """One output row: the jsonl line of ``kwire pcap`` (jsonl), or typed columns (parquet).
-
-    JSON text travels as UTF-8 ``bytes`` (binary columns, cast to strings in the JVM): far cheaper
-    to hand over than Python strings."""
-    from kwire_cli.capture.session import RECORD_KEYS
-    line, part = _encoder()
-    if fmt == "jsonl":
-        ordered = {k: rec.get(k) for k in RECORD_KEYS}
-        for k in rec:
-            if k not in ordered:
-                ordered[k] = rec[k]
-        return (line(ordered), rec.get("api_name"))
-    ak = rec["api_key"]
-    extra = {k: v for k, v in rec.items() if k not in RECORD_KEYS and k not in EXTRA_KEYS}
-    return (rec["file"], rec["frame"], rec["ts"], rec["src"], rec["dst"], rec["kind"], ak,
-            rec["api_name"], rec["api_version"], rec["correlation_id"], rec["client_id"], rec["size"],
-            None if rec.get("latency_ms") is None else float(rec["latency_ms"]),
-            None if rec.get("header") is None else part(rec["header"], ak),
-            None if rec.get("body") is None else part(rec["body"], ak),
-            list(rec.get("error_codes") or []), rec.get("error"),
-            None if rec.get("topic_names") is None else part(rec["topic_names"], ak),
-            None if rec.get("embedded") is None else part(rec["embedded"], ak),
-            part(extra, ak) if extra else None)
-
-
-JSON_COLUMNS = ("header", "body", "topic_names", "embedded", "extra")
-
-
-def row_schema(fmt: str, wire: bool = False):
-    """The output schema; ``wire=True``: as the tasks hand rows over (JSON text as binary)."""
-    from pyspark.sql.types import (ArrayType, BinaryType, DoubleType, IntegerType, LongType, StringType,
-                                   StructField, StructType)
-    j = BinaryType() if wire else StringType()
-    if fmt == "jsonl":
-        return StructType([StructField("line", j), StructField("api_name", StringType())])
-    s, i, l, d = StringType(), IntegerType(), LongType(), DoubleType()
-    cols = [("file", s), ("frame", l), ("ts", d), ("src", s), ("dst", s), ("kind", s), ("api_key", i),
-            ("api_name", s), ("api_version", i), ("correlation_id", i), ("client_id", s), ("size", l),
-            ("latency_ms", d), ("header", j), ("body", j), ("error_codes", ArrayType(s)), ("error", s),
-            ("topic_names", j), ("embedded", j), ("extra", j)]
-    return StructType([StructField(n, t) for n, t in cols])
-
-
-def rows_dataframe(spark, rows, fmt: str):
-    """Task rows -> the DataFrame to write (binary JSON columns cast to strings)."""
-    from pyspark.sql import functions as F
-    df = spark.createDataFrame(rows, row_schema(fmt, wire=True), verifySchema=False)
-    return df.select([F.col(c).cast("string").alias(c) if c in JSON_COLUMNS or c == "line" else F.col(c)
-                      for c in df.columns])
 
 
 # ------------------------------------------------------------------------------------ session

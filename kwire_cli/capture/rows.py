@@ -1,0 +1,236 @@
+"""The output row: what `kwire pcap` and `kwire spark-decode` write for each Kafka frame.
+
+One declaration, ``COLUMNS``, says for every column its name, value type, place in a JSON line,
+Arrow/Parquet type, the table cell that shows it and what it holds. Everything that writes or reads
+rows is built from it: ``Conversation.row`` (``new_row``), the JSON lines of ``kwire pcap`` and of
+spark-decode (``json_ordered``), the pcap table (``table_header``, ``table_cells``), the Spark rows
+and their Spark/Parquet schema (``kwire_cli.spark.rows``), the ``--filter`` fields
+(``FILTER_FIELDS``, read by ``capture.filter``) and the benchmarks.
+
+A row is a plain ``dict``. Columns ``ALWAYS`` present are in every row, in declared order;
+``SOMETIMES`` columns (``topic_names``, ``embedded``) only in rows that have a value for them;
+the ``SPARK`` column (``extra``) only in Spark's typed (Parquet) rows, where it holds any other key
+a row carries as JSON, so that a key added later is not lost there.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+class ColumnType(enum.Enum):
+    """A column's value type: ``(name, Arrow type, Parquet type)``. Every value may also be null."""
+
+    STRING = ("string", "string", "BYTE_ARRAY (String)")
+    INT32 = ("int32", "int32", "INT32")
+    INT64 = ("int64", "int64", "INT64")
+    FLOAT64 = ("float64", "double", "DOUBLE")
+    STRINGS = ("list of strings", "list<item: string>", "LIST of BYTE_ARRAY (String)")
+    JSON = ("nested JSON value", "string", "BYTE_ARRAY (String): the value as JSON text")
+
+    @property
+    def label(self) -> str:
+        return self.value[0]
+
+    @property
+    def arrow(self) -> str:
+        """The Arrow type, as pyarrow prints it (JSON values are stored as their JSON text)."""
+        return self.value[1]
+
+    @property
+    def parquet(self) -> str:
+        return self.value[2]
+
+    @property
+    def numeric(self) -> bool:
+        return self in (ColumnType.INT32, ColumnType.INT64, ColumnType.FLOAT64)
+
+
+class Presence(enum.Enum):
+    ALWAYS = "always"        # in every row (null when there is no value)
+    SOMETIMES = "sometimes"  # only in rows that have a value for it
+    SPARK = "spark"          # only in spark-decode's typed rows (Parquet)
+
+
+ALWAYS, SOMETIMES, SPARK = Presence.ALWAYS, Presence.SOMETIMES, Presence.SPARK
+STRING, INT32, INT64, FLOAT64, STRINGS, JSON = (ColumnType.STRING, ColumnType.INT32, ColumnType.INT64,
+                                                ColumnType.FLOAT64, ColumnType.STRINGS, ColumnType.JSON)
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: ColumnType
+    doc: str
+    heading: str | None = None   # the pcap table cell that shows it (None: not in the table)
+    presence: Presence = ALWAYS
+
+
+# Error kinds (the ``error_kind`` column): a typed error's ``kind`` for a frame the codec refused
+# ("decode-error", "unknown-api-key", "unknown-version", "trailing-bytes"), and two of the capture's own.
+DECODE_ERROR = "decode-error"
+INTERNAL_ERROR = "internal-error"        # the codec itself failed (not a KwireError): a kwire bug
+UNPAIRED_RESPONSE = "unpaired-response"  # a response whose request is not in the capture
+
+COLUMNS: tuple[Column, ...] = (
+    Column("file", STRING, "the capture file, as named on the command line"),
+    Column("frame", INT64, "number of the packet that completed the frame, 1-based as Wireshark numbers "
+           "packets (the column keeps Wireshark's name)", "frame"),
+    Column("ts", FLOAT64, "time of that packet, seconds since the epoch (the table: since the first row)",
+           "time"),
+    Column("src", STRING, "sender, ip:port ([ip]:port for IPv6)", "src -> dst"),
+    Column("dst", STRING, "receiver, ip:port", "src -> dst"),
+    Column("kind", STRING, "request or response", "kind"),
+    Column("api_key", INT32, "API key (a response: its request's); null for an unpaired response"),
+    Column("api_name", STRING, "API name (UNKNOWN(n) for a key the specs do not know)", "api"),
+    Column("api_version", INT32, "API version (a response: its request's)", "api"),
+    Column("correlation_id", INT32, "correlation id", "corr"),
+    Column("client_id", STRING, "client id of the request header (a response: its request's)", "client"),
+    Column("size", INT64, "frame size in bytes, without the 4-byte size prefix", "size"),
+    Column("latency_ms", FLOAT64, "a response: milliseconds since its request completed", "latency_ms"),
+    Column("header", JSON, "the decoded request or response header"),
+    Column("body", JSON, "the decoded body (the value tree of DESIGN.md; records fields decoded into "
+           "batches unless --raw-records); the table notes batches with a bad CRC or left undecoded", "note"),
+    Column("error_codes", STRINGS, "names of the non-zero error codes in the body (fields named *ErrorCode)",
+           "note"),
+    Column("error", STRING, "why the frame did not decode, one line; null when it decoded", "note"),
+    Column("error_kind", STRING, "the class of that failure, counted in the summary's undecodable_by_reason: "
+           "decode-error, unknown-api-key, unknown-version, trailing-bytes, unpaired-response, "
+           "internal-error; null when the frame decoded"),
+    Column("topic_names", JSON, "topic ids in the body -> the names Metadata-like answers earlier in the "
+           "capture gave them (null: not seen)", "note", SOMETIMES),
+    Column("embedded", JSON, "the consumer protocol inside JoinGroup/SyncGroup (subscription, assignment)",
+           presence=SOMETIMES),
+    Column("extra", JSON, "spark-decode Parquet only: any other key a row carries, as JSON (none today)",
+           presence=SPARK),
+)
+
+BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}
+ROW_KEYS: tuple[str, ...] = tuple(c.name for c in COLUMNS if c.presence is ALWAYS)
+SOMETIMES_KEYS: tuple[str, ...] = tuple(c.name for c in COLUMNS if c.presence is SOMETIMES)
+JSON_KEYS: tuple[str, ...] = ROW_KEYS + SOMETIMES_KEYS  # the order of a JSON line
+DECLARED: frozenset[str] = frozenset(BY_NAME)
+
+
+def new_row() -> dict[str, Any]:
+    """A row with every ``ALWAYS`` column, null (``error_codes``: empty), in declared order."""
+    row = dict.fromkeys(ROW_KEYS)
+    row["error_codes"] = []
+    return row
+
+
+def json_ordered(row: dict[str, Any]) -> dict[str, Any]:
+    """The row as a JSON line writes it: every ``ALWAYS`` column in declared order (null where the row
+    lacks it), then the ``SOMETIMES`` columns it has, then any other key it carries (in its order)."""
+    out = {k: row.get(k) for k in ROW_KEYS}
+    for k in SOMETIMES_KEYS:
+        if k in row:
+            out[k] = row[k]
+    if len(out) < len(row):
+        for k in row:
+            if k not in out:
+                out[k] = row[k]
+    return out
+
+
+# ------------------------------------------------------------------------------ filter fields
+@dataclass(frozen=True)
+class FilterField:
+    """A ``--filter`` field: the columns it reads and how it compares (``match``):
+    ``number`` (=, !=, <, >, <=, >=), ``text`` (those, and ~ for a part), ``endpoint`` (ip:port, ip or
+    port), ``api`` (a name, a key, or ~ part of a name), ``error-code`` (a name or a code in
+    error_codes; alone: any), ``present`` (alone: the column is not null)."""
+
+    name: str
+    columns: tuple[str, ...]
+    match: str
+
+
+FILTER_FIELDS: tuple[FilterField, ...] = (
+    FilterField("api", ("api_name", "api_key"), "api"),
+    FilterField("version", ("api_version",), "number"),
+    FilterField("kind", ("kind",), "text"),
+    FilterField("client", ("client_id",), "text"),
+    FilterField("error", ("error_codes",), "error-code"),
+    FilterField("undecodable", ("error",), "present"),
+    FilterField("conn", ("src", "dst"), "endpoint"),
+    FilterField("src", ("src",), "endpoint"),
+    FilterField("dst", ("dst",), "endpoint"),
+    FilterField("corr", ("correlation_id",), "number"),
+    FilterField("frame", ("frame",), "number"),
+    FilterField("size", ("size",), "number"),
+    FilterField("latency", ("latency_ms",), "number"),
+    FilterField("file", ("file",), "text"),
+)
+
+
+# ------------------------------------------------------------------------------ the pcap table
+def table_headings() -> tuple[str, ...]:
+    """The pcap table's cells, in column order (columns sharing a heading share a cell)."""
+    seen: dict[str, None] = {}
+    for c in COLUMNS:
+        if c.heading is not None:
+            seen.setdefault(c.heading)
+    return tuple(seen)
+
+
+def table_header() -> str:
+    return "  ".join(table_headings())
+
+
+def _api(r: dict, t0: float | None) -> str:
+    if r.get("api_version") is not None:
+        return f"{r['api_name'] or '?'} v{r['api_version']}"
+    return r.get("api_name") or "?"
+
+
+def _note(r: dict, t0: float | None) -> str:
+    note = r["error"] or ", ".join(r.get("error_codes") or [])
+    if r.get("body") is not None:
+        from kwire_cli.capture.summary import batch_stats, new_batch_stats
+        b = batch_stats(r["body"], new_batch_stats())
+        bad = [f"{n} {what}" for n, what in ((b["batch_errors"], "batch(es) not decoded (see --format jsonl)"),
+                                            (b["crc_invalid"], "batch(es) with a bad CRC")) if n]
+        if bad:
+            note = (note + "; " if note else "") + ", ".join(bad)
+    names = r.get("topic_names")
+    if names and not r["error"]:
+        shown = ", ".join(f"{k}={v or '?'}" for k, v in names.items())
+        note = (note + "; " if note else "") + "topics " + shown
+    return note
+
+
+def _opt(v: Any) -> str:
+    return "" if v is None else str(v)
+
+
+_CELLS: dict[str, Callable[[dict, float | None], str]] = {
+    "frame": lambda r, t0: str(r["frame"]),
+    "time": lambda r, t0: "" if r.get("ts") is None or t0 is None else f"{r['ts'] - t0:.6f}",
+    "src -> dst": lambda r, t0: f"{r['src']} -> {r['dst']}",
+    "kind": lambda r, t0: r["kind"],
+    "api": _api,
+    "corr": lambda r, t0: _opt(r.get("correlation_id")),
+    "client": lambda r, t0: str(r.get("client_id") or ""),
+    "size": lambda r, t0: str(r["size"]),
+    "latency_ms": lambda r, t0: "" if r.get("latency_ms") is None else f"{r['latency_ms']:.3f}",
+    "note": _note,
+}
+_TABLE = tuple(_CELLS[h] for h in table_headings())
+
+
+def table_cells(row: dict, t0: float | None) -> list[str]:
+    """A row's cells in the pcap table (``t0``: the first row's time, times are shown from it)."""
+    return [cell(row, t0) for cell in _TABLE]
+
+
+def _check() -> None:
+    """The declaration is consistent (checked at import: a mistake here fails every test)."""
+    assert len(BY_NAME) == len(COLUMNS), "column names repeat"
+    assert set(_CELLS) == set(table_headings()), "every table heading has one cell renderer"
+    for f in FILTER_FIELDS:
+        assert set(f.columns) <= DECLARED, f"filter field {f.name} reads undeclared columns"
+
+
+_check()

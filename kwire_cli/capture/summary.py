@@ -1,0 +1,267 @@
+"""The summary of `kwire pcap --summary`, counted from output rows as they stream past.
+
+``Summary.add`` counts one row (``kwire_cli.capture.rows``); ``Summary.merge`` adds the summary of
+another part of the same capture, exactly (spark-decode: each task counts its own rows, the driver
+merges them); ``Summary.to_dict`` is the document `kwire pcap --summary --format json` prints.
+Undecodable frames are counted by their ``error_kind`` (a typed error's kind), never by message text.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kwire_cli.capture.events import Damage
+from kwire_cli.capture.rows import DECODE_ERROR
+from kwire_cli.errors import KwireError
+from kwire_cli.spec.registry import registry
+
+
+def batch_stats(body: Any, into: dict) -> dict:
+    """Add the record batches of a decoded body to ``into`` (see ``new_batch_stats``): batches,
+    records, compression codecs, batches whose CRC does not match, batches that did not decode, and
+    records fields ending in a partial batch (normal in Fetch answers). Records kept as hex
+    (--raw-records) are not counted."""
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if isinstance(v, dict) and "batches" in v and "partial_trailing_batch" in v:
+                    _count(v)  # a records field, as kwire_cli.records decodes it
+                elif isinstance(v, (dict, list)):
+                    walk(v)
+        elif isinstance(node, list):
+            for x in node:
+                walk(x)
+
+    def _count(field: dict) -> None:
+        if field.get("partial_trailing_batch") is not None:
+            into["partial_trailing_batches"] += 1
+        codecs = into["compression"]
+        for b in field["batches"]:
+            into["batches"] += 1
+            into["records"] += len(b.get("Records") or b.get("Messages") or ())
+            c = b.get("Compression")
+            if c is not None:
+                codecs[c] = codecs.get(c, 0) + 1
+            if b.get("CrcValid") is False:
+                into["crc_invalid"] += 1
+            if "error" in b:
+                into["batch_errors"] += 1
+
+    walk(body)
+    return into
+
+
+def new_batch_stats() -> dict:
+    return {"batches": 0, "records": 0, "compression": {}, "crc_invalid": 0, "batch_errors": 0,
+            "partial_trailing_batches": 0}
+
+
+def damage_entry(d: Damage, file: Any = None) -> dict:
+    """A damage event as the summary lists it (``file``: instead of ``d.file``). Its ``frame`` is
+    the number of the packet where it was noticed (None: no one packet)."""
+    return {"file": d.file if file is None else file, "frame": d.packet, "conn": d.conn, "kind": d.kind,
+            "bytes": d.bytes, "detail": d.detail}
+
+
+def what_if_for_row(r: dict) -> dict | None:
+    """`kwire diff --what-if-tagged ErrorCode,ErrorMessage` for one decoded response row."""
+    if r.get("kind") != "response" or r.get("error") is not None or r.get("body") is None:
+        return None
+    from kwire_cli.whatif import what_if_tagged
+    try:
+        spec = registry().api(r["api_key"]).response
+        return what_if_tagged(spec, r["api_version"], r["body"], size=r.get("size"))
+    except KwireError:
+        return None
+
+
+def _percentile(sorted_values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile, as Spark's percentile over a small exact set would give."""
+    if not sorted_values:
+        return None
+    k = max(0, math.ceil(q * len(sorted_values)) - 1)
+    return sorted_values[k]
+
+
+class Summary:
+    """Aggregates output rows as they stream past; memory grows with distinct keys, not frames."""
+
+    RESERVOIR = 100_000  # latencies kept per (api, version) for percentiles
+
+    def __init__(self) -> None:
+        self.frames = 0
+        self.decoded = 0
+        self.undecodable: dict[str, int] = {}
+        self.apis: dict[tuple, dict] = {}
+        self.errors: dict[str, int] = {}
+        self.clients: dict[str, dict] = {}
+        self.advertised: dict[str, dict[int, tuple[int, int]]] = {}
+        self.requests_seen: dict[tuple, int] = {}  # (broker, client, api_key, api_name, version) -> n
+        self.what_if = {"responses": 0, "applicable": 0, "bytes_now": 0, "bytes_tagged": 0, "saving": 0}
+        self.record_batches = new_batch_stats()
+        # where things were first / last seen, so that partial summaries merge exactly (``merge``)
+        self.error_first: dict[str, Any] = {}
+        self.advertised_at: dict[str, Any] = {}
+
+    def add(self, r: dict, pos: Any = None) -> None:
+        """Count one row. ``pos``: its place in the capture's row order (default: the order of
+        ``add`` calls); summaries of parts of one capture, added with comparable positions,
+        ``merge`` into exactly the summary of the whole."""
+        if pos is None:
+            pos = self.frames
+        self.frames += 1
+        if r.get("error") is not None:
+            k = r.get("error_kind") or DECODE_ERROR
+            self.undecodable[k] = self.undecodable.get(k, 0) + 1
+        else:
+            self.decoded += 1
+        key = (r.get("api_name") or "?", r.get("api_version"), r["kind"])
+        a = self.apis.get(key)
+        if a is None:
+            a = self.apis[key] = {"count": 0, "bytes": 0, "latencies": [], "errors": 0}
+        a["count"] += 1
+        a["bytes"] += r.get("size") or 0
+        if r.get("error") is not None:
+            a["errors"] += 1
+        lat = r.get("latency_ms")
+        if lat is not None and len(a["latencies"]) < self.RESERVOIR:
+            a["latencies"].append((pos, lat))
+        if r.get("body") is not None:
+            batch_stats(r["body"], self.record_batches)
+        for name in r.get("error_codes") or []:
+            n = self.errors.get(name)
+            if n is None:
+                self.errors[name] = 1
+                self.error_first[name] = pos
+            else:
+                self.errors[name] = n + 1
+        if r["kind"] == "request" and r.get("error") is None:
+            cid = r.get("client_id")
+            c = self.clients.setdefault(cid if cid is not None else "(null)", {"requests": 0, "versions": {}})
+            c["requests"] += 1
+            vs = c["versions"].setdefault(r["api_name"], [])
+            if r["api_version"] not in vs:
+                vs.append(r["api_version"])
+                vs.sort()
+            k2 = (r["dst"], cid, r["api_key"], r["api_name"], r["api_version"])
+            self.requests_seen[k2] = self.requests_seen.get(k2, 0) + 1
+        if r["kind"] == "response" and r.get("error") is None:
+            if r.get("api_name") == "ApiVersions":
+                ranges = {k["ApiKey"]: (k["MinVersion"], k["MaxVersion"]) for k in r["body"].get("ApiKeys") or []}
+                if ranges and r["body"].get("ErrorCode", 0) == 0:
+                    at = self.advertised_at.get(r["src"])
+                    if at is None or pos >= at:
+                        self.advertised[r["src"]] = ranges
+                        self.advertised_at[r["src"]] = pos
+            self.add_what_if(r)
+
+    def merge(self, o: "Summary") -> "Summary":
+        """Add another part's summary (positions of both comparable): the result is the summary
+        ``add`` would have built over both parts' rows in position order."""
+        self.frames += o.frames
+        self.decoded += o.decoded
+        for k, n in o.undecodable.items():
+            self.undecodable[k] = self.undecodable.get(k, 0) + n
+        for key, b in o.apis.items():
+            a = self.apis.get(key)
+            if a is None:
+                a = self.apis[key] = {"count": 0, "bytes": 0, "latencies": [], "errors": 0}
+            a["count"] += b["count"]
+            a["bytes"] += b["bytes"]
+            a["errors"] += b["errors"]
+            if a["latencies"] and b["latencies"]:  # the first RESERVOIR of both, by position
+                lat = sorted(a["latencies"] + b["latencies"], key=lambda pl: pl[0])
+                a["latencies"] = lat[:self.RESERVOIR]
+            elif b["latencies"]:
+                a["latencies"] = list(b["latencies"])
+        for name, n in o.errors.items():
+            at = o.error_first[name]
+            if name in self.errors:
+                self.errors[name] += n
+                self.error_first[name] = min(self.error_first[name], at)
+            else:
+                self.errors[name] = n
+                self.error_first[name] = at
+        for cid, c in o.clients.items():
+            m = self.clients.setdefault(cid, {"requests": 0, "versions": {}})
+            m["requests"] += c["requests"]
+            for api, vs in c["versions"].items():
+                m["versions"][api] = sorted(set(m["versions"].get(api, [])) | set(vs))
+        for k, n in o.requests_seen.items():
+            self.requests_seen[k] = self.requests_seen.get(k, 0) + n
+        for src, ranges in o.advertised.items():
+            at = o.advertised_at[src]
+            mine = self.advertised_at.get(src)
+            if mine is None or at >= mine:
+                self.advertised[src] = ranges
+                self.advertised_at[src] = at
+        for k, v in o.what_if.items():
+            self.what_if[k] = self.what_if.get(k, 0) + v
+        mine = self.record_batches
+        for k, v in o.record_batches.items():
+            if k == "compression":
+                for c, n in v.items():
+                    mine[k][c] = mine[k].get(c, 0) + n
+            else:
+                mine[k] += v
+        return self
+
+    def add_what_if(self, r: dict) -> None:
+        """Count one decoded response into the ErrorCode/ErrorMessage what-if total."""
+        w = what_if_for_row(r)
+        if w is None:
+            return
+        self.what_if["responses"] += 1
+        if w.get("applicable"):
+            self.what_if["applicable"] += 1
+            self.what_if["bytes_now"] += w["bytes_now"]
+            self.what_if["bytes_tagged"] += w["bytes_tagged"]
+            self.what_if["saving"] += w["saving"]
+
+    def audit(self) -> list[dict]:
+        """Requests whose version is outside what that broker advertised in this capture."""
+        out = []
+        for (broker, cid, key, name, version), n in sorted(self.requests_seen.items(), key=lambda kv: str(kv[0])):
+            adv = self.advertised.get(broker)
+            if adv is None or key == 18:  # ApiVersions itself may probe any version (KIP-511)
+                continue
+            rng = adv.get(key)
+            if rng is None or not rng[0] <= version <= rng[1]:
+                out.append({"broker": broker, "client_id": cid, "api_key": key, "api_name": name,
+                            "api_version": version, "requests": n,
+                            "advertised": list(rng) if rng else None})
+        return out
+
+    def to_dict(self, stats: dict | None = None, damage: list[dict] | None = None) -> dict:
+        apis = []
+        for (name, version, kind), a in sorted(self.apis.items(), key=lambda kv: (str(kv[0][0]), kv[0][1] or -1, kv[0][2])):
+            lat = sorted(v for _, v in a["latencies"])
+            apis.append({"api_name": name, "api_version": version, "kind": kind, "count": a["count"],
+                         "bytes": a["bytes"], "undecodable": a["errors"],
+                         "latency_p50_ms": _percentile(lat, 0.5), "latency_p99_ms": _percentile(lat, 0.99)})
+        out = {
+            "frames": self.frames, "decoded": self.decoded,
+            "undecodable": sum(self.undecodable.values()),
+            "undecodable_by_reason": dict(sorted(self.undecodable.items())),
+            "reconciled": self.frames == self.decoded + sum(self.undecodable.values()),
+            "apis": apis,
+            "error_codes": dict(sorted(self.errors.items(), key=lambda kv: (-kv[1], self.error_first[kv[0]]))),
+            "clients": {k: self.clients[k] for k in sorted(self.clients, key=str)},
+            "negotiation_audit": self.audit(),
+            "advertised_by": sorted(self.advertised),
+            "what_if_tagged_error_fields": self.what_if,
+            "record_batches": dict(self.record_batches,
+                                   compression=dict(sorted(self.record_batches["compression"].items()))),
+        }
+        if stats is not None:
+            out["capture"] = stats
+        if damage is not None:
+            kinds: dict[str, dict] = {}
+            for d in damage:
+                k = kinds.setdefault(d["kind"], {"events": 0, "bytes": 0})
+                k["events"] += 1
+                k["bytes"] += d["bytes"]
+            out["damage"] = kinds
+            out["damage_events"] = damage[:200]
+        return out

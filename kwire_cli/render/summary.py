@@ -1,0 +1,72 @@
+"""The summary of `kwire pcap --summary` and `kwire spark-decode` as tables (the dict of
+``kwire_cli.capture.summary.Summary.to_dict``: this module reads it, it does not import capture)."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from kwire_cli.render.console import make_console
+
+
+def print_summary(s: dict, console: Console | None = None) -> None:
+    """Print a summary dict (``Summary.to_dict``, as `kwire pcap --summary` and spark-decode give it) as
+    lines and tables."""
+    con = console if console is not None else make_console()
+    cap = s.get("capture") or {}
+    con.print(f"files {cap.get('files', '?')}  packets {cap.get('packets', '?')}  frames {s['frames']}  "
+              f"decoded {s['decoded']}  undecodable {s['undecodable']}  "
+              f"reconciled {'yes' if s['reconciled'] else 'NO'}")
+    if s["undecodable_by_reason"]:
+        con.print("undecodable by reason: " + ", ".join(f"{k} {v}" for k, v in s["undecodable_by_reason"].items()))
+    t = Table(title="APIs", title_justify="left")
+    for c in ("API", "version", "kind", "count", "bytes", "undecodable", "p50 ms", "p99 ms"):
+        t.add_column(c, justify="right" if c not in ("API", "kind") else "left")
+    for a in s["apis"]:
+        f = lambda x: "" if x is None else f"{x:.3f}"  # noqa: E731
+        t.add_row(str(a["api_name"]), str(a["api_version"]), a["kind"], str(a["count"]), str(a["bytes"]),
+                  str(a["undecodable"]), f(a["latency_p50_ms"]), f(a["latency_p99_ms"]))
+    con.print(t)
+    if s["error_codes"]:
+        t = Table(title="Error codes", title_justify="left")
+        t.add_column("error")
+        t.add_column("frames", justify="right")
+        for k, v in s["error_codes"].items():
+            t.add_row(k, str(v))
+        con.print(t)
+    t = Table(title="Clients", title_justify="left")
+    t.add_column("client id")
+    t.add_column("requests", justify="right")
+    t.add_column("API versions used")
+    for cid, c in s["clients"].items():
+        t.add_row(cid, str(c["requests"]), ", ".join(f"{k} {'/'.join(map(str, v))}" for k, v in c["versions"].items()))
+    con.print(t)
+    audit = s["negotiation_audit"]
+    if s["advertised_by"]:
+        if audit:
+            t = Table(title="Negotiation audit: versions outside what the broker advertised", title_justify="left")
+            for c in ("broker", "client id", "API", "version", "advertised", "requests"):
+                t.add_column(c)
+            for a in audit:
+                adv = "missing" if a["advertised"] is None else f"{a['advertised'][0]}-{a['advertised'][1]}"
+                t.add_row(a["broker"], str(a["client_id"]), a["api_name"], str(a["api_version"]), adv, str(a["requests"]))
+            con.print(t)
+        else:
+            con.print("negotiation audit: every request is within what its broker advertised "
+                      f"({', '.join(s['advertised_by'])})")
+    else:
+        con.print("negotiation audit: no ApiVersions answer in the capture")
+    w = s["what_if_tagged_error_fields"]
+    con.print(f"what-if ErrorCode/ErrorMessage tagged: {w['applicable']} of {w['responses']} responses apply; "
+              f"{w['bytes_now']} bytes now, {w['bytes_tagged']} tagged, saving {w['saving']} bytes")
+    rb = s.get("record_batches") or {}
+    if rb.get("batches"):
+        codecs = ", ".join(f"{c} {n}" for c, n in rb["compression"].items())
+        con.print(f"record batches: {rb['batches']} ({codecs}) holding {rb['records']} records; "
+                  f"bad CRC {rb['crc_invalid']}, not decoded {rb['batch_errors']}, "
+                  f"fields ending in a partial batch {rb['partial_trailing_batches']}")
+    dmg = s.get("damage") or {}
+    if dmg:
+        con.print("damage: " + ", ".join(f"{k} {v['events']} ({v['bytes']} bytes)" for k, v in dmg.items()))
+        for d in s.get("damage_events", [])[:20]:
+            where = f" packet {d['frame']}" if d["frame"] is not None else ""  # None: no one packet
+            con.print(f"  {d['file']}{where} {d['conn'] or ''}: {d['kind']}: {d['detail']}")
