@@ -1,56 +1,40 @@
 """The PySpark job behind ``kwire spark-decode``: the capture and codec code of ``kwire pcap``, on executors.
 
-Stages (one Spark job for the data, plus two tiny ones):
+``run`` plans and runs it (the other modules of this package hold the parts):
 
-0. driver: expand the inputs, read each file's header (``reading.plan_file``); an *index* job
-   finds record boundaries and packet counts of the byte ranges of large files.
-1. read: one task per byte range (or per small / gzip file) streams ``Packet``s with the capture
-   reader and keys them by connection (``conn_key``).
-2. assemble: the packets are repartitioned by connection and sorted within it by (file order,
-   packet number); each connection runs through its own ``StreamAssembler`` (so a connection
-   split across rotated files is reassembled as one). Frames that carry per-connection context
-   (non-Produce requests, Metadata-like responses) are decoded here with a ``Conversation``;
-   the rest (Produce requests, other responses: the bulk of the bytes) leave with the context
-   they need (the request's client id and protocol type). The topic ids learned from answers on
-   every connection are gathered first (a job on an empty extra partition runs this stage alone)
-   and broadcast, so each frame's ids are named from all answers seen before it.
-3. decode: frames are spread evenly over the decode partitions (so one busy connection does not
-   pin one core), decoded with ``Conversation.record`` and turned into rows, written partitioned
-   by ``api_name``. Damage, capture counters and failures travel with the data to this stage and
-   are added to an accumulator there (result tasks: each counted exactly once).
+0. driver: start or join the Spark session (``session``), ship kwire's code and specs to the
+   executors (``shipping``), expand the inputs and read each file's header (``reading.plan_file``);
+   an *index* job finds packet boundaries and counts in the byte ranges of large files.
+1. read, 2. assemble, 3. decode (``stages``), in one Spark job that writes the rows (``rows``: their
+   Spark schema comes from the output-row declaration) partitioned by ``api_name``. Before it, a job
+   on one extra, empty partition runs the first two stages alone, so that the topic names learned on
+   every connection are known (broadcast) when the decode stage starts; the decode stage then reuses
+   that shuffle output instead of running them again.
 
-The summary is then computed with Spark aggregations over the rows written (``summary.py``).
+The tasks' damage, capture counters, failures and partial summaries travel in an accumulator
+(``totals``); the driver merges them into the summary of ``kwire pcap --summary`` (``summary``:
+exact, with no pass over the rows written) and writes it beside the rows.
 """
 from __future__ import annotations
 
 import dataclasses
 import glob
-import hashlib
-import heapq
 import json
 import os
-import sys
-import tempfile
 import time
-import zipfile
-import zlib
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable
 
-from kwire_cli.capture import DEFAULT_MAX_FRAME, CaptureStats, Damage, KafkaFrame, Packet, StreamAssembler, \
-    conn_key
 from kwire_cli.capture.inputs import files_under
-from kwire_cli.capture.summary import Summary, damage_entry
-from kwire_cli.errors import KwireError, SparkJobError
-from kwire_cli.spark.rows import rows_dataframe, to_row
-from kwire_cli.spark.reading import DEFAULT_SPLIT, FilePlan, index_range, nominal_ranges, plan_file, \
-    read_range, stitch
+from kwire_cli.errors import SparkJobError
+from kwire_cli.spark.reading import DEFAULT_SPLIT, FilePlan, index_range, nominal_ranges, plan_file, stitch
+from kwire_cli.spark.rows import rows_dataframe
+from kwire_cli.spark.session import get_session
+from kwire_cli.spark.shipping import ship_code
+from kwire_cli.spark.stages import assemble_partition, decode_partition, read_task
+from kwire_cli.spark.totals import Totals, names_param, totals_param
 
-PRODUCE = 0
-TOPIC_MAP_APIS = frozenset({3, 19, 75})  # Metadata, CreateTopics, DescribeTopicPartitions responses
-MAX_DAMAGE_EVENTS = 200
-END = 1 << 62  # position of events at the end of a file (after its last packet)
-_FILE_AT = KafkaFrame._fields.index("file")
-_META = ("",)
+__all__ = ["JobResult", "SparkJobError", "default_partitions", "expand_inputs", "get_session", "run"]
+
 WRITE_CONF = {"spark.sql.optimizer.plannedWrite.enabled": "false",
               "spark.sql.maxConcurrentOutputFileWriters": "64"}
 
@@ -88,410 +72,6 @@ def default_partitions(parallelism: int, plans: list[FilePlan]) -> int:
     sort spills to disk past spark.python.worker.memory, so big inputs get more, smaller ones."""
     size = sum(p.size * (GZIP_GROWTH if p.kind == "whole" and not p.prefix else 1) for p in plans)  # gzip
     return max(2, parallelism * 2, -(-size // PARTITION_BYTES))
-
-
-# ------------------------------------------------------------------------------------ totals
-class Totals:
-    """What the tasks report besides rows; merged by an accumulator (see ``TotalsParam``)."""
-
-    def __init__(self) -> None:
-        self.stats = CaptureStats()
-        self.damage_kinds: dict[str, list[int]] = {}
-        self.damage_events: list[tuple] = []   # (rank, frame, seq, dict), the first MAX by position
-        self.failures: list[str] = []
-        self.summary = Summary()  # the part of kwire pcap's summary this task's records make
-        self.rows = 0
-        self.executor_code: set[str] = set()
-
-    def add_damage(self, key: tuple, d: dict) -> None:
-        k = self.damage_kinds.setdefault(d["kind"], [0, 0])
-        k[0] += 1
-        k[1] += d["bytes"]
-        self.damage_events.append(key + (d,))
-        if len(self.damage_events) > 2 * MAX_DAMAGE_EVENTS:
-            self._trim()
-
-    def _trim(self) -> None:
-        self.damage_events.sort(key=lambda e: e[:3])
-        del self.damage_events[MAX_DAMAGE_EVENTS:]
-
-    def merge(self, o: "Totals") -> "Totals":
-        self.stats.merge(o.stats)
-        for k, (n, b) in o.damage_kinds.items():
-            m = self.damage_kinds.setdefault(k, [0, 0])
-            m[0] += n
-            m[1] += b
-        self.damage_events += o.damage_events
-        self._trim()
-        self.failures += o.failures
-        self.summary.merge(o.summary)
-        self.rows += o.rows
-        self.executor_code |= o.executor_code
-        return self
-
-
-def _totals_param():
-    from pyspark.accumulators import AccumulatorParam
-
-    class TotalsParam(AccumulatorParam):
-        def zero(self, value):
-            return Totals()
-
-        def addInPlace(self, a, b):
-            return a.merge(b)
-
-    return TotalsParam()
-
-
-def _names_param():
-    """Topic ids learned: ``{id: (position, name)}``, the earliest position of each id kept."""
-    from pyspark.accumulators import AccumulatorParam
-
-    class NamesParam(AccumulatorParam):
-        def zero(self, value):
-            return {}
-
-        def addInPlace(self, a, b):
-            for tid, pn in b.items():
-                mine = a.get(tid)
-                if mine is None or pn[0] < mine[0]:
-                    a[tid] = pn
-            return a
-
-    return NamesParam()
-
-
-# ------------------------------------------------------------------------------------ executors
-_specs_in_use: list = [None]
-
-
-def _executor_setup(specs_name: str | None, limits: tuple = (None, None, None)) -> None:
-    """Make the codec read the specs the driver uses: a folder on this machine (``path:DIR``, local
-    mode) or the archive the driver shipped (an executor may not have kwire installed); and use
-    the job's per-frame limits (``limits``: max frame, decompressed bytes, records and headers;
-    None: the default; set at every task, as Python workers are reused across jobs)."""
-    from kwire_cli.records.compression import (DEFAULT_MAX_FRAME_DECOMPRESSED, DEFAULT_MAX_FRAME_ITEMS,
-                                               set_frame_limits)
-    set_frame_limits(limits[1] or DEFAULT_MAX_FRAME_DECOMPRESSED, limits[2] or DEFAULT_MAX_FRAME_ITEMS)
-    if not specs_name or _specs_in_use[0] == specs_name:
-        return
-    from kwire_cli.spec.registry import use_specs
-    if specs_name.startswith("path:"):
-        use_specs(specs_name[5:])
-        _specs_in_use[0] = specs_name
-        return
-    from pyspark import SparkFiles
-    path = SparkFiles.get(specs_name)
-    if os.path.isfile(path):  # not unpacked: do it here, once per worker process
-        dest = os.path.join(tempfile.gettempdir(), f"{specs_name}-{os.getpid()}")
-        if not os.path.isdir(dest):
-            with zipfile.ZipFile(path) as z:
-                z.extractall(dest + ".tmp")
-            os.replace(dest + ".tmp", dest)
-        path = dest
-    if os.path.isdir(path):
-        use_specs(path)
-    _specs_in_use[0] = specs_name
-
-
-def _conn_hash(conn: tuple) -> int:
-    return zlib.crc32(("%s|%d|%s|%d" % conn).encode())
-
-
-def read_task(task: tuple, plans: list[FilePlan]) -> Iterator[tuple]:
-    """Stage 1: one range of one file -> ((hash, conn, rank, frame), packet fields) and meta items."""
-    rank, range_no, rng = task
-    plan = plans[rank]
-    stats = CaptureStats()
-    seq = 0
-    h_meta = (rank * 131 + range_no) & 0x7FFFFFFF
-    try:
-        for item in read_range(plan, rank, rng, range_no, stats):
-            if item.__class__ is Packet:
-                c = conn_key(item)
-                yield (_conn_hash(c), c, rank, item.packet), item[2:]
-            else:
-                seq += 1
-                yield (h_meta, _META, rank, seq), ("dmg", _damage_dict(item, rank, item.packet or 0))
-    except KwireError as e:
-        msg = str(e)
-        seq += 1
-        yield (h_meta, _META, rank, seq), ("fail", msg if plan.label in msg else f"{plan.label}: {msg}")
-    seq += 1
-    yield (h_meta, _META, rank, seq), ("stats", stats)
-
-
-def _damage_dict(d: Damage, rank: int, pos) -> dict:
-    """A damage event as the summary lists it; ``_pos`` orders it as kwire pcap emits it (the
-    packet being read when it was noticed; end-of-capture events after every packet)."""
-    out = damage_entry(d, rank)
-    out["_pos"] = pos
-    return out
-
-
-def _request_client_id(data: bytes) -> tuple[bool, Any]:
-    """Does this request's header decode (API known, version valid)? And its client id."""
-    from kwire_cli.codec.headers import request_header_version
-    from kwire_cli.codec.message import header_plan
-    from kwire_cli.spec.registry import registry
-    try:
-        key, ver = int.from_bytes(data[0:2], "big", signed=True), int.from_bytes(data[2:4], "big", signed=True)
-        api = registry().api(key)
-        if ver not in api.request.valid_versions:
-            return False, None
-        header, _ = header_plan("request", request_header_version(api, ver)).decode(data, 0, len(data))
-        return True, header.get("ClientId")
-    except (KwireError, IndexError, ValueError):
-        return False, None
-
-
-def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records_mode: str | None,
-                       specs_name: str | None, nout: int = 1, names_acc=None,
-                       limits: tuple = (None, None, None)) -> Iterator[tuple]:
-    """Stage 2: sorted packets of some connections -> frames (with context), records, damage.
-
-    Each item leaves keyed (file rank, packet, this partition, seq, decode partition): the first
-    four order it as kwire pcap emits it; the last spreads the frames over the ``nout`` decode
-    partitions by size (least loaded first), so that the decode stage is balanced whatever the
-    connections: one busy connection does not pin one core.
-
-    Topic ids learned from Metadata-like answers go to ``names_acc`` as ``{id: (position, name)}``
-    (the earliest position wins, so a recomputed task adds nothing new): the decode stage names the
-    ids of every frame from all connections' answers seen before it, as kwire pcap does."""
-    from kwire_cli.capture.session import Conversation
-    _executor_setup(specs_name, limits)
-    stats = CaptureStats()
-    seq = 0
-    cur = None
-    first = 0
-    asm = conv = None
-    learned: dict = {}
-    fresh: list = []  # (topic id, name) a conversation has just learned
-    # (load so far, tie rank, partition): the least loaded first, ties in an order rotated by this
-    # partition's index (each starts elsewhere); a heap, as the width grows with the input
-    loads = [(0, i, (index + i) % nout) for i in range(nout)]
-
-    def key(rank, frame, weight=64):
-        nonlocal seq
-        seq += 1
-        load, tie, target = loads[0]
-        heapq.heapreplace(loads, (load + weight, tie, target))
-        return (rank, -1 if frame is None else frame, index, seq, target)
-
-    def handle(events, pos):
-        for ev in events:
-            if ev.__class__ is not KafkaFrame:
-                d = _damage_dict(ev, ev.file, pos)
-                yield key(ev.file, ev.packet), ("dmg", d)
-                continue
-            if ev.kind == "request":
-                if ev.api_key == PRODUCE and ev.size >= 8:
-                    ok, cid = _request_client_id(ev.data)
-                    if ok and ev.acks != 0:
-                        conv.remember_request(ev.conn, ev.correlation_id, cid, None)
-                    yield key(ev.file, ev.packet, 64 + ev.size), ("frm", tuple(ev), None)
-                else:
-                    yield key(ev.file, ev.packet), ("rec", conv.row(ev))
-            elif ev.api_key is None or ev.api_key in TOPIC_MAP_APIS:
-                rec = conv.row(ev)
-                k = key(ev.file, ev.packet)
-                for tid, name in fresh:
-                    if tid not in learned:
-                        learned[tid] = (k[:4], name)
-                fresh.clear()
-                yield k, ("rec", rec)
-            else:
-                info = conv.take_request(ev.conn, ev.correlation_id)
-                yield key(ev.file, ev.packet, 64 + ev.size), ("frm", tuple(ev), info)
-
-    for k, v in items:
-        conn = k[1]
-        if conn is _META or conn == _META:
-            yield key(k[2], None), v
-            continue
-        if conn != cur:
-            if asm is not None:
-                yield from handle(asm.finish(), END + first)
-            cur = conn
-            first = k[3]
-            asm = StreamAssembler(broker_ports=ports or None, stats=stats,
-                                  max_frame=limits[0] or DEFAULT_MAX_FRAME)
-            conv = Conversation(records_mode, on_topic_name=lambda tid, name: fresh.append((tid, name)))
-        ev = asm.feed(Packet(k[2], k[3], *v))
-        if ev:
-            yield from handle(ev, k[3])
-    if asm is not None:
-        yield from handle(asm.finish(), END + first)
-    yield key(-1, None), ("stats", stats)
-    if names_acc is not None and learned:
-        names_acc.add(learned)
-
-
-def _exec_code() -> str:
-    import kwire_cli
-    return os.path.dirname(os.path.dirname(os.path.abspath(kwire_cli.__file__)))
-
-
-def decode_partition(items: Iterator[tuple], labels: list[str], fmt: str, records_mode: str | None,
-                     specs_name: str | None, acc, names: dict | None = None,
-                     limits: tuple = (None, None, None)) -> Iterator[tuple]:
-    """Stage 3: frames -> records -> output rows; everything else -> the accumulator.
-
-    ``names``: every topic id the job learned, ``{id: (position, name)}``; a row's ids are named
-    from those learned before its position (kwire pcap's running map over all connections).
-    Runs with kwire pcap's garbage-collector tuning (decoded record trees are large and acyclic)."""
-    from kwire_cli.render.jsonlines import gc_tuned
-    _executor_setup(specs_name, limits)
-    with gc_tuned():
-        yield from _decode_partition(items, labels, fmt, records_mode, acc, names or {})
-
-
-def _name_topics(rec: dict, pos: tuple, names: dict) -> None:
-    tn = rec.get("topic_names")
-    if tn:
-        for tid, name in tn.items():
-            if name is None:
-                known = names.get(tid)
-                if known is not None and known[0] < pos:
-                    tn[tid] = known[1]
-
-
-def _decode_partition(items, labels, fmt, records_mode, acc, names):
-    from kwire_cli.capture.session import Conversation
-    tot = Totals()
-    tot.executor_code.add(_exec_code())
-    summ = tot.summary  # positions: the sort key, kwire pcap's row order across all tasks
-    for k, v in items:
-        tag = v[0]
-        if tag == "frm":
-            t = list(v[1])
-            t[_FILE_AT] = labels[t[_FILE_AT]]
-            f = KafkaFrame(*t)
-            conv = Conversation(records_mode)  # knows only this frame's request (client id, protocol type)
-            if v[2] is not None:
-                conv.remember_request(f.conn, f.correlation_id, *v[2])
-            rec = conv.row(f)
-        elif tag == "rec":
-            rec = v[1]
-            rec["file"] = labels[rec["file"]]
-        elif tag == "dmg":
-            d = v[1]
-            rank = d["file"]
-            d["file"] = labels[rank]
-            tot.add_damage((rank, d.pop("_pos"), k[3]), d)
-            continue
-        elif tag == "stats":
-            tot.stats.merge(v[1])
-            continue
-        elif tag == "fail":
-            tot.failures.append(v[1])
-            continue
-        else:  # pragma: no cover
-            continue
-        if names:
-            _name_topics(rec, k[:4], names)
-        summ.add(rec, k[:4])
-        tot.rows += 1
-        yield to_row(rec, fmt)
-    acc.add(tot)
-
-
-# ------------------------------------------------------------------------------------ session
-def get_session(master: str | None = None, conf: Iterable[tuple[str, str]] = (), progress: bool = True):
-    """The active SparkSession (spark-submit, tests), or a new one: ``master`` or ``local[*]``.
-
-    Returns (session, created).
-    """
-    from pyspark import SparkConf
-    from pyspark.sql import SparkSession
-    active = SparkSession.getActiveSession()
-    if active is not None and master is None:
-        return active, False
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    b = SparkSession.builder.appName("kwire spark-decode")
-    if master:
-        b = b.master(master)
-    elif not SparkConf().contains("spark.master"):
-        b = b.master("local[*]")
-    given = {k for k, _ in conf}
-    if "spark.driver.memory" not in given and not os.environ.get("SPARK_DRIVER_MEMORY"):
-        b = b.config("spark.driver.memory", "2g")  # local mode runs the executors in the driver JVM
-    b = b.config("spark.ui.showConsoleProgress", "true" if progress else "false") \
-         .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false") \
-         .config("spark.python.worker.reuse", "true") \
-         .config("spark.python.worker.memory", "1g")
-    for k, v in conf:
-        b = b.config(k, v)
-    try:
-        spark = b.getOrCreate()
-    except Exception as e:  # Java missing, master unreachable...: one line
-        raise SparkJobError(f"cannot start Spark ({master or 'local[*]'}): {_first_line(e)}") from None
-    spark.sparkContext.setLogLevel("WARN")
-    return spark, True
-
-
-def _first_line(e: BaseException) -> str:
-    s = str(e).strip().splitlines()
-    return s[0] if s else type(e).__name__
-
-
-_shipped: dict = {}
-
-
-def ship_code(sc, ship: bool | None = None) -> str | None:
-    """Zip kwire_cli for the executors (addPyFile) and the specs folder the driver uses (addArchive);
-    returns how executors find the specs (a SparkFiles name, or ``path:DIR``).
-
-    ``ship=None``: ship unless the master is local (local executors run this very installation,
-    native decoder included: a zip cannot carry compiled extensions, so code imported from it
-    decodes in pure Python). ``ship=False`` on a cluster whose executors have kwire installed
-    (the same version) keeps their native decoder.
-    """
-    import kwire_cli
-    from kwire_cli.spec.registry import registry
-    if ship is None:
-        ship = not sc.master.startswith("local")
-    if not ship:
-        return "path:" + os.path.abspath(registry().folder)
-    key = sc.applicationId
-    if key in _shipped:
-        return _shipped[key]
-    pkg = os.path.dirname(os.path.abspath(kwire_cli.__file__))
-    h = hashlib.sha1()
-    files = []
-    for root, dirs, names in os.walk(pkg):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("_bundled"))
-        for n in sorted(names):
-            if n.endswith(".py"):
-                p = os.path.join(root, n)
-                files.append(p)
-                with open(p, "rb") as f:
-                    h.update(p.encode() + f.read())
-    tmp = os.path.join(tempfile.gettempdir(), f"kwire-spark-{os.getpid()}")
-    os.makedirs(tmp, exist_ok=True)
-    zpath = os.path.join(tmp, f"kwire_cli-{h.hexdigest()[:12]}.zip")
-    if not os.path.exists(zpath):
-        with zipfile.ZipFile(zpath + ".tmp", "w", zipfile.ZIP_DEFLATED) as z:
-            for p in files:
-                z.write(p, os.path.join("kwire_cli", os.path.relpath(p, pkg)))
-        os.replace(zpath + ".tmp", zpath)
-    sc.addPyFile(zpath)
-    specs = os.path.abspath(registry().folder)
-    sh = hashlib.sha1()
-    names = sorted(n for n in os.listdir(specs) if n.endswith(".json"))
-    for n in names:
-        with open(os.path.join(specs, n), "rb") as f:
-            sh.update(n.encode() + f.read())
-    name = f"kwire-specs-{sh.hexdigest()[:12]}.zip"
-    spath = os.path.join(tmp, name)
-    if not os.path.exists(spath):
-        with zipfile.ZipFile(spath + ".tmp", "w", zipfile.ZIP_DEFLATED) as z:
-            for n in names:
-                z.write(os.path.join(specs, n), n)
-        os.replace(spath + ".tmp", spath)
-    sc.addArchive(spath)  # unpacked on every executor (SparkFiles.get(name) is the folder)
-    _shipped[key] = name
-    return name
 
 
 # ------------------------------------------------------------------------------------ the job
@@ -568,7 +148,7 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
     if not nparts:
         nparts = default_partitions(sc.defaultParallelism, good)
 
-    # index job: record boundaries and packet counts of the ranges of large files
+    # index job: packet boundaries and packet counts of the ranges of large files
     probes = []
     cuts = {}
     for rank, p in enumerate(good):
@@ -593,7 +173,7 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
         else:
             tasks += [(rank, i, r) for i, r in enumerate(p.ranges)]
 
-    acc = sc.accumulator(Totals(), _totals_param())
+    acc = sc.accumulator(Totals(), totals_param())
     totals = driver
     rows_written = 0
     if tasks:
@@ -601,7 +181,7 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
         bplans = sc.broadcast(good)
         pk = sc.parallelize(tasks, len(tasks)).flatMap(lambda t, b=bplans: read_task(t, b.value))
         by_conn = pk.repartitionAndSortWithinPartitions(nparts, partitionFunc=lambda k: k[0])
-        names_acc = sc.accumulator({}, _names_param())
+        names_acc = sc.accumulator({}, names_param())
         frames = by_conn.mapPartitionsWithIndex(
             lambda i, it, ports=ports, rm=records_mode, sn=specs_name, n=nparts, na=names_acc:
             assemble_partition(i, it, ports, rm, sn, n, na, limits))

@@ -14,7 +14,8 @@ JVM by ``rows_dataframe``): far cheaper to hand over than Python strings.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kwire_cli.capture.rows import COLUMNS, DECLARED, SPARK, ColumnType, json_ordered
 

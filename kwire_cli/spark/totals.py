@@ -1,0 +1,79 @@
+"""What the tasks report besides rows, merged on the driver by Spark accumulators: capture counters,
+damage, failures, the partial summaries, and the topic names learned on every connection."""
+from __future__ import annotations
+
+from kwire_cli.capture import CaptureStats
+from kwire_cli.capture.summary import Summary
+
+MAX_DAMAGE_EVENTS = 200
+
+
+class Totals:
+    """What the tasks report besides rows; merged by an accumulator (``totals_param``)."""
+
+    def __init__(self) -> None:
+        self.stats = CaptureStats()
+        self.damage_kinds: dict[str, list[int]] = {}
+        self.damage_events: list[tuple] = []   # (rank, position, seq, dict), the first MAX by position
+        self.failures: list[str] = []
+        self.summary = Summary()  # the part of kwire pcap's summary this task's rows make
+        self.rows = 0
+        self.executor_code: set[str] = set()
+
+    def add_damage(self, key: tuple, d: dict) -> None:
+        k = self.damage_kinds.setdefault(d["kind"], [0, 0])
+        k[0] += 1
+        k[1] += d["bytes"]
+        self.damage_events.append(key + (d,))
+        if len(self.damage_events) > 2 * MAX_DAMAGE_EVENTS:
+            self._trim()
+
+    def _trim(self) -> None:
+        self.damage_events.sort(key=lambda e: e[:3])
+        del self.damage_events[MAX_DAMAGE_EVENTS:]
+
+    def merge(self, o: Totals) -> Totals:
+        self.stats.merge(o.stats)
+        for k, (n, b) in o.damage_kinds.items():
+            m = self.damage_kinds.setdefault(k, [0, 0])
+            m[0] += n
+            m[1] += b
+        self.damage_events += o.damage_events
+        self._trim()
+        self.failures += o.failures
+        self.summary.merge(o.summary)
+        self.rows += o.rows
+        self.executor_code |= o.executor_code
+        return self
+
+
+def totals_param():
+    """The accumulator parameter that merges the tasks' ``Totals``."""
+    from pyspark.accumulators import AccumulatorParam
+
+    class TotalsParam(AccumulatorParam):
+        def zero(self, value):  # noqa: ARG002 - AccumulatorParam's signature
+            return Totals()
+
+        def addInPlace(self, a, b):
+            return a.merge(b)
+
+    return TotalsParam()
+
+
+def names_param():
+    """Topic ids learned: ``{id: (position, name)}``, the earliest position of each id kept."""
+    from pyspark.accumulators import AccumulatorParam
+
+    class NamesParam(AccumulatorParam):
+        def zero(self, value):  # noqa: ARG002 - AccumulatorParam's signature
+            return {}
+
+        def addInPlace(self, a, b):
+            for tid, pn in b.items():
+                mine = a.get(tid)
+                if mine is None or pn[0] < mine[0]:
+                    a[tid] = pn
+            return a
+
+    return NamesParam()
