@@ -152,10 +152,10 @@ def test_standalone_cluster_rows_equal_local(cluster, monkeypatch):
 
 
 def test_spark_submit_on_the_cluster(cluster, monkeypatch, tmp_path):
-    """The same job through spark-submit (kwire_cli/spark/submit.py as the application)."""
+    """The same job through spark-submit (kwire_cli/cli/spark_submit.py as the application)."""
     master, _ = cluster
     monkeypatch.chdir(ROOT)
-    submit = subprocess.run([sys.executable, "-m", "kwire_cli.spark.submit", "--path"], capture_output=True,
+    submit = subprocess.run([sys.executable, "-m", "kwire_cli.cli.spark_submit", "--path"], capture_output=True,
                             text=True, check=True).stdout.strip()
     out = tmp_path / "sub"
     f = "fixtures/captures/confluent-kafka-produce.pcap"

@@ -15,7 +15,7 @@ Examples:
   kwire spark-decode fixtures/captures --out /tmp/kwire-out
   kwire spark-decode 'traces/*.pcap*' --out /data/kafka-rows --format jsonl --port 19092
   kwire spark-decode /shared/captures --out /shared/rows --master spark://10.0.0.5:7077
-  spark-submit --master yarn "$(python -m kwire_cli.spark.submit --path)" /shared/captures --out /shared/rows
+  spark-submit --master yarn "$(python -m kwire_cli.cli.spark_submit --path)" /shared/captures --out /shared/rows
 
 \b
 Without --master (and outside spark-submit) kwire starts a local Spark session (local[*]):
@@ -48,7 +48,7 @@ def require_pyspark() -> None:
         raise KwireError("spark-decode needs PySpark: pip install 'kwire[spark]'") from None
 
 
-def _conf(ctx, param, values):
+def _conf(_ctx, _param, values):
     out = []
     for v in values:
         if "=" not in v:
@@ -68,7 +68,8 @@ def _conf(ctx, param, values):
 @click.option("--port", "ports", type=click.IntRange(1, 65535), multiple=True, metavar="N",
               help="A broker port (repeatable). Default: 9092 and ports seen answering Kafka requests.")
 @click.option("--partitions", type=click.IntRange(1, 100000), metavar="N",
-              help="Shuffle partitions for connections and for decoding. Default: 2 x Spark's parallelism, at least one per 256 MiB of capture.")
+              help="Shuffle partitions for connections and for decoding. Default: 2 x Spark's parallelism, "
+              "at least one per 256 MiB of capture.")
 @click.option("--split-size", type=click.IntRange(1, 1 << 20), default=64, show_default=True, metavar="MB",
               help="Files larger than this are read in ranges of this size, cut at record boundaries.")
 @click.option("--raw-records", is_flag=True, help="Keep records fields as hex instead of decoding batches.")

@@ -1,8 +1,8 @@
-"""``spark-submit`` entry point: ``spark-submit [options] kwire_cli/spark/submit.py DIR... --out DIR``.
+"""``spark-submit`` entry point: ``spark-submit [options] kwire_cli/cli/spark_submit.py DIR... --out DIR``.
 
 spark-submit runs a Python *file*; this one runs ``kwire spark-decode`` with the arguments given
 after it, in the SparkSession spark-submit configured (master, executors, memory...). Find the file
-with ``python -m kwire_cli.spark.submit --path``.
+with ``python -m kwire_cli.cli.spark_submit --path``.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
-    if args == ["--path"]:  # `python -m kwire_cli.spark.submit --path`: this file, for spark-submit
+    if args == ["--path"]:  # `python -m kwire_cli.cli.spark_submit --path`: this file, for spark-submit
         print(__file__)
         return
     from kwire_cli.cli import main as kwire_main
