@@ -15,8 +15,9 @@ a row carries as JSON, so that a key added later is not lost there.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 
 class ColumnType(enum.Enum):
@@ -27,7 +28,7 @@ class ColumnType(enum.Enum):
     INT64 = ("int64", "int64", "INT64")
     FLOAT64 = ("float64", "double", "DOUBLE")
     STRINGS = ("list of strings", "list<item: string>", "LIST of BYTE_ARRAY (String)")
-    JSON = ("nested JSON value", "string", "BYTE_ARRAY (String): the value as JSON text")
+    JSON = ("nested JSON value", "string", "BYTE_ARRAY (String), JSON text")
 
     @property
     def label(self) -> str:
@@ -92,8 +93,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("header", JSON, "the decoded request or response header"),
     Column("body", JSON, "the decoded body (the value tree of DESIGN.md; records fields decoded into "
            "batches unless --raw-records); the table notes batches with a bad CRC or left undecoded", "note"),
-    Column("error_codes", STRINGS, "names of the non-zero error codes in the body (fields named *ErrorCode)",
-           "note"),
+    Column("error_codes", STRINGS, "names of the non-zero error codes in the body (fields whose name ends "
+           "in ErrorCode)", "note"),
     Column("error", STRING, "why the frame did not decode, one line; null when it decoded", "note"),
     Column("error_kind", STRING, "the class of that failure, counted in the summary's undecodable_by_reason: "
            "decode-error, unknown-api-key, unknown-version, trailing-bytes, unpaired-response, "
@@ -127,10 +128,9 @@ def json_ordered(row: dict[str, Any]) -> dict[str, Any]:
     for k in SOMETIMES_KEYS:
         if k in row:
             out[k] = row[k]
-    if len(out) < len(row):
-        for k in row:
-            if k not in out:
-                out[k] = row[k]
+    for k in row:
+        if k not in out:
+            out[k] = row[k]
     return out
 
 
@@ -179,13 +179,13 @@ def table_header() -> str:
     return "  ".join(table_headings())
 
 
-def _api(r: dict, t0: float | None) -> str:
+def _api(r: dict, _t0: float | None) -> str:
     if r.get("api_version") is not None:
         return f"{r['api_name'] or '?'} v{r['api_version']}"
     return r.get("api_name") or "?"
 
 
-def _note(r: dict, t0: float | None) -> str:
+def _note(r: dict, _t0: float | None) -> str:
     note = r["error"] or ", ".join(r.get("error_codes") or [])
     if r.get("body") is not None:
         from kwire_cli.capture.summary import batch_stats, new_batch_stats
@@ -225,12 +225,29 @@ def table_cells(row: dict, t0: float | None) -> list[str]:
     return [cell(row, t0) for cell in _TABLE]
 
 
+def markdown() -> str:
+    """The declaration as a Markdown table (docs/spark.md holds it; ``python -m kwire_cli.capture.rows``
+    prints it)."""
+    out = ["| column | type | Parquet | in rows | pcap table | what it holds |",
+           "|---|---|---|---|---|---|"]
+    for c in COLUMNS:
+        out.append(f"| `{c.name}` | {c.type.label} | {c.type.parquet} | {c.presence.value} | "
+                   f"{c.heading or ''} | {c.doc} |")
+    return "\n".join(out) + "\n"
+
+
 def _check() -> None:
     """The declaration is consistent (checked at import: a mistake here fails every test)."""
-    assert len(BY_NAME) == len(COLUMNS), "column names repeat"
-    assert set(_CELLS) == set(table_headings()), "every table heading has one cell renderer"
+    if len(BY_NAME) != len(COLUMNS):
+        raise RuntimeError("output rows: column names repeat")
+    if set(_CELLS) != set(table_headings()):
+        raise RuntimeError("output rows: every table heading needs one cell renderer")
     for f in FILTER_FIELDS:
-        assert set(f.columns) <= DECLARED, f"filter field {f.name} reads undeclared columns"
+        if not set(f.columns) <= DECLARED:
+            raise RuntimeError(f"output rows: filter field {f.name} reads undeclared columns")
 
 
 _check()
+
+if __name__ == "__main__":
+    print(markdown(), end="")
