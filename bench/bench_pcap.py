@@ -349,14 +349,15 @@ def main(argv: list[str] | None = None) -> int:
         results = [bench_file(p.resolve(), args.tshark, args.port, args.repeat, not args.no_verify)
                    for p in captures]
         if args.phases:
-            for p, r in zip(captures, results):
+            for p, r in zip(captures, results, strict=True):
                 r["kwire_phases_cpu_s"] = phases(p.resolve())
     except BenchError as e:
         print(f"bench_pcap: {e}", file=sys.stderr)
         return 1
     print_table(results, versions)
     if args.json:
-        Path(args.json).write_text(json.dumps({"versions": versions, "goal": GOAL, "results": results}, indent=1) + "\n")
+        figures = {"versions": versions, "goal": GOAL, "results": results}
+        Path(args.json).write_text(json.dumps(figures, indent=1) + "\n")
     return 0
 
 

@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     taskset = ["taskset", "-c", "0"] if shutil.which("taskset") else []
     with open(scratch / "pcap.jsonl", "wb") as f:
         pcap_wall = _run(taskset + [env_py, "-m", "kwire_cli", "pcap", *files, "--format", "jsonl"], stdout=f)
-    pcap_frames = sum(1 for _ in open(scratch / "pcap.jsonl", "rb"))
+    with open(scratch / "pcap.jsonl", "rb") as f:
+        pcap_frames = sum(1 for _ in f)
     (scratch / "pcap.jsonl").unlink()
 
     out = scratch / "spark"

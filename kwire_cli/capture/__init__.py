@@ -22,12 +22,13 @@ Whole-file failures (not a capture, unreadable) raise ``CaptureError`` (a ``Kwir
 from __future__ import annotations
 
 import heapq
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import cast
 
 from kwire_cli.errors import CaptureError
-from .events import (CaptureStats, Damage, KafkaFrame, Packet, conn_key, endpoint)
-from .kafka import (DEFAULT_MAX_FRAME, broker_side, looks_like_request, produce_acks,
-                    request_prefix)
+
+from .events import CaptureStats, Damage, KafkaFrame, Packet, conn_key, endpoint
+from .kafka import DEFAULT_MAX_FRAME, broker_side, looks_like_request, produce_acks, request_prefix
 from .reader import iter_packets, iter_records
 from .stream import Connection, StreamAssembler
 
@@ -72,5 +73,5 @@ def iter_capture(source, *, file_label: str | None = None, broker_ports: Iterabl
             if ev:
                 yield from ev
         else:
-            yield item
+            yield cast(Damage, item)
     yield from asm.finish()

@@ -117,8 +117,9 @@ class Damage(NamedTuple):
     """Something in the capture that could not be turned into frames, with the bytes it cost.
 
     ``packet`` is the number of the packet where it was noticed (for a gap: the first packet after
-    it; ``detail`` names the packets on both sides; None: no one packet, e.g. at the end). ``bytes`` is the number of stream bytes concerned
-    (0 where no bytes are involved, e.g. an unpaired response).
+    it; ``detail`` names the packets on both sides; None: no one packet, e.g. at the end).
+    ``bytes`` is the number of stream bytes concerned (0 where no bytes are involved, e.g. an
+    unpaired response).
     """
 
     file: str
@@ -190,7 +191,7 @@ class CaptureStats:
             "ok": payload_side == self.payload_bytes and delivered_side == self.delivered_bytes,
         }
 
-    def merge(self, other: "CaptureStats") -> "CaptureStats":
+    def merge(self, other: CaptureStats) -> CaptureStats:
         """Add another stats object into this one (e.g. per-executor stats in Spark)."""
         for name in self.__dataclass_fields__:
             a, b = getattr(self, name), getattr(other, name)

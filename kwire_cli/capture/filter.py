@@ -1,4 +1,4 @@
-"""Display filters over decoded frames, in the spirit of tshark's.
+"""Display filters over output rows (one per Kafka frame), in the spirit of tshark's.
 
     api=Metadata            api=3              api~Offset         (name, key, or part of a name)
     version>=9              version=9-12       kind=response
@@ -6,11 +6,15 @@
     error                   error=UNKNOWN_TOPIC_OR_PARTITION       error=3
     undecodable             conn=127.0.0.1:9092   conn=9092   src=...   dst=...
     combined with and / or / not (also && || ! and a comma for and) and parentheses.
+
+The fields, the columns each reads and how it compares are declared in
+``kwire_cli.capture.rows.FILTER_FIELDS``.
 """
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kwire_cli.capture.rows import BY_NAME as COLUMNS
 from kwire_cli.capture.rows import FILTER_FIELDS, FLOAT64
@@ -33,6 +37,7 @@ def _tokens(text: str) -> list[tuple[str, str, int]]:
         if not m:
             raise FilterError(f"filter: cannot read {text[pos:].strip()[:20]!r} at position {pos}")
         kind = m.lastgroup
+        assert kind is not None  # every alternative is a named group
         value = m.group(kind)
         if kind == "word" and value.lower() in ("and", "or", "not"):
             kind = value.lower()
@@ -121,6 +126,10 @@ class _Parser:
     def peek(self) -> tuple[str, str, int] | None:
         return self.toks[self.i] if self.i < len(self.toks) else None
 
+    def at(self, kind: str) -> bool:
+        t = self.peek()
+        return t is not None and t[0] == kind
+
     def take(self) -> tuple[str, str, int]:
         t = self.toks[self.i]
         self.i += 1
@@ -130,27 +139,28 @@ class _Parser:
         if not self.toks:
             return lambda r: True
         p = self.or_()
-        if self.peek() is not None:
-            k, v, pos = self.peek()
+        t = self.peek()
+        if t is not None:
+            _kind, v, pos = t
             raise FilterError(f"filter: unexpected {v!r} at position {pos}")
         return p
 
     def or_(self) -> Predicate:
         parts = [self.and_()]
-        while self.peek() and self.peek()[0] == "or":
+        while self.at("or"):
             self.take()
             parts.append(self.and_())
         return parts[0] if len(parts) == 1 else (lambda r: any(p(r) for p in parts))
 
     def and_(self) -> Predicate:
         parts = [self.not_()]
-        while self.peek() and self.peek()[0] == "and":
+        while self.at("and"):
             self.take()
             parts.append(self.not_())
         return parts[0] if len(parts) == 1 else (lambda r: all(p(r) for p in parts))
 
     def not_(self) -> Predicate:
-        if self.peek() and self.peek()[0] == "not":
+        if self.at("not"):
             self.take()
             inner = self.not_()
             return lambda r: not inner(r)
@@ -164,7 +174,7 @@ class _Parser:
         if kind == "lp":
             self.take()
             p = self.or_()
-            if not self.peek() or self.peek()[0] != "rp":
+            if not self.at("rp"):
                 raise FilterError(f"filter: missing ) for the ( at position {pos}")
             self.take()
             return p
@@ -172,15 +182,15 @@ class _Parser:
             raise FilterError(f"filter: expected a field name at position {pos}, got {value!r}")
         self.take()
         op = val = None
-        if self.peek() and self.peek()[0] == "op":
+        if self.at("op"):
             op = self.take()[1]
-            if self.peek() and self.peek()[0] == "word":
+            if self.at("word"):
                 val = self.take()[1]
         return _term(value, op, val, pos)
 
 
 def compile_filter(text: str | None) -> Predicate:
-    """A predicate over pcap records (the dicts `kwire pcap --format jsonl` writes)."""
+    """A predicate over output rows (``kwire_cli.capture.rows``: what `kwire pcap --format jsonl` writes)."""
     if not text:
         return lambda r: True
     return _Parser(text).parse()

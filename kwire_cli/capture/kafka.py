@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import struct
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 DEFAULT_MAX_FRAME = 100 << 20   # 100 MiB
 MAX_FRAME_OPTION = "--max-frame-size"  # the command-line option that sets it (named in damage)

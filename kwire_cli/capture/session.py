@@ -11,7 +11,8 @@ counts rows into the summary.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from kwire_cli.capture.events import Damage, KafkaFrame
 from kwire_cli.capture.rows import DECODE_ERROR, INTERNAL_ERROR, UNPAIRED_RESPONSE, new_row
@@ -139,16 +140,18 @@ class Conversation:
         try:
             if f.kind == "request":
                 msg = decode_request(f.data, size_prefixed=False, records=self.records_mode)
+                header = msg.header
+                assert header is not None  # a decoded request has its header
                 rec["api_key"], rec["api_name"], rec["api_version"] = msg.api_key, msg.api_name, msg.api_version
-                rec["client_id"] = msg.header.get("ClientId")
-                rec["correlation_id"] = msg.header["CorrelationId"]
+                rec["client_id"] = header.get("ClientId")
+                rec["correlation_id"] = header["CorrelationId"]
                 if f.acks != 0:
                     self.remember_request(f.conn, rec["correlation_id"], rec["client_id"],
                                           msg.body.get("ProtocolType"))
             else:
                 info = self.take_request(f.conn, f.correlation_id)
                 rec["client_id"] = info[0]
-                if f.api_key is None:
+                if f.api_key is None or f.api_version is None:  # (pairing sets both)
                     rec["error"] = (f"unpaired response: no request with correlation id "
                                     f"{f.correlation_id} was seen on {f.conn}")
                     rec["error_kind"] = UNPAIRED_RESPONSE

@@ -27,16 +27,42 @@ closed connections are dropped (FIN both ways, RST, or idle longer than ``idle_t
 """
 from __future__ import annotations
 
-from bisect import bisect_right, insort
 import struct
-from typing import Iterable, Iterator
+from bisect import bisect_right, insort
+from collections.abc import Iterable, Iterator
 
-from .events import (ACK, FIN, GAP, NON_KAFKA, OVERSIZE_FRAME, PARTIAL_FRAME, RESYNC_SKIP, RST, SYN,
-                     UNANSWERED_REQUEST, UNPAIRED_RESPONSE, UNPARSEABLE, CaptureStats, Damage,
-                     KafkaFrame, Packet, endpoint)
-from .kafka import (DEFAULT_MAX_FRAME, MAX_FRAME_OPTION, PRODUCE, ApiCheck, _plausible_at, broker_side,
-                    find_request_start, find_response_start, find_response_start_blind,
-                    looks_like_request, produce_acks)
+from .events import (
+    ACK,
+    FIN,
+    GAP,
+    NON_KAFKA,
+    OVERSIZE_FRAME,
+    PARTIAL_FRAME,
+    RESYNC_SKIP,
+    RST,
+    SYN,
+    UNANSWERED_REQUEST,
+    UNPAIRED_RESPONSE,
+    UNPARSEABLE,
+    CaptureStats,
+    Damage,
+    KafkaFrame,
+    Packet,
+    endpoint,
+)
+from .kafka import (
+    DEFAULT_MAX_FRAME,
+    MAX_FRAME_OPTION,
+    PRODUCE,
+    ApiCheck,
+    _plausible_at,
+    broker_side,
+    find_request_start,
+    find_response_start,
+    find_response_start_blind,
+    looks_like_request,
+    produce_acks,
+)
 
 _M = 0xFFFFFFFF
 _HALF = 0x80000000
@@ -199,6 +225,7 @@ class StreamAssembler:
             r.ack_seq = ack
             r.ack_packet = packet
             if r.heap:
+                assert r.base is not None  # data was buffered: the direction has started
                 a = r.nxt + (((ack - r.base - r.nxt) + _HALF) & _M) - _HALF
                 if a >= r.heap[0]:
                     self._gaps(conn, r, file, a)
@@ -335,6 +362,7 @@ class StreamAssembler:
         # out of order: keep it until the hole fills or is declared lost
         self._buffer(d, off, payload, packet, ts, lost_tail)
         if d.ack_seq is not None and d.heap:  # (a segment all past the FIN buffers nothing)
+            assert d.base is not None
             a = nxt + (((d.ack_seq - d.base - nxt) + _HALF) & _M) - _HALF
             if a >= d.heap[0]:
                 self._gaps(conn, d, file, a)
@@ -422,6 +450,7 @@ class StreamAssembler:
 
     def _lost(self, conn, d: _Dir, lost: int, file, before, after, ts, why: str) -> None:
         """``lost`` stream bytes at ``d.nxt`` were never captured: report, move on, tell the framer."""
+        assert d.base is not None  # only a started direction loses bytes
         s0 = (d.base + d.nxt) & _M
         s1 = (s0 + lost) & _M
         where = f"after packet {before}" if before == after else f"between packets {before} and {after}"
@@ -567,7 +596,7 @@ class StreamAssembler:
                 ak, av, corr = _PREFIX(buf, 4)
                 acks = produce_acks(bytes(buf[4:]), av) if ak == PRODUCE else None
                 if acks != 0:
-                    self._open_request(conn, ak, av, corr, ts, packet, acks)
+                    self._open_request(conn, ak, av, corr, ts, packet)
             if lost <= remaining:
                 d.skip = remaining - lost
                 d.verify = True
@@ -588,7 +617,7 @@ class StreamAssembler:
             d.resync = True
         buf.clear()
 
-    def _open_request(self, conn, ak, av, corr, ts, packet, acks) -> None:
+    def _open_request(self, conn, ak, av, corr, ts, packet) -> None:
         op = conn.open
         if len(op) >= self.max_open and corr not in op:
             old = next(iter(op))
@@ -624,7 +653,7 @@ class StreamAssembler:
             if acks != 0:
                 op = conn.open
                 if len(op) >= self.max_open and corr not in op:
-                    self._open_request(conn, ak, av, corr, ts, packet, acks)
+                    self._open_request(conn, ak, av, corr, ts, packet)
                 else:
                     op[corr] = (ak, av, ts, packet)
             self._out.append(_tnew(KafkaFrame, (file, packet, ts, d.src, d.dst, conn.label, "request", data, size,
@@ -699,6 +728,7 @@ class StreamAssembler:
         packet = d.fin_packet
         why = "before the FIN"
         if d.ack_seq is not None:
+            assert d.base is not None  # (called for started directions only)
             a = d.nxt + (((d.ack_seq - d.base - d.nxt) + _HALF) & _M) - _HALF
             if end is not None and a > end:
                 a = end  # the ACK of the FIN itself
@@ -709,6 +739,7 @@ class StreamAssembler:
                        f"{why}, never captured")
 
     def _sweep(self, now: float) -> None:
+        assert self.idle_timeout is not None  # (only called with one)
         limit = now - self.idle_timeout
         idle = {id(c): c for c, _ in self._flows.values() if c.last_ts < limit}
         for conn in idle.values():

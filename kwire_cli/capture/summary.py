@@ -24,7 +24,7 @@ def batch_stats(body: Any, into: dict) -> dict:
 
     def walk(node: Any) -> None:
         if isinstance(node, dict):
-            for k, v in node.items():
+            for v in node.values():
                 if isinstance(v, dict) and "batches" in v and "partial_trailing_batch" in v:
                     _count(v)  # a records field, as kwire_cli.records decodes it
                 elif isinstance(v, (dict, list)):
@@ -156,7 +156,7 @@ class Summary:
                         self.advertised_at[r["src"]] = pos
             self.add_what_if(r)
 
-    def merge(self, o: "Summary") -> "Summary":
+    def merge(self, o: Summary) -> Summary:
         """Add another part's summary (positions of both comparable): the result is the summary
         ``add`` would have built over both parts' rows in position order."""
         self.frames += o.frames
@@ -188,8 +188,8 @@ class Summary:
             m["requests"] += c["requests"]
             for api, vs in c["versions"].items():
                 m["versions"][api] = sorted(set(m["versions"].get(api, [])) | set(vs))
-        for k, n in o.requests_seen.items():
-            self.requests_seen[k] = self.requests_seen.get(k, 0) + n
+        for seen, n in o.requests_seen.items():
+            self.requests_seen[seen] = self.requests_seen.get(seen, 0) + n
         for src, ranges in o.advertised.items():
             at = o.advertised_at[src]
             mine = self.advertised_at.get(src)
@@ -235,7 +235,8 @@ class Summary:
 
     def to_dict(self, stats: dict | None = None, damage: list[dict] | None = None) -> dict:
         apis = []
-        for (name, version, kind), a in sorted(self.apis.items(), key=lambda kv: (str(kv[0][0]), kv[0][1] or -1, kv[0][2])):
+        by_api = sorted(self.apis.items(), key=lambda kv: (str(kv[0][0]), kv[0][1] or -1, kv[0][2]))
+        for (name, version, kind), a in by_api:
             lat = sorted(v for _, v in a["latencies"])
             apis.append({"api_name": name, "api_version": version, "kind": kind, "count": a["count"],
                          "bytes": a["bytes"], "undecodable": a["errors"],

@@ -1,11 +1,13 @@
 """`kwire pcap`: capture files to decoded, paired Kafka conversations."""
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -40,7 +42,7 @@ as a capture, 2 usage error."""
 class _Counting(io.RawIOBase):
     """A read-only file wrapper that reports progress (bytes read) to a callback."""
 
-    def __init__(self, f: BinaryIO, advance):
+    def __init__(self, f: io.BufferedReader, advance: Callable[[int], object]) -> None:
         self.f = f
         self.advance = advance
 
@@ -74,6 +76,7 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
     progress = None
     if _progress_enabled():
         from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
         from kwire_cli.render.console import make_console
         progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
                             TransferSpeedColumn(), console=make_console(stderr=True), transient=True)
@@ -81,7 +84,7 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
     try:
         for path in paths:
             try:
-                f = open(path, "rb")
+                f = open(path, "rb")  # noqa: SIM115 - closed by the with below; open errors reported apart
             except OSError as e:
                 failures.append(f"{path}: {e.strerror or e}")
                 continue
@@ -89,7 +92,7 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
                 src: Any = f
                 if progress is not None:
                     task = progress.add_task(os.path.basename(path), total=os.path.getsize(path))
-                    src = io.BufferedReader(_Counting(f, lambda n, t=task: progress.advance(t, n)))
+                    src = io.BufferedReader(_Counting(f, functools.partial(progress.advance, task)))
                 try:
                     events = iter_capture(src, file_label=path, broker_ports=ports or None, stats=stats,
                                           max_frame=max_frame)
@@ -155,10 +158,11 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
     if fmt in ("json", "jsonl") and not summary:
         out.flush()
         bout = std_binary("stdout")
+        write = bout.write
         encode = line_encoder()
         sep = b"\n" if fmt == "jsonl" else b",\n"
-    if fmt == "json" and not summary:
-        bout.write(b'{"frames": [\n')
+        if fmt == "json":
+            write(b'{"frames": [\n')
     if fmt == "table" and not summary:
         from kwire_cli.render.console import make_console
         con = make_console()
@@ -178,12 +182,12 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
         else:
             line = encode(json_ordered(r))
             if fmt == "jsonl":
-                bout.write(line)
-                bout.write(sep)
+                write(line)
+                write(sep)
             else:
                 if not first_json:
-                    bout.write(sep)
-                bout.write(line)
+                    write(sep)
+                write(line)
                 first_json = False
     result = summ.to_dict(stats.to_dict(), conv.damage)
     if filter_expr:
@@ -196,7 +200,7 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
             out.write(json.dumps(to_jsonable(result), ensure_ascii=False, allow_nan=False,
                                  indent=2 if fmt == "json" else None) + "\n")
     elif fmt == "json":
-        bout.write(("\n], \"summary\": " + json.dumps(to_jsonable(result), ensure_ascii=False, allow_nan=False)
+        write(("\n], \"summary\": " + json.dumps(to_jsonable(result), ensure_ascii=False, allow_nan=False)
                     + "}\n").encode())
     if bout is not None:
         bout.flush()

@@ -96,6 +96,7 @@ def gc_tuned():
     no cycles, so nothing waits longer to be freed; the thresholds are restored afterwards.
     """
     import gc
+
     from kwire_cli.spec.registry import registry
 
     try:

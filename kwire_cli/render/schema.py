@@ -10,7 +10,7 @@ from rich.tree import Tree
 from kwire_cli.spec.model import FieldSpec, MessageSpec, StructSpec
 
 
-def _default_json(f: FieldSpec, version: int | None) -> Any:
+def _default_json(f: FieldSpec) -> Any:
     if f.type.kind == "struct":
         return None if f.default is None else {}
     return f.default
@@ -22,11 +22,11 @@ def field_json(f: FieldSpec, version: int | None, flexible: bool | None) -> dict
         out = {"name": f.name, "type": str(f.type), "versions": str(f.versions),
                "nullable_versions": None if f.nullable_versions.empty else str(f.nullable_versions),
                "tag": f.tag, "tagged_versions": None if f.tagged_versions.empty else str(f.tagged_versions),
-               "default": _default_json(f, None)}
+               "default": _default_json(f)}
     else:
         out = {"name": f.name, "type": str(f.type), "wire_type": field_wire_type(f, version, bool(flexible)),
                "nullable": f.nullable_in(version), "tag": f.tag if f.tagged_in(version) else None,
-               "default": _default_json(f, version)}
+               "default": _default_json(f)}
     if f.struct is not None:
         out["fields"] = struct_json(f.struct, version, flexible)
     return out

@@ -48,7 +48,8 @@ def print_summary(s: dict, console: Console | None = None) -> None:
                 t.add_column(c)
             for a in audit:
                 adv = "missing" if a["advertised"] is None else f"{a['advertised'][0]}-{a['advertised'][1]}"
-                t.add_row(a["broker"], str(a["client_id"]), a["api_name"], str(a["api_version"]), adv, str(a["requests"]))
+                t.add_row(a["broker"], str(a["client_id"]), a["api_name"], str(a["api_version"]), adv,
+                          str(a["requests"]))
             con.print(t)
         else:
             con.print("negotiation audit: every request is within what its broker advertised "

@@ -1,10 +1,11 @@
 """Rich tables for list, describe, diff and the what-if (markup off, plain text when piped)."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any, cast
 
 from rich import box
-from rich.console import Group
+from rich.console import Group, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -15,7 +16,7 @@ def table(title: str | None, columns: Iterable[str | tuple[str, str]], rows: Ite
     t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for c in columns:
         name, just = (c, "left") if isinstance(c, str) else c
-        t.add_column(name, justify=just, overflow="fold")
+        t.add_column(name, justify=cast(JustifyMethod, just), overflow="fold")
     for r in rows:
         t.add_row(*[v if isinstance(v, Text) else Text("" if v is None else str(v)) for v in r])
     if title:

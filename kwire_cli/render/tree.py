@@ -128,6 +128,7 @@ def add_field(node: Tree, f: FieldSpec, v: Any, version: int) -> None:
         add_struct(node.add(_label(f.name, None, typ)), v, f.struct, version)
     elif ft.kind == "array" and isinstance(v, list):
         el = ft.element
+        assert el is not None  # an array type has an element type
         if el.kind != "struct" and len(v) <= MAX_INLINE_SCALARS:
             inner = Text("[")
             for i, x in enumerate(v):

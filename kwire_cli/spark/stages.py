@@ -22,7 +22,7 @@ from __future__ import annotations
 import heapq
 import zlib
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from kwire_cli.capture import DEFAULT_MAX_FRAME, CaptureStats, Damage, KafkaFrame, Packet, StreamAssembler, conn_key
 from kwire_cli.capture.session import Conversation
@@ -57,8 +57,9 @@ def read_task(task: tuple, plans: list[FilePlan]) -> Iterator[tuple]:
                 c = conn_key(item)
                 yield (_conn_hash(c), c, rank, item.packet), item[2:]
             else:
+                d = cast(Damage, item)
                 seq += 1
-                yield (h_meta, META, rank, seq), ("dmg", damage_item(item, rank, item.packet or 0))
+                yield (h_meta, META, rank, seq), ("dmg", damage_item(d, rank, d.packet or 0))
     except KwireError as e:
         msg = str(e)
         seq += 1
@@ -162,7 +163,8 @@ def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records
             asm = StreamAssembler(broker_ports=ports or None, stats=stats,
                                   max_frame=limits[0] or DEFAULT_MAX_FRAME)
             conv = Conversation(records_mode, on_topic_name=lambda tid, name: fresh.append((tid, name)))
-        ev = asm.feed(Packet(k[2], k[3], *v))
+            feed = asm.feed
+        ev = feed(Packet(k[2], k[3], *v))
         if ev:
             yield from handle(ev, k[3])
     if asm is not None:
