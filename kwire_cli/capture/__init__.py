@@ -10,7 +10,7 @@ and runs the second layer per group on executors):
 * ``StreamAssembler(broker_ports=None, max_frame=100 MiB, max_buffered=4 MiB, max_open=10000,
   idle_timeout=1800, stats=None, api_check=None, strict=False)``:
   ``feed(packet) -> events`` then ``finish() -> events``, or ``process(packets)`` -> iterator of
-  ``KafkaFrame`` and ``Damage``. Group packets with ``conn_key(packet)``; order each group by ts.
+  ``KafkaFrame`` and ``Damage``. Group packets with ``conn_key(packet)``; keep each group in capture order.
 
 ``iter_capture(source, *, file_label=None, broker_ports=None, max_frame=..., stats=None,
 report_skipped=False, **assembler_options)`` chains the two for one file or a list of rotated
@@ -18,6 +18,10 @@ files (merged by timestamp). Pass a ``CaptureStats`` to read the counters; after
 exhausted ``stats.reconcile()["ok"]`` is True when every payload byte is accounted for.
 
 Whole-file failures (not a capture, unreadable) raise ``CaptureError`` (a ``KwireError``).
+
+Above them: ``session.Conversation`` decodes each frame into an output row (the columns declared in
+``rows``), ``summary.Summary`` counts rows into `kwire pcap --summary`, ``filter.compile_filter``
+selects rows.
 """
 from __future__ import annotations
 

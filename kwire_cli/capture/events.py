@@ -97,8 +97,8 @@ GAP = "gap"                         # bytes never captured (dropped packets / sn
 RESYNC_SKIP = "resync-skip"         # delivered bytes skipped while looking for a frame start
 PARTIAL_FRAME = "partial-frame"     # delivered bytes of a frame a gap cut short (or the stream end)
 OVERSIZE_FRAME = "oversize-frame"   # a size prefix beyond the cap (or not positive): stream lost sync
-TRUNCATED_RECORD = "truncated-record"   # capture record longer than the bytes left: reading stops
-OVERSIZE_RECORD = "oversize-record"     # capture record longer than the snap length: record skipped
+TRUNCATED_RECORD = "truncated-record"   # packet record longer than the bytes left: reading stops
+OVERSIZE_RECORD = "oversize-record"     # packet record longer than the snap length: packet skipped
 CORRUPT_BLOCK = "corrupt-block"         # pcapng block whose lengths do not add up
 UNSUPPORTED_LINK = "unsupported-link"   # link type this reader does not know (once per interface)
 UNPAIRED_RESPONSE = "unpaired-response"  # a response whose correlation id matches no open request
@@ -144,7 +144,7 @@ class CaptureStats:
 
     files: int = 0
     capture_drops: int = 0      # packets the capturing interface says it dropped (pcapng isb_ifdrop)
-    packets: int = 0            # capture records read (every record gets a packet number)
+    packets: int = 0            # packets read (each gets a packet number, TCP or not)
     tcp_packets: int = 0
     payload_bytes: int = 0      # captured TCP payload bytes fed to the StreamAssembler
     skipped: dict = field(default_factory=dict)       # reason -> packet count (non-tcp etc.)

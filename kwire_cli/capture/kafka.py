@@ -3,7 +3,9 @@
 * ``looks_like_request`` / ``find_request_start``: is there a plausible request header here
   (size, api_key, api_version, correlation id, client id)? Used to resynchronise a client->broker
   byte stream and to tell which side of a connection is the client.
-* ``find_response_start``: the next offset where a response to one of the open requests starts.
+* ``find_response_start``: the next offset where a response to one of the open requests starts;
+  ``find_response_start_blind`` the same when the requests were never captured.
+* ``request_prefix``: a request frame's api key, version and correlation id.
 * ``produce_acks``: the acks of a Produce request (acks=0 means no response will come).
 * ``broker_side``: which endpoint of a connection is the broker.
 """

@@ -2,7 +2,8 @@
 
 ``StreamAssembler`` knows nothing about files: feed it ``Packet`` tuples in capture order (from
 ``iter_packets``, or, in Spark, the packets of some connections gathered from several rotated files
-and sorted by ``ts``) and it returns ``KafkaFrame`` and ``Damage`` events; ``finish()`` flushes.
+and sorted by file order and packet number) and it returns ``KafkaFrame`` and ``Damage`` events;
+``finish()`` flushes.
 
 Per connection and direction:
 

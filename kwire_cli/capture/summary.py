@@ -77,7 +77,7 @@ def what_if_for_row(r: dict) -> dict | None:
 
 
 def _percentile(sorted_values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile, as Spark's percentile over a small exact set would give."""
+    """Nearest-rank percentile: the smallest value with at least a fraction ``q`` of the values at or below it."""
     if not sorted_values:
         return None
     k = max(0, math.ceil(q * len(sorted_values)) - 1)

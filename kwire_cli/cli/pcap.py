@@ -122,7 +122,7 @@ def pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | Non
     """Decode Kafka conversations from pcap/pcapng FILES (a directory: every file under it, in
     path order, so tcpdump's rotated files come in sequence).
 
-    Every Kafka frame becomes one record: requests decode from their header, responses by pairing
+    Every Kafka frame becomes one output row: requests decode from their header, responses by pairing
     with their request through the correlation id on the same connection. Damaged captures still
     give every intact frame, and the summary accounts for the rest.
     """

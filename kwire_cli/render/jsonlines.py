@@ -1,4 +1,4 @@
-"""Decoded records as compact JSON lines, fast (shared by `kwire pcap` and the Spark job)."""
+"""Output rows (one per Kafka frame) as compact JSON lines, fast (shared by `kwire pcap` and the Spark job)."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ from kwire_cli.errors import KwireError
 
 def float_apis() -> frozenset:
     """API keys whose request or response schema has a float64 field (the only source of
-    non-finite floats in a record: the capture's own ts and latency_ms are always finite)."""
+    non-finite floats in a row: the capture's own ts and latency_ms are always finite)."""
     from kwire_cli.spec.registry import registry
 
     def has_float(struct, seen: set) -> bool:
@@ -42,13 +42,13 @@ def json_default(value: Any) -> Any:
 
 
 def line_encoder():
-    """A function: record -> one compact JSON line (UTF-8 bytes, no newline).
+    """A function: output row -> one compact JSON line (UTF-8 bytes, no newline).
 
-    Same JSON tree as json.dumps(to_jsonable(record)), written compactly. A decoded value tree is
-    already JSON-shaped (DESIGN.md), so the copy to_jsonable makes is skipped: records go straight
+    Same JSON tree as json.dumps(to_jsonable(row)), written compactly. A decoded value tree is
+    already JSON-shaped (DESIGN.md), so the copy to_jsonable makes is skipped: rows go straight
     to orjson (when installed) or json.dumps, and only the rare ones these cannot write as
     to_jsonable would (non-finite floats, non-str keys, ints past 64 bits) take the to_jsonable
-    path. orjson writes NaN as null, so records of APIs with float64 fields never go to it.
+    path. orjson writes NaN as null, so rows of APIs with float64 fields never go to it.
     """
     floats = float_apis()
     std = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"),

@@ -156,7 +156,7 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
             cuts[rank] = nominal_ranges(p, split_size)
             probes += [(rank, i) for i in range(len(cuts[rank]) - 1)]
     if probes:
-        sc.setJobDescription("kwire: find record boundaries")
+        sc.setJobDescription("kwire: find packet boundaries")
         bidx = sc.broadcast((good, cuts))
         res = sc.parallelize(probes, len(probes)).map(
             lambda t, b=bidx: (t[0], index_range(b.value[0][t[0]], t[1], b.value[1][t[0]]))).collect()

@@ -1,7 +1,7 @@
 """The summary of ``kwire pcap --summary`` for a Spark job: partial summaries merged by Spark.
 
-Every decode task counts its own records into a ``kwire_cli.capture.session.Summary`` (the class
-``kwire pcap`` uses), with each record's position in the capture (the job's sort key: file, packet,
+Every decode task counts its own rows into a ``kwire_cli.capture.summary.Summary`` (the class
+``kwire pcap`` uses), with each row's position in the capture (the job's sort key: file, packet,
 then emission order) as its place. The partial summaries travel to the driver in the job's
 accumulator, which Spark merges as tasks finish (``Summary.merge``); result-stage accumulators count
 each task exactly once, retries included. The merge is exact: counts and bytes add up, error codes
