@@ -266,11 +266,12 @@ def t_embedded(data: bytes, rng: random.Random) -> None:
 def t_capture(data: bytes, rng: random.Random) -> None:
     """The whole pcap pipeline: reader, reassembly, framing, pairing, per-frame decode, summary."""
     from kwire_cli.capture import CaptureStats, iter_capture
-    from kwire_cli.capture.session import Conversation, Summary
+    from kwire_cli.capture.session import Conversation
+    from kwire_cli.capture.summary import Summary
     stats = CaptureStats()
     conv = Conversation()
     summ = Summary()
-    for rec in conv.records(iter_capture(io.BytesIO(data), file_label="fuzz.pcap", stats=stats)):
+    for rec in conv.rows(iter_capture(io.BytesIO(data), file_label="fuzz.pcap", stats=stats)):
         summ.add(rec)
     out = summ.to_dict(stats=None, damage=conv.damage)
     json.dumps(out, default=str)
