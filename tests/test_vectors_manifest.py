@@ -345,3 +345,37 @@ def test_recorded_clients_pick_min_of_profile_and_broker(client, profile):
     for key, version in sent.items():
         assert key in ranges, (client, key)
         assert version == min(ranges[key][1], broker[key][1]), (client, key, version, ranges[key], broker[key])
+
+
+# ------------------------------------------------------------------------------------------------
+# fixtures/hex/dumps: the dump forms made by scripts/make_dump_fixtures.sh
+
+DUMPS = ROOT / "fixtures" / "hex" / "dumps"
+
+
+def test_every_dump_is_in_its_readme_and_the_inputs_match_their_hex():
+    readme = (DUMPS / "README.md").read_text()
+    for p in sorted(DUMPS.iterdir()):
+        if p.name == "README.md":
+            continue
+        # listed by name, or as `stem.{sll,sll2,...}.rest`
+        stem, variant, rest = (p.name.split(".", 2) + ["", ""])[:3]
+        braced = re.findall(r"`" + re.escape(stem) + r"\.\{([a-z0-9,]+)\}\.(\S+?)`", readme)
+        assert f"`{p.name}`" in readme or any(variant in v.split(",") and r == rest for v, r in braced), p.name
+    for stem in ("metadata-request-v12", "saslauthenticate-request-v2", "produce-request-v9"):
+        assert (DUMPS / f"{stem}.bin").read_bytes() == \
+            bytes.fromhex((ROOT / "fixtures" / "hex" / f"{stem}.hex").read_text().strip())
+
+
+@pytest.mark.parametrize("kind, linktype", [("sll", 113), ("sll2", 276), ("rawip", 101), ("null", 0)])
+def test_relinked_captures_decode_as_the_ethernet_original(kind, linktype):
+    relinked = DUMPS / f"kafkajs-produce.{kind}.pcap"
+    raw = relinked.read_bytes()
+    assert struct.unpack_from("<I", raw, 20)[0] == linktype
+    rows = {}
+    for path in (ROOT / "fixtures" / "captures" / "kafkajs-produce.pcap", relinked):
+        r = kwire("pcap", str(path), "--format", "jsonl")
+        assert r.code == 0, r
+        rows[path] = [{k: v for k, v in json.loads(line).items() if k != "file"} for line in r.out.splitlines()]
+    original, other = rows.values()
+    assert len(original) == 10 and other == original
