@@ -506,8 +506,9 @@ def iter_packets(path_or_fileobj, file_label: str | None = None, *, stats: Captu
     if stats is None:
         stats = CaptureStats()
     label = file_label or _label_of(path_or_fileobj)
-    yield from linklayer.packets(iter_records(path_or_fileobj, file_label, stats=stats, **where), label, stats,
-                                 report_skipped)
+    # the walk's generator itself, not a generator delegating to it: one layer less per packet
+    return linklayer.packets(iter_records(path_or_fileobj, file_label, stats=stats, **where), label, stats,
+                             report_skipped)
 
 
 def _label_of(path_or_fileobj) -> str:
