@@ -26,9 +26,10 @@ def negotiate(brokers: tuple[str, ...], client_file: str | None, require_file: s
     """Intersect what brokers advertise with what a client supports.
 
     Each BROKER is a file (or `-` for stdin, or inline hex) holding one or more ApiVersions
-    answers: ApiVersionsResponse hex or bytes (any version, with or without size prefix and
-    header), the output of kafka-broker-api-versions.sh, librdkafka debug=feature log lines,
-    YAML/JSON with ApiKeys (as `kwire decode` writes it), or a pcap/pcapng capture (its
+    answers: ApiVersionsResponse bytes (any version, with or without size prefix and header),
+    raw or as hex in any form `kwire decode` reads (plain, xxd, hexdump -C, tshark -x), the
+    output of kafka-broker-api-versions.sh, librdkafka debug=feature log lines, YAML/JSON with
+    ApiKeys (as `kwire decode` writes it), or a pcap/pcapng capture, gzip-compressed or not (its
     ApiVersions answers, one per broker address).
 
     For each API: the client's range, each broker's, the range common to all brokers (the max
