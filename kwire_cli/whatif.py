@@ -15,16 +15,21 @@ The proposed default of a field is null when it is nullable at that version, els
 default; the new tag numbers are the next free ones in each struct.
 
 `what_if_tagged` works on the codec's value tree (no re-decoding), so the capture summary can sum
-it over real traffic; `sum_what_if` adds results up.
+it over real traffic; `sum_what_if` adds results up. `bytes_diff` (kwire diff --bytes) encodes one
+message at two versions and compares the bytes of each part.
 """
 from __future__ import annotations
 
 from typing import Any, Iterable
 
+from kwire_cli.codec import decode_body
 from kwire_cli.codec.partial import default_value
 from kwire_cli.errors import KwireError
+from kwire_cli.records import encode_records
+from kwire_cli.spec.diff import prune
 from kwire_cli.wire import uvarint_size
 from kwire_cli.spec.model import PRIMITIVE_SIZES, FieldSpec, FieldType, MessageSpec, StructSpec
+from kwire_cli.spec.registry import registry
 
 DEFAULT_FIELDS = ("ErrorCode", "ErrorMessage")
 
@@ -36,7 +41,6 @@ def _records_len(value: Any) -> int:
         return len(value) // 2
     if isinstance(value, (bytes, bytearray)):
         return len(value)
-    from kwire_cli.records import encode_records
     return len(encode_records(value))
 
 
@@ -252,7 +256,6 @@ def what_if_tagged(spec: MessageSpec, version: int, body: dict, fields: Iterable
 
 def what_if_message(msg: Any, fields: Iterable[str] = DEFAULT_FIELDS) -> dict:
     """`what_if_tagged` for a decoded `Message` (size = header + body, without the size prefix)."""
-    from kwire_cli.spec.registry import registry
     spec = registry().api(msg.api_key).spec(msg.kind)
     return what_if_tagged(spec, msg.api_version, msg.body, fields, size=msg.size)
 
@@ -276,3 +279,38 @@ def sum_what_if(results: Iterable[dict]) -> dict:
                 t[k] += p[k]
     total["per_field"] = list(total["per_field"].values())
     return total
+
+
+# --------------------------------------------------------------------------- bytes of two versions
+
+def bytes_diff(doc, v1: int, v2: int) -> dict[str, Any]:
+    """Encode the same message at both versions; bytes of each part (size prefix, header, each
+    top-level body field, the tag section, total). `doc` is a kwire_cli.inputs.messages.MessageDoc."""
+    spec = doc.api.spec(doc.kind)
+    per_version = []
+    for v in (v1, v2):
+        dropped: list[str] = []
+        body = prune(spec.struct, doc.body, v, "", dropped)
+        header = dict(doc.header or {})
+        enc = type(doc)(doc.api, v, doc.kind, header, body, doc.where)
+        whole = enc.encode(size_prefix=True)
+        body_bytes = enc.encode(header=False)
+        tree = decode_body(body_bytes, doc.api.key, v, doc.kind, records="hex").body
+        parts = [("size prefix", 4), ("header", len(whole) - 4 - len(body_bytes))]
+        parts += body_parts(spec, v, tree)
+        per_version.append({"version": v, "flexible": spec.flexible(v), "total": len(whole), "parts": parts,
+                            "dropped": dropped})
+    names: list[str] = []
+    for pv in per_version:
+        for n, _ in pv["parts"]:
+            if n not in names:
+                names.append(n)
+    rows = []
+    for n in names:
+        a = dict(per_version[0]["parts"]).get(n)
+        b = dict(per_version[1]["parts"]).get(n)
+        rows.append({"part": n, "from": a, "to": b, "delta": (b or 0) - (a or 0)})
+    t1, t2 = per_version[0]["total"], per_version[1]["total"]
+    return {"api_key": doc.api.key, "api_name": doc.api.name, "kind": doc.kind, "from_version": v1,
+            "to_version": v2, "parts": rows, "total": {"from": t1, "to": t2, "delta": t2 - t1},
+            "dropped": {"from": per_version[0]["dropped"], "to": per_version[1]["dropped"]}}

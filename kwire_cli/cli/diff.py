@@ -106,7 +106,7 @@ def _int_arg(text: str, name: str) -> int:
 
 def _bytes(api, v1: int, v2: int, path: str, kind: str | None, fmt: str) -> None:
     from kwire_cli.inputs.messages import message_docs
-    from kwire_cli.spec.diff import bytes_diff
+    from kwire_cli.whatif import bytes_diff
     text, name = read_text_source(path, "--bytes")
     docs = message_docs(text, name, api=str(api.key), kind=kind)
     results = []

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from kwire_cli import wire
 from kwire_cli.errors import DecodeError, EncodeError, KwireError
+from kwire_cli.records import decode_records, encode_records
 from kwire_cli.spec.model import (INT_RANGES, PRIMITIVE_SIZES, FieldSpec, FieldType, MessageSpec,
                                   StructSpec)
 
@@ -218,10 +219,6 @@ def _recb(x: Any) -> bytes:
     if isinstance(x, (str, bytes, bytearray, memoryview)):
         return _hexb(x)
     if isinstance(x, (dict, list)):
-        try:
-            from kwire_cli.records import encode_records
-        except ImportError:  # pragma: no cover
-            raise EncodeError("records given as values, but the records codec is not available") from None
         try:
             return encode_records(x)
         except EncodeError:
@@ -929,8 +926,7 @@ def _records_decoder(mode: str) -> Callable[[bytes], Any]:
         return bytes.hex
     if mode == "bytes":
         return bytes
-    from kwire_cli.records import decode_records  # each batch capped by the frame limit in force
-    return decode_records
+    return decode_records  # each batch capped by the frame limit in force
 
 
 _cache: dict[tuple[int, int, str], tuple[MessageSpec, Plan]] = {}

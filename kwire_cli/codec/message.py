@@ -36,16 +36,7 @@ class Message:
                 "kind": self.kind, "header": self.header, "body": self.body, "size": self.size}
 
 
-def _default_records_mode() -> str:
-    try:
-        import kwire_cli.records  # noqa: F401
-        from kwire_cli.records import decode_records  # noqa: F401
-    except ImportError:
-        return "hex"
-    return "decode"
-
-
-RECORDS_MODE = _default_records_mode()
+RECORDS_MODE = "decode"  # records fields are decoded into values by kwire_cli.records unless asked otherwise
 
 
 def _check_version(api: Api, version: int, kind: str) -> None:

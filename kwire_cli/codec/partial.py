@@ -17,6 +17,7 @@ from kwire_cli import wire
 from kwire_cli.codec.framing import unframe
 from kwire_cli.codec.headers import request_header_version, response_header_version
 from kwire_cli.errors import DecodeError, KwireError, TrailingBytes, UnknownApiKey
+from kwire_cli.records.compression import frame_budget
 from kwire_cli.spec.model import PRIMITIVE_SIZES, FieldSpec, FieldType, MessageSpec, StructSpec
 from kwire_cli.spec.registry import Api, registry
 
@@ -310,7 +311,6 @@ def walk_message(data: bytes, kind: str, api_key: int | str | None = None, api_v
             return pm
     pm.body = {}
     if records == "decode":  # all records fields of the message share one decompression budget
-        from kwire_cli.records.compression import frame_budget
         with frame_budget():
             pos, err = _walk(Walker(api.spec(kind), version, records), api.spec(kind).struct, data, pos, end,
                              label, pm.body)

@@ -1,4 +1,4 @@
-"""What changes in a message's schema between two versions, and in its bytes.
+"""What changes in a message's schema between two versions (the bytes: `kwire_cli.whatif.bytes_diff`).
 
 `schema_diff(api, v1, v2)` compares the fields present at each version, recursively through
 structs: fields added and removed, wire type changes (e.g. STRING -> COMPACT_STRING when the
@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field as dc_field
 from typing import Any
 
+from kwire_cli.spec.headers import request_header_version, response_header_version
 from kwire_cli.spec.model import FieldSpec, FieldType, MessageSpec, StructSpec
 
 _FIXED_NAMES = {"bool": "BOOLEAN", "int8": "INT8", "int16": "INT16", "uint16": "UINT16", "int32": "INT32",
@@ -122,7 +123,6 @@ def struct_changes(s: StructSpec, v1: int, v2: int, flex1: bool, flex2: bool, pr
 
 
 def kind_diff(api, kind: str, v1: int, v2: int) -> KindDiff:
-    from kwire_cli.codec.headers import request_header_version, response_header_version
     spec: MessageSpec = api.spec(kind)
     hv = request_header_version if kind == "request" else response_header_version
     f1, f2 = spec.flexible(v1), spec.flexible(v2)
@@ -165,39 +165,3 @@ def prune(s: StructSpec, value: Any, version: int, path: str = "", dropped: list
         seen: set[str] = set()
         dropped[:] = [p for p in dropped if not (p in seen or seen.add(p))]
     return out
-
-
-def bytes_diff(doc, v1: int, v2: int) -> dict[str, Any]:
-    """Encode the same message at both versions; bytes of each part (size prefix, header, each
-    top-level body field, the tag section, total). `doc` is a kwire_cli.inputs.messages.MessageDoc."""
-    from kwire_cli.codec import decode_body
-    from kwire_cli.whatif import body_parts
-
-    spec = doc.api.spec(doc.kind)
-    per_version = []
-    for v in (v1, v2):
-        dropped: list[str] = []
-        body = prune(spec.struct, doc.body, v, "", dropped)
-        header = dict(doc.header or {})
-        enc = type(doc)(doc.api, v, doc.kind, header, body, doc.where)
-        whole = enc.encode(size_prefix=True)
-        body_bytes = enc.encode(header=False)
-        tree = decode_body(body_bytes, doc.api.key, v, doc.kind, records="hex").body
-        parts = [("size prefix", 4), ("header", len(whole) - 4 - len(body_bytes))]
-        parts += body_parts(spec, v, tree)
-        per_version.append({"version": v, "flexible": spec.flexible(v), "total": len(whole), "parts": parts,
-                            "dropped": dropped})
-    names: list[str] = []
-    for pv in per_version:
-        for n, _ in pv["parts"]:
-            if n not in names:
-                names.append(n)
-    rows = []
-    for n in names:
-        a = dict(per_version[0]["parts"]).get(n)
-        b = dict(per_version[1]["parts"]).get(n)
-        rows.append({"part": n, "from": a, "to": b, "delta": (b or 0) - (a or 0)})
-    t1, t2 = per_version[0]["total"], per_version[1]["total"]
-    return {"api_key": doc.api.key, "api_name": doc.api.name, "kind": doc.kind, "from_version": v1,
-            "to_version": v2, "parts": rows, "total": {"from": t1, "to": t2, "delta": t2 - t1},
-            "dropped": {"from": per_version[0]["dropped"], "to": per_version[1]["dropped"]}}
