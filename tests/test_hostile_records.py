@@ -20,7 +20,7 @@ import kwire_cli.records.decode as records_decode
 from kwire_cli.codec import decode_request, encode_request
 from kwire_cli.codec.partial import walk_message
 from kwire_cli.records import RecordsError, decode_records, encode_records
-from kwire_cli.records.compression import _frame, frame_budget
+from kwire_cli.records.limits import current_budget, frame_budget
 
 MiB = 1 << 20
 
@@ -116,7 +116,7 @@ def _spy_budgets(monkeypatch):
     real = records_decode.decompress
 
     def spy(codec, payload, cap):
-        seen.append(_frame.get())
+        seen.append(current_budget())
         return real(codec, payload, cap)
 
     monkeypatch.setattr(records_decode, "decompress", spy)

@@ -14,9 +14,9 @@ from conftest import FIXTURES
 from kwire_cli.capture import DEFAULT_MAX_FRAME
 from kwire_cli.cli.app import KwireUsageError
 from kwire_cli.cli.options import DecodeLimits, parse_count, parse_size
-from kwire_cli.records import compression
-from kwire_cli.records.compression import (DEFAULT_MAX_FRAME_DECOMPRESSED, DEFAULT_MAX_FRAME_ITEMS,
-                                           FrameLimits, frame_budget, frame_limits, set_frame_limits)
+from kwire_cli.records import limits
+from kwire_cli.records.limits import (DEFAULT_MAX_FRAME_DECOMPRESSED, DEFAULT_MAX_FRAME_ITEMS, FrameLimits,
+                                      frame_budget, frame_limits, set_frame_limits)
 
 CAPS = FIXTURES / "captures"
 # librdkafka's consumer: the largest frame is the Fetch response of packet 92, 2033 bytes
@@ -384,7 +384,7 @@ def test_which_commands_have_the_options():
 
 
 def test_the_module_settings_object_is_what_the_codec_reads():
-    assert compression._limits is frame_limits()
+    assert limits._limits is frame_limits()
 
 
 def test_raising_the_frame_cap_raises_each_batchs_cap_too(monkeypatch):

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 import kwire_cli.records.decode as D
 from kwire_cli.codec import compiler
 from kwire_cli.records import decode_records
-from kwire_cli.records.compression import frame_budget
+from kwire_cli.records.limits import frame_budget
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"

@@ -117,9 +117,9 @@ class DecodeLimits(NamedTuple):
 
     @contextmanager
     def apply(self) -> Iterator[None]:
-        """Set the per-frame limits (``kwire_cli.records.compression.set_frame_limits``) for the
+        """Set the per-frame limits (``kwire_cli.records.limits.set_frame_limits``) for the
         block and put the previous ones back after it, however it ends."""
-        from kwire_cli.records.compression import set_frame_limits
+        from kwire_cli.records.limits import set_frame_limits
         previous = set_frame_limits(self.decompressed, self.items)
         try:
             yield

@@ -8,45 +8,28 @@ before slicing or allocating. Plans are cached per (spec, version, records mode)
 Errors travel out as `DecodeError`/`EncodeError`; each enclosing field and array element adds
 itself to the error's path on the way, so the message reads
 `Topics[2].Partitions[0].ReplicaNodes: array of ... at offset 341`.
+
+What the generated code calls at run time (error constructors, converters, tag writers, tables)
+is `runtime.py`; `native.py` describes a plan for the optional C interpreter and wraps it.
 """
 from __future__ import annotations
 
-import os
 import struct
-import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from kwire_cli import wire
+from kwire_cli.codec import native
+from kwire_cli.codec import runtime as R
+from kwire_cli.codec.native import speedups_available, use_speedups
+from kwire_cli.codec.runtime import MAX_DEPTH
 from kwire_cli.errors import DecodeError, EncodeError, KwireError
-from kwire_cli.records import decode_records, encode_records
-from kwire_cli.spec.model import (INT_RANGES, PRIMITIVE_SIZES, FieldSpec, FieldType, MessageSpec,
-                                  StructSpec)
+from kwire_cli.spec.model import INT_RANGES, PRIMITIVE_SIZES, FieldSpec, FieldType, MessageSpec, StructSpec
 
-_FMT = {"bool": "B", "int8": "b", "int16": "h", "uint16": "H", "int32": "i", "uint32": "I",
-        "int64": "q", "float64": "d", "uuid": "16s"}
-_ARRAY_FMT = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "uint32": "I",
-              "int64": "q", "float64": "d"}
-try:  # the optional native decoder (kwire_cli/codec/_speedups.c); pure Python without it
-    if os.environ.get("KWIRE_NO_SPEEDUPS", "") not in ("", "0"):
-        raise ImportError("disabled by KWIRE_NO_SPEEDUPS")
-    from kwire_cli.codec import _speedups
-except ImportError:
-    _speedups = None
+__all__ = ["MAX_DEPTH", "Plan", "compile_plan", "speedups_available", "use_speedups"]
 
-_NATIVE_KIND = {"bool": 1, "int8": 2, "int16": 3, "uint16": 4, "int32": 5, "uint32": 6, "int64": 7,
-                "float64": 8, "uuid": 9, "string": 10, "bytes": 11, "records": 12, "struct": 13,
-                "array": 14}  # the K_* codes of _speedups.c
-MAX_DEPTH = 64  # nesting bound for decoded structs (specs nest far less)
-_SMALL = 64  # arrays of fixed-size numbers shorter than this use a precompiled Struct per length
-
-
-def _array_unpackers(ch: str) -> tuple:
-    return tuple(struct.Struct(f">{n}{ch}").unpack_from for n in range(_SMALL))
-
-
-def _array_packers(ch: str) -> tuple:
-    return tuple(struct.Struct(f">{n}{ch}").pack for n in range(_SMALL))
+_speedups = native.extension  # the loaded plan interpreter, or None (tests build Programs from it)
 
 
 @dataclass
@@ -67,211 +50,6 @@ class Plan:
         return self.decode is not self.py_decode
 
 
-def speedups_available() -> bool:
-    """The native decoder is built and was not turned off with KWIRE_NO_SPEEDUPS=1."""
-    return _speedups is not None
-
-
-def use_speedups(flag: bool) -> bool:
-    """Turn the native decoder on or off for every plan (off: each plan runs its generated Python
-    decoder); returns the previous setting. Without the extension this is always off."""
-    if _speedups is None:
-        return False
-    return _speedups.set_enabled(bool(flag))
-
-
-# ----------------------------------------------------------------------------- runtime helpers
-
-def _short(what: str, need: int, pos: int, end: int) -> DecodeError:
-    return DecodeError(f"{what} needs {need} bytes, {max(end - pos, 0)} left at offset {pos}", pos)
-
-
-def _short_group(names: tuple, sizes: tuple, pos: int, end: int) -> DecodeError:
-    p = pos
-    for name, (kind, size) in zip(names, sizes):
-        if p + size > end:
-            return _short(kind, size, p, end).prefix(name)
-        p += size
-    return _short("fields", sum(s for _, s in sizes), pos, end)  # pragma: no cover
-
-
-def _neg_len(n: int, pos: int) -> DecodeError:
-    return DecodeError(f"negative length {n} at offset {pos} (only -1 means null)", pos)
-
-
-def _not_nullable(pos: int) -> DecodeError:
-    return DecodeError(f"null at offset {pos}, but the field is not nullable in this version", pos)
-
-
-def _bad_utf8(pos: int, exc: UnicodeDecodeError) -> DecodeError:
-    return DecodeError(f"invalid UTF-8 at offset {pos + exc.start}: {exc.reason}", pos + exc.start)
-
-
-def _big_array(n: int, minsize: int, pos: int, end: int) -> DecodeError:
-    return DecodeError(f"array of {n} elements needs at least {n * minsize} bytes, "
-                       f"{max(end - pos, 0)} left at offset {pos}", pos)
-
-
-def _too_deep(pos: int) -> DecodeError:
-    return DecodeError(f"structs nested deeper than {MAX_DEPTH} levels at offset {pos}", pos)
-
-
-def _tag_size(name: str, tag: int, size: int, used: int, pos: int) -> DecodeError:
-    return DecodeError(f"tagged field {name} (tag {tag}) declares {size} bytes but its value uses {used}", pos)
-
-
-def _badkeys(v: dict, allowed: frozenset, all_fields: dict, label: str) -> EncodeError:
-    """A field the version lacks; the message reads '<message> [<path>] has no field X (versions ...)'."""
-    for k in v:
-        if k not in allowed:
-            if k in all_fields:
-                return EncodeError(f"has no field {k} (versions {all_fields[k]})")
-            if not isinstance(k, str):
-                return EncodeError(f"field names must be strings, got {k!r}")
-            return EncodeError(f"has no field {k} in any version")
-    return EncodeError("unexpected fields")  # pragma: no cover
-
-
-def _not_dict(v: Any) -> EncodeError:
-    return EncodeError(f"expected a mapping of fields, got {type(v).__name__} {_short_repr(v)}")
-
-
-def _short_repr(v: Any) -> str:
-    r = repr(v)
-    return r if len(r) <= 40 else r[:37] + "..."
-
-
-def _conv_float(x: Any) -> float:
-    if isinstance(x, str):
-        table = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
-        if x in table:
-            return table[x]
-        return float(x)
-    return x
-
-
-def _pack_err(v: dict, fields: tuple) -> EncodeError:
-    """Find which field of a fixed-size group could not be packed, and why."""
-    for name, kind, default in fields:
-        x = v.get(name, default)
-        try:
-            _conv_fixed(kind, x)
-        except EncodeError as e:
-            return e.prefix(name) if name else e
-    return EncodeError("could not pack fixed-size fields")  # pragma: no cover
-
-
-def _conv_fixed(kind: str, x: Any) -> Any:
-    if kind == "bool":
-        if x is True or x is False:
-            return x
-        raise EncodeError(f"expected true or false, got {_short_repr(x)}")
-    if kind == "uuid":
-        return _uuid_b(x)
-    if kind == "float64":
-        try:
-            return float(_conv_float(x))
-        except (TypeError, ValueError):
-            raise EncodeError(f"expected a float64, got {_short_repr(x)}") from None
-    lo, hi = INT_RANGES[kind]
-    if isinstance(x, bool) or not isinstance(x, int):
-        raise EncodeError(f"expected an {kind}, got {_short_repr(x)}")
-    if not lo <= x <= hi:
-        raise EncodeError(f"{x} is out of range for {kind} ({lo}..{hi})")
-    return x
-
-
-def _badbool(x: Any) -> int:
-    raise EncodeError(f"expected true or false, got {_short_repr(x)}")
-
-
-def _uuid_b(x: Any) -> bytes:
-    """The 16 bytes of a uuid value: its text (Kafka's base64 or dashed hex) or 16 bytes."""
-    try:
-        return wire.uuid_from_text(x)
-    except ValueError as e:
-        if isinstance(x, (bytes, bytearray)) and len(x) == 16:
-            return bytes(x)
-        raise EncodeError(str(e)) from None
-
-
-def _hexb(x: Any) -> bytes:
-    if isinstance(x, str):
-        try:
-            return bytes.fromhex(x)
-        except ValueError:
-            raise EncodeError(f"bytes must be written as hex, got {_short_repr(x)}") from None
-    if isinstance(x, (bytes, bytearray, memoryview)):
-        return bytes(x)
-    raise EncodeError(f"expected hex bytes, got {type(x).__name__} {_short_repr(x)}")
-
-
-def _strb(x: Any) -> bytes:
-    if isinstance(x, str):
-        try:
-            return x.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise EncodeError(f"string cannot be encoded as UTF-8: {e.reason}") from None
-    raise EncodeError(f"expected a string, got {type(x).__name__} {_short_repr(x)}")
-
-
-def _recb(x: Any) -> bytes:
-    if isinstance(x, (str, bytes, bytearray, memoryview)):
-        return _hexb(x)
-    if isinstance(x, (dict, list)):
-        try:
-            return encode_records(x)
-        except EncodeError:
-            raise
-        except KwireError as e:
-            raise EncodeError(str(e)) from None
-    raise EncodeError(f"records must be hex or a records value, got {type(x).__name__}")
-
-
-def _list(x: Any) -> list:
-    if isinstance(x, (list, tuple)):
-        return x
-    raise EncodeError(f"expected a list, got {type(x).__name__} {_short_repr(x)}")
-
-
-def _unknown_tags(unk: Any, known: frozenset, tags: list) -> None:
-    if not isinstance(unk, dict):
-        raise EncodeError("_unknown_tags must map tag numbers to hex").prefix("_unknown_tags")
-    for k, h in unk.items():
-        try:
-            t = int(k)
-        except (TypeError, ValueError):
-            raise EncodeError(f"tag {k!r} is not a number").prefix("_unknown_tags") from None
-        if t < 0 or t > 0xFFFFFFFF:
-            raise EncodeError(f"tag {t} is out of range").prefix("_unknown_tags")
-        if t in known:
-            raise EncodeError(f"tag {t} belongs to a known field; set the field instead").prefix("_unknown_tags")
-        tags.append((t, _hexb(h)))
-
-
-def _write_tags(out: bytearray, tags: list) -> None:
-    tags.sort(key=lambda t: t[0])
-    wire.write_uvarint(out, len(tags))
-    last = -1
-    for t, b in tags:
-        if t == last:
-            raise EncodeError(f"tag {t} appears twice")
-        last = t
-        wire.write_uvarint(out, t)
-        wire.write_uvarint(out, len(b))
-        out += b
-
-
-def _min_size(ft: FieldType, flexible: bool, nullable: bool, seen: tuple = ()) -> int:
-    if ft.kind in PRIMITIVE_SIZES:
-        return PRIMITIVE_SIZES[ft.kind]
-    if ft.kind == "string":
-        return 1 if flexible else 2
-    if ft.kind in ("bytes", "records", "array"):
-        return 1 if flexible else 4
-    return 1  # structs: at least a presence byte or a field; kept at 1 so counts stay bounded
-
-
 # ----------------------------------------------------------------------------- code generator
 
 class _Gen:
@@ -281,20 +59,21 @@ class _Gen:
         self.flexible = spec.flexible(version)
         self.records_mode = records_mode
         self.lines: list[str] = []
+        # the generated code's globals: short local names for the runtime helpers
         self.ns: dict[str, Any] = {
-            "_DE": DecodeError, "_EE": EncodeError, "_short": _short, "_short_group": _short_group,
-            "_neg_len": _neg_len, "_not_nullable": _not_nullable, "_bad_utf8": _bad_utf8,
-            "_big_array": _big_array, "_tag_size": _tag_size, "_ruv": wire.read_uvarint,
-            "_wuv": wire.write_uvarint, "_uuid_t": wire.uuid_to_text, "_uuid_b": _uuid_b,
-            "_hexb": _hexb, "_strb": _strb, "_recb": _recb, "_list": _list, "_badkeys": _badkeys,
-            "_not_dict": _not_dict, "_pack_err": _pack_err, "_badbool": _badbool,
-            "_conv_float": _conv_float, "_unknown_tags": _unknown_tags, "_write_tags": _write_tags,
-            "_unpack_from": struct.unpack_from, "_pack": struct.pack, "_serr": struct.error,
-            "_I16": struct.Struct(">h").unpack_from, "_I32": struct.Struct(">i").unpack_from,
-            "_P16": struct.Struct(">h").pack, "_P32": struct.Struct(">i").pack,
-            "_KE": KwireError, "_M": _MISSING, "_too_deep": _too_deep,
+            "_DE": DecodeError, "_EE": EncodeError, "_short": R.short, "_short_group": R.short_group,
+            "_neg_len": R.neg_len, "_not_nullable": R.not_nullable, "_bad_utf8": R.bad_utf8,
+            "_big_array": R.big_array, "_tag_size": R.tag_size, "_ruv": wire.read_uvarint,
+            "_wuv": wire.write_uvarint, "_uuid_t": R.uuid_text, "_uuid_b": R.uuid_bytes,
+            "_hexb": R.hex_bytes, "_strb": R.str_bytes, "_recb": R.records_bytes, "_list": R.as_list,
+            "_badkeys": R.bad_keys, "_not_dict": R.not_dict, "_pack_err": R.pack_error,
+            "_badbool": R.bad_bool, "_conv_float": R.conv_float, "_unknown_tags": R.collect_unknown_tags,
+            "_write_tags": R.write_tags, "_unpack_from": struct.unpack_from, "_pack": struct.pack,
+            "_serr": struct.error, "_I16": struct.Struct(">h").unpack_from,
+            "_I32": struct.Struct(">i").unpack_from, "_P16": struct.Struct(">h").pack,
+            "_P32": struct.Struct(">i").pack, "_KE": KwireError, "_M": R.MISSING, "_too_deep": R.too_deep,
+            "_rec": R.records_decoder(records_mode),
         }
-        self.ns["_rec"] = _records_decoder(records_mode)
         self.struct_ids: dict[int, int] = {}
         self.structs: list[StructSpec] = []  # by struct id
         self.pending: list[tuple[StructSpec, int]] = []
@@ -358,8 +137,6 @@ class _Gen:
                 continue
             done.add(sid)
             self.gen_struct(s, sid)
-        if self.records_mode == "decode" and any("_rec(" in line for line in self.lines):
-            _frame_scope(self.lines, self.ns)
         src = "\n".join(self.lines)
         code = compile(src, f"<kwire {self.spec.name} v{self.v}>", "exec")
         exec(code, self.ns)
@@ -368,65 +145,11 @@ class _Gen:
             self.ns[fn](default() if callable(default) else default, b)
             self.ns[var] = bytes(b)
         py_decode = self.ns["dec0"]
-        decode = py_decode
-        if _speedups is not None:
-            desc = self.native_program()
-            if desc is not None:
-                decode = _speedups.Program(desc, py_decode)
+        if self.records_mode == "decode" and any("_rec(" in line for line in self.lines):
+            py_decode = R.in_frame_budget(py_decode)  # one decompression budget per message
+        decode = native.wrap(native.describe(self), py_decode) if native.extension is not None else py_decode
         return Plan(self.spec, self.v, self.flexible, decode, self.ns["enc0"],
                     self.ns["dflt0"], src, py_decode)
-
-    # -- the native decoder's description of this plan (see _speedups.c)
-    def native_program(self) -> tuple | None:
-        """(flexible, max depth, records mode, structs) for _speedups.Program, or None when the plan
-        has something it does not do: records decoded into values (kwire_cli.records is called
-        per field and charges a per-frame budget, so it must run exactly once, in Python).
-
-        Each struct is a tuple of fields in spec order, (name, type, tagged, tag, default,
-        default factory, default's encoding); a type is (kind, nullable, compact, struct index,
-        minimum element size, element type, elements inline). Everything mirrors what the
-        generated Python decoder does, which stays the reference: the native one hands any input
-        it does not fully accept back to it."""
-        if self.records_mode not in ("bytes", "hex") and self._has_records():
-            return None
-        structs = []
-        for s in self.structs:
-            fields = []
-            for f in s.fields:
-                if self.v not in f.versions:
-                    continue
-                tagged = f.tagged_in(self.v)
-                t = self.native_type(f.type, f.nullable_in(self.v), self.compact(f), f, tagged)
-                value = factory = tagdef = None
-                if tagged:
-                    expr = self.default_expr(f)
-                    if expr == "[]":
-                        factory = list  # a fresh one each time, as the literal
-                    elif expr.startswith("dflt"):
-                        factory = eval(f"lambda: {expr}", self.ns)
-                    else:
-                        value = eval(expr, self.ns)
-                    tagdef = self.ns[self.tag_names(f)[1]]
-                fields.append((sys.intern(f.name), t, tagged, f.tag if tagged else 0, value, factory, tagdef))
-            structs.append(tuple(fields))
-        return (self.flexible, MAX_DEPTH, 0 if self.records_mode == "bytes" else 1, tuple(structs))
-
-    def native_type(self, ft: FieldType, nullable: bool, compact: bool, f: FieldSpec, in_tags: bool) -> tuple:
-        k = ft.kind
-        if k == "struct":
-            return (_NATIVE_KIND[k], nullable, compact, self.struct_ids[id(f.struct)], 0, None, False)
-        if k == "array":
-            el = ft.element
-            ms = max(1, _min_size(el, compact, False))
-            inline = el.kind == "struct" and not in_tags and self.leaf_struct(f.struct)
-            return (_NATIVE_KIND[k], nullable, compact, 0, ms,
-                    self.native_type(el, False, compact, f, in_tags), inline)
-        return (_NATIVE_KIND[k], nullable, compact, 0, 0, None, False)
-
-    def _has_records(self) -> bool:
-        def walk(ft: FieldType) -> bool:
-            return ft.kind == "records" or (ft.kind == "array" and walk(ft.element))
-        return any(walk(f.type) for s in self.structs for f in s.fields if self.v in f.versions)
 
     def emit(self, ind: int, line: str) -> None:
         self.lines.append("    " * ind + line)
@@ -443,7 +166,7 @@ class _Gen:
         # ---- decoder
         self.emit(0, f"def dec{sid}(buf, pos, end, depth=0):")
         if sid != 0:
-            self.emit(1, f"if depth > {MAX_DEPTH}: raise _too_deep(pos)")
+            self.emit(1, f"if depth > {R.MAX_DEPTH}: raise _too_deep(pos)")
         self.dec_body(s, 1, "d")
         self.emit(1, "return d, pos")
         # ---- encoder
@@ -456,7 +179,7 @@ class _Gen:
                      f"{self.label()!r})")
         group = []
         for f in regular:
-            if f.type.kind in _FMT:
+            if f.type.kind in R.FMT:
                 group.append(f)
                 continue
             self.flush_pack(group, 1)
@@ -486,7 +209,7 @@ class _Gen:
                 self.flush_group(group, ind, exprs)
                 group = []
                 exprs[f.name] = self.default_expr(f)
-            elif f.type.kind in _FMT:
+            elif f.type.kind in R.FMT:
                 group.append(f)
             else:
                 self.flush_group(group, ind, exprs)
@@ -526,7 +249,7 @@ class _Gen:
         """Consecutive fixed-size fields: one bounds check, one unpack into locals g<n>_<i>."""
         if not group:
             return
-        fmt = ">" + "".join(_FMT[f.type.kind] for f in group)
+        fmt = ">" + "".join(R.FMT[f.type.kind] for f in group)
         st = struct.Struct(fmt)
         un = self.const(st.unpack_from, "_un")
         names = tuple(f.name for f in group)
@@ -546,7 +269,7 @@ class _Gen:
     def flush_pack(self, group: list[FieldSpec], ind: int) -> None:
         if not group:
             return
-        fmt = ">" + "".join(_FMT[f.type.kind] for f in group)
+        fmt = ">" + "".join(R.FMT[f.type.kind] for f in group)
         pk = self.const(struct.Struct(fmt).pack, "_pk")
         args = []
         for i, f in enumerate(group):
@@ -571,9 +294,9 @@ class _Gen:
         this version is fixed-size and untagged; None otherwise. Flexible versions add the tag count
         byte to the format: the fast path is taken only when all of them are zero."""
         present = [f for f in s.fields if self.v in f.versions]
-        if not present or any(f.type.kind not in _FMT or f.tagged_in(self.v) for f in present):
+        if not present or any(f.type.kind not in R.FMT or f.tagged_in(self.v) for f in present):
             return None
-        fmt = ">" + "".join(_FMT[f.type.kind] for f in present) + ("B" if self.flexible else "")
+        fmt = ">" + "".join(R.FMT[f.type.kind] for f in present) + ("B" if self.flexible else "")
         st = struct.Struct(fmt)
         exprs = []
         for j, f in enumerate(present):
@@ -612,8 +335,8 @@ class _Gen:
     def read_value(self, ft: FieldType, nullable: bool, compact: bool, target: str, ind: int,
                    end: str, f: FieldSpec | None) -> None:
         k = ft.kind
-        if k in _FMT:
-            st = struct.Struct(">" + _FMT[k])
+        if k in R.FMT:
+            st = struct.Struct(">" + R.FMT[k])
             un = self.const(st.unpack_from, "_un")
             self.emit(ind, f"if pos + {st.size} > {end}: raise _short({k!r}, {st.size}, pos, {end})")
             conv = {"bool": "{} != 0", "uuid": "_uuid_t({})"}.get(k, "{}")
@@ -652,15 +375,15 @@ class _Gen:
                 self.emit(ind, f"{target}, pos = dec{sid}(buf, pos, {end}, depth + 1)")
         elif k == "array":
             el = ft.element
-            if compact and el.kind in _ARRAY_FMT:
+            if compact and el.kind in R.ARRAY_FMT:
                 # short numeric arrays: one byte of length, one precompiled unpack; anything else
                 # (null, long, cut short) takes the general path below, which names the problem
-                ch = _ARRAY_FMT[el.kind]
-                self.ns.setdefault(f"_AV{ch}", (None,) + _array_unpackers(ch))
+                ch = R.ARRAY_FMT[el.kind]
+                self.ns.setdefault(f"_AV{ch}", (None,) + R.array_unpackers(ch))
                 self.ns.setdefault(f"_AZ{ch}", (0,) + tuple(1 + n * struct.calcsize(">" + ch)
-                                                             for n in range(_SMALL)))
+                                                             for n in range(R.SMALL_ARRAY)))
                 self.emit(ind, f"b0 = buf[pos] if pos < {end} else 0")
-                self.emit(ind, f"if 0 < b0 <= {_SMALL} and pos + _AZ{ch}[b0] <= {end}:")
+                self.emit(ind, f"if 0 < b0 <= {R.SMALL_ARRAY} and pos + _AZ{ch}[b0] <= {end}:")
                 self.emit(ind + 1, f"{target} = [*_AV{ch}[b0](buf, pos + 1)]")
                 self.emit(ind + 1, f"pos += _AZ{ch}[b0]")
                 self.emit(ind, "else:")
@@ -680,13 +403,13 @@ class _Gen:
                 body = ind + 1
             else:
                 self.emit(ind, f"if cnt < 0: raise _not_nullable(pos - {1 if compact else 4})")
-            ms = max(1, _min_size(el, compact, False))
+            ms = max(1, R.min_size(el, compact))
             self.emit(body, f"if cnt * {ms} > {end} - pos: raise _big_array(cnt, {ms}, pos, {end})")
-            if el.kind in _ARRAY_FMT:
-                ch = _ARRAY_FMT[el.kind]
+            if el.kind in R.ARRAY_FMT:
+                ch = R.ARRAY_FMT[el.kind]
                 size = struct.calcsize(">" + ch)
-                self.ns.setdefault(f"_AU{ch}", _array_unpackers(ch))
-                self.emit(body, f"{target} = list(_AU{ch}[cnt](buf, pos) if cnt < {_SMALL} "
+                self.ns.setdefault(f"_AU{ch}", R.array_unpackers(ch))
+                self.emit(body, f"{target} = list(_AU{ch}[cnt](buf, pos) if cnt < {R.SMALL_ARRAY} "
                                 f"else _unpack_from('>%d{ch}' % cnt, buf, pos))")
                 self.emit(body, f"pos += cnt * {size}")
             elif el.kind == "bool":
@@ -790,8 +513,8 @@ class _Gen:
         k = ft.kind
         nulltext = (f"null is not allowed here (nullable in versions {f.nullable_versions})"
                     if f is not None else "null is not allowed here")
-        if k in _FMT:
-            pk = self.const(struct.Struct(">" + _FMT[k]).pack, "_pk")
+        if k in R.FMT:
+            pk = self.const(struct.Struct(">" + R.FMT[k]).pack, "_pk")
             conv = {"bool": "(1 if {0} is True else 0 if {0} is False else _badbool({0}))",
                     "uuid": "_uuid_b({0})", "float64": "_conv_float({0})"}.get(k, "{0}")
             spec = self.const((("", k, None),), "_grp")
@@ -828,11 +551,11 @@ class _Gen:
             el = ft.element
             self.emit(b, f"if {var}.__class__ is not list: {var} = _list({var})")
             self.write_len(f"len({var})", compact, "array", b, out)
-            if el.kind in _ARRAY_FMT and el.kind != "float64":
-                ch = _ARRAY_FMT[el.kind]
+            if el.kind in R.ARRAY_FMT and el.kind != "float64":
+                ch = R.ARRAY_FMT[el.kind]
                 self.emit(b, "try:")
-                self.ns.setdefault(f"_AP{ch}", _array_packers(ch))
-                self.emit(b + 1, f"{out} += (_AP{ch}[len({var})](*{var}) if len({var}) < {_SMALL} "
+                self.ns.setdefault(f"_AP{ch}", R.array_packers(ch))
+                self.emit(b + 1, f"{out} += (_AP{ch}[len({var})](*{var}) if len({var}) < {R.SMALL_ARRAY} "
                                  f"else _pack('>%d{ch}' % len({var}), *{var}))")
                 self.emit(b, "except (_serr, TypeError):")
                 self.emit(b + 1, "pass")
@@ -891,42 +614,6 @@ class _Gen:
         self.emit(ind, f"if unk: _unknown_tags(unk, {self.const(known, '_kn')}, tg)")
         self.emit(ind, "if tg: _write_tags(out, tg)")
         self.emit(ind, "else: out.append(0)")
-
-
-class _Missing:
-    def __repr__(self) -> str:
-        return "<missing>"
-
-
-_MISSING = _Missing()
-
-
-def _frame_scope(lines: list[str], ns: dict[str, Any]) -> None:
-    """A plan that decodes records fields decodes each message in one kwire_cli.records
-    frame_budget (unless the caller opened one), so that all its records fields together stay
-    under the per-frame decompression cap, not just each batch under the per-batch one.
-
-    The budget takes the limits in force when the message is decoded (set_frame_limits: one
-    attribute read of the module's settings), not the ones of when the plan was compiled."""
-    from kwire_cli.records import compression
-    ns.update(_fb_get=compression._frame.get, _fb_set=compression._frame.set,
-              _fb_reset=compression._frame.reset, _FB=compression.FrameBudget, _fb_mod=compression)
-    lines += ["_dec0_inner = dec0",
-              "def dec0(buf, pos, end, depth=0):",
-              "    if _fb_get() is not None: return _dec0_inner(buf, pos, end, depth)",
-              "    tok = _fb_set(_FB(*_fb_mod._limits))",
-              "    try: return _dec0_inner(buf, pos, end, depth)",
-              "    finally: _fb_reset(tok)"]
-
-
-def _records_decoder(mode: str) -> Callable[[bytes], Any]:
-    """records_mode: "hex" (the JSON value tree's raw form), "bytes" (raw `bytes`, for callers
-    that hand records on to kwire_cli.records themselves; not JSON-serialisable), or "decode"."""
-    if mode == "hex":
-        return bytes.hex
-    if mode == "bytes":
-        return bytes
-    return decode_records  # each batch capped by the frame limit in force
 
 
 _cache: dict[tuple[int, int, str], tuple[MessageSpec, Plan]] = {}

@@ -39,7 +39,7 @@ class Message:
 RECORDS_MODE = "decode"  # records fields are decoded into values by kwire_cli.records unless asked otherwise
 
 
-def _check_version(api: Api, version: int, kind: str) -> None:
+def check_version(api: Api, version: int, kind: str) -> None:
     spec = api.spec(kind)
     if version not in spec.valid_versions:
         raise UnknownVersion(f"{api.name} v{version} is not a valid version "
@@ -47,7 +47,7 @@ def _check_version(api: Api, version: int, kind: str) -> None:
 
 
 def body_plan(api: Api, version: int, kind: str, records: str | None = None) -> Plan:
-    _check_version(api, version, kind)
+    check_version(api, version, kind)
     return compile_plan(api.spec(kind), version, records or RECORDS_MODE)
 
 
@@ -56,7 +56,7 @@ def header_plan(kind: str, header_version: int) -> Plan:
     return compile_plan(spec, header_version, "hex")
 
 
-def _label(api: Api, version: int, kind: str) -> str:
+def message_label(api: Api, version: int, kind: str) -> str:
     return f"{api.name} v{version} {kind}"
 
 
@@ -91,9 +91,9 @@ def _target(key: int, version: int, kind: str, records: str | None, registry_now
         api = registry_now.api(key)
     except KwireError:
         raise UnknownApiKey(f"unknown API key {key}", 0) from None
-    _check_version(api, version, kind)
+    check_version(api, version, kind)
     hv = request_header_version(api, version) if kind == "request" else response_header_version(api, version)
-    label = _label(api, version, kind)
+    label = message_label(api, version, kind)
     value = (api, header_plan(kind, hv), body_plan(api, version, kind, records), label, label + " header")
     _targets[(key, version, kind, records)] = (registry_now, value)
     return value
@@ -140,7 +140,7 @@ def decode_body(data: bytes, api_key: int | str, api_version: int, kind: str, *,
     """A bare body: no size prefix, no header."""
     data = bytes(data)
     api = registry().api(api_key)
-    label = _label(api, api_version, kind)
+    label = message_label(api, api_version, kind)
     body, pos = _run(body_plan(api, api_version, kind, records), data, 0, len(data), label)
     return _finish(pos, len(data), label, Message(api.key, api.name, api_version, kind, None, body, len(data)))
 
@@ -159,17 +159,17 @@ def _encode(plan: Plan, value: Any, out: bytearray, label: str) -> None:
 def encode_body(api_key: int | str, api_version: int, kind: str, body: dict | None) -> bytes:
     api = registry().api(api_key)
     out = bytearray()
-    _encode(body_plan(api, api_version, kind), body, out, _label(api, api_version, kind))
+    _encode(body_plan(api, api_version, kind), body, out, message_label(api, api_version, kind))
     return bytes(out)
 
 
 def _encode_message(api: Api, api_version: int, kind: str, header_version: int, header: dict,
                     body: dict | None, size_prefix: bool) -> bytes:
     try:
-        _check_version(api, api_version, kind)
+        check_version(api, api_version, kind)
     except UnknownVersion as e:
         raise EncodeError(str(e)) from None
-    label = _label(api, api_version, kind)
+    label = message_label(api, api_version, kind)
     out = bytearray()
     _encode(header_plan(kind, header_version), header, out, label + " header")
     _encode(body_plan(api, api_version, kind), body, out, label)

@@ -12,18 +12,19 @@ import struct
 from dataclasses import dataclass, field as dc_field
 from typing import Any
 
-from kwire_cli.codec import compiler as C
 from kwire_cli import wire
+from kwire_cli.codec import runtime as R
 from kwire_cli.codec.framing import unframe
 from kwire_cli.codec.headers import request_header_version, response_header_version
+from kwire_cli.codec.message import RECORDS_MODE, check_version, message_label
 from kwire_cli.errors import DecodeError, KwireError, TrailingBytes, UnknownApiKey
-from kwire_cli.records.compression import frame_budget
-from kwire_cli.spec.model import PRIMITIVE_SIZES, FieldSpec, FieldType, MessageSpec, StructSpec
+from kwire_cli.records.limits import frame_budget
+from kwire_cli.spec.model import FieldSpec, FieldType, MessageSpec, StructSpec
 from kwire_cli.spec.registry import Api, registry
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
-_FIXED = {k: struct.Struct(">" + fmt) for k, fmt in C._FMT.items()}
+_FIXED = {k: struct.Struct(">" + fmt) for k, fmt in R.FMT.items()}
 
 
 def default_value(f: FieldSpec, version: int) -> Any:
@@ -48,7 +49,7 @@ class Walker:
         self.spec = spec
         self.v = version
         self.flexible = spec.flexible(version)
-        self.rec = C._records_decoder(records_mode)
+        self.rec = R.records_decoder(records_mode)
 
     def compact(self, f: FieldSpec) -> bool:
         return f.compact_in(self.v, self.flexible)
@@ -57,7 +58,7 @@ class Walker:
     @staticmethod
     def uvarint(buf: bytes, pos: int, end: int, what: str) -> tuple[int, int]:
         if pos >= end:
-            raise C._short(what, 1, pos, end)
+            raise R.short(what, 1, pos, end)
         return wire.read_uvarint(buf, pos, end)
 
     def length(self, kind: str, nullable: bool, compact: bool, buf: bytes, pos: int, end: int) -> tuple[int, int]:
@@ -65,26 +66,26 @@ class Walker:
             n, pos = self.uvarint(buf, pos, end, f"{kind} length")
             n -= 1
             if not nullable and n < 0:
-                raise C._not_nullable(pos - 1)
+                raise R.not_nullable(pos - 1)
             return n, pos
         size, st = (2, _I16) if kind == "string" else (4, _I32)
         if pos + size > end:
-            raise C._short(kind + " length", size, pos, end)
+            raise R.short(kind + " length", size, pos, end)
         n = st.unpack_from(buf, pos)[0]
         pos += size
         if n < 0:
             if nullable:
                 if n != -1:
-                    raise C._neg_len(n, pos - size)
+                    raise R.neg_len(n, pos - size)
             else:
-                raise C._not_nullable(pos - size) if n == -1 else C._neg_len(n, pos - size)
+                raise R.not_nullable(pos - size) if n == -1 else R.neg_len(n, pos - size)
         return n, pos
 
     # -- structs and values
     def struct(self, s: StructSpec, buf: bytes, pos: int, end: int, d: dict, depth: int) -> int:
         """Fill `d` (already in the tree) with the fields of `s`; return the new position."""
-        if depth > C.MAX_DEPTH:
-            raise C._too_deep(pos)
+        if depth > R.MAX_DEPTH:
+            raise R.too_deep(pos)
         v = self.v
         present = [f for f in s.fields if v in f.versions]
         tagged = {f.tag: f for f in present if f.tagged_in(v)}
@@ -123,7 +124,7 @@ class Walker:
             sz, pos = wire.read_uvarint(buf, pos, end)
             e2 = pos + sz
             if e2 > end:
-                raise C._short("tagged field " + str(tag), sz, pos, end)
+                raise R.short("tagged field " + str(tag), sz, pos, end)
             f = tagged.get(tag)
             if f is not None:
                 read.add(f.name)
@@ -131,7 +132,7 @@ class Walker:
                     pos = self.value(f.type, f.nullable_in(self.v), self.compact(f), buf, pos, e2, d,
                                      f.name, f, depth)
                     if pos != e2:
-                        raise C._tag_size(f.name, tag, sz, sz - (e2 - pos), pos)
+                        raise R.tag_size(f.name, tag, sz, sz - (e2 - pos), pos)
                 except DecodeError as e:
                     raise e.prefix(f.name)
                 if d[f.name] == default_value(f, self.v):  # a peer wrote the default explicitly
@@ -163,7 +164,7 @@ class Walker:
         if k in _FIXED:
             st = _FIXED[k]
             if pos + st.size > end:
-                raise C._short(k, st.size, pos, end)
+                raise R.short(k, st.size, pos, end)
             x = st.unpack_from(buf, pos)[0]
             put(x != 0 if k == "bool" else wire.uuid_to_text(x) if k == "uuid" else x)
             return pos + st.size
@@ -174,12 +175,12 @@ class Walker:
                 return pos
             e = pos + n
             if e > end:
-                raise C._short(f"{k} of {n} bytes", n, pos, end)
+                raise R.short(f"{k} of {n} bytes", n, pos, end)
             if k == "string":
                 try:
                     put(buf[pos:e].decode("utf-8"))
                 except UnicodeDecodeError as x:
-                    raise C._bad_utf8(pos, x) from None
+                    raise R.bad_utf8(pos, x) from None
             elif k == "bytes":
                 put(buf[pos:e].hex())
             else:
@@ -191,7 +192,7 @@ class Walker:
         if k == "struct":
             if nullable:
                 if pos >= end:
-                    raise C._short("struct presence byte", 1, pos, end)
+                    raise R.short("struct presence byte", 1, pos, end)
                 pos += 1
                 if buf[pos - 1] >= 128:
                     put(None)
@@ -206,19 +207,19 @@ class Walker:
                 cnt -= 1
             else:
                 if pos + 4 > end:
-                    raise C._short("array length", 4, pos, end)
+                    raise R.short("array length", 4, pos, end)
                 cnt = _I32.unpack_from(buf, pos)[0]
                 pos += 4
                 if cnt < -1:
-                    raise C._neg_len(cnt, pos - 4)
+                    raise R.neg_len(cnt, pos - 4)
             if cnt < 0:
                 if not nullable:
-                    raise C._not_nullable(pos - (1 if compact else 4))
+                    raise R.not_nullable(pos - (1 if compact else 4))
                 put(None)
                 return pos
-            ms = max(1, C._min_size(el, compact, False))
+            ms = max(1, R.min_size(el, compact))
             if cnt * ms > end - pos:
-                raise C._big_array(cnt, ms, pos, end)
+                raise R.big_array(cnt, ms, pos, end)
             lst: list = []
             put(lst)
             for i in range(cnt):
@@ -277,7 +278,6 @@ def walk_message(data: bytes, kind: str, api_key: int | str | None = None, api_v
 
     Errors that leave nothing to show (no size prefix, unknown API, bad version) are raised.
     """
-    from kwire_cli.codec.message import RECORDS_MODE, _check_version, _label
     data = bytes(data)
     records = records or RECORDS_MODE
     if not header:
@@ -296,8 +296,8 @@ def walk_message(data: bytes, kind: str, api_key: int | str | None = None, api_v
     else:
         api = registry().api(api_key)
         version = api_version
-    _check_version(api, version, kind)
-    label = _label(api, version, kind)
+    check_version(api, version, kind)
+    label = message_label(api, version, kind)
     pm = PartialMessage(api, version, kind, None, None, None, end - start, offset=start)
     pos = start
     if header:

@@ -97,17 +97,25 @@ Rules:
   ``CompressionFraming: frame-kafka-legacy-hc``, which write early Kafka's header checksum.
 """
 
-from .compression import CODEC_NAMES
-from .decode import DEFAULT_MAX_DECOMPRESSED, decode_records, show_bytes
-from .encode import encode_records, to_bytes
 from kwire_cli.errors import RecordsError
+
+from .compression import CODEC_NAMES
+from .decode import decode_records, show_bytes
+from .encode import encode_records, to_bytes
+from .limits import (DEFAULT_MAX_DECOMPRESSED, FrameBudget, FrameLimits, frame_budget, frame_limits,
+                     set_frame_limits)
 
 __all__ = [
     "CODEC_NAMES",
     "DEFAULT_MAX_DECOMPRESSED",
+    "FrameBudget",
+    "FrameLimits",
     "RecordsError",
     "decode_records",
     "encode_records",
+    "frame_budget",
+    "frame_limits",
+    "set_frame_limits",
     "show_bytes",
     "to_bytes",
 ]

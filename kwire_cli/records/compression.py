@@ -25,15 +25,13 @@ None); ``compress`` takes the same framing name back so a re-encode keeps it.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import struct
 import zlib
-from typing import NamedTuple
 
 import cramjam
 
 from kwire_cli.errors import CompressionError, DecompressedTooLarge
+from kwire_cli.records.limits import DECOMPRESSED_OPTION, current_budget
 
 CODEC_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
 CODEC_IDS = {name: i for i, name in enumerate(CODEC_NAMES)}
@@ -274,98 +272,13 @@ def _unlz4(payload: bytes, cap: int) -> tuple[bytes, str]:
     return b"".join(out), framing
 
 
-DEFAULT_MAX_FRAME_DECOMPRESSED = 256 * 1024 * 1024
-# decoded records + record headers per frame: each is a few hundred bytes of Python objects and
-# can be made of as little as 2 to 7 bytes, so this (not the bytes) bounds the value tree (~1.5 GB)
-DEFAULT_MAX_FRAME_ITEMS = 4_000_000
-
-# the command-line options that set the limits below (named in the messages of a limit reached)
-DECOMPRESSED_OPTION = "--max-decompressed"
-ITEMS_OPTION = "--max-records"
-
-
-class FrameLimits(NamedTuple):
-    """The per-frame limits in force (see ``set_frame_limits``): decompressed bytes, all batches
-    together, and decoded records + record headers."""
-
-    decompressed: int = DEFAULT_MAX_FRAME_DECOMPRESSED
-    items: int = DEFAULT_MAX_FRAME_ITEMS
-
-
-# process-wide; replaced as a whole, so a reader sees both values of one setting. The message
-# codec reads it once per message (a budget scope opened without explicit limits).
-_limits = FrameLimits()
-
-
-def frame_limits() -> FrameLimits:
-    """The per-frame limits in force: ``FrameLimits(decompressed, items)``."""
-    return _limits
-
-
-def _check_limit(value, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"the frame's {what} must be a whole number above 0, got {value!r}")
-    return value
-
-
-def set_frame_limits(decompressed: int | None = None, items: int | None = None) -> FrameLimits:
-    """Set the process-wide per-frame limits that ``frame_budget`` and the message codec use when
-    not given explicit ones; None leaves a value as it is. Returns the previous limits, so that
-    ``set_frame_limits(*previous)`` restores them.
-
-    Raises ValueError (one line) unless each given value is an int above 0."""
-    global _limits
-    prev = _limits
-    d = prev.decompressed if decompressed is None else _check_limit(decompressed, "decompressed byte cap")
-    n = prev.items if items is None else _check_limit(items, "cap of records and headers")
-    _limits = FrameLimits(d, n)
-    return prev
-
-
-class FrameBudget:
-    """What is left of one frame's allowances (see ``frame_budget``): decompressed bytes, and
-    decoded records and record headers. ``max_items`` None: the limit in force."""
-
-    __slots__ = ("limit", "left", "max_items", "items_left")
-
-    def __init__(self, limit: int, max_items: int | None = None):
-        if max_items is None:
-            max_items = _limits.items
-        self.limit = self.left = limit
-        self.max_items = self.items_left = max_items
-
-
-_frame = contextvars.ContextVar("kwire_frame_budget", default=None)
-
-
-@contextlib.contextmanager
-def frame_budget(limit: int | None = None, max_items: int | None = None):
-    """Cap the bytes decompressed while the block runs, all batches and records fields together
-    (one Kafka frame): a frame of many batches, each under the per-batch cap, cannot decompress
-    more than ``limit`` in total, nor decode more than ``max_items`` records and record headers.
-    None: the limits in force (``set_frame_limits``; by default 256 MiB and 4,000,000).
-    Nested scopes share the outermost one's budget."""
-    outer = _frame.get()
-    if outer is not None:
-        yield outer
-        return
-    lim = _limits
-    budget = FrameBudget(int(lim.decompressed if limit is None else limit),
-                         int(lim.items if max_items is None else max_items))
-    token = _frame.set(budget)
-    try:
-        yield budget
-    finally:
-        _frame.reset(token)
-
-
 def decompress(codec: int, payload: bytes, cap: int) -> tuple[bytes, str | None]:
     """Decompress ``payload`` with Kafka codec id ``codec``; never produce more than ``cap`` bytes,
     nor more than what is left of the current ``frame_budget`` (which is then charged).
 
     Raises CompressionError (DecompressedTooLarge when over the cap).
     """
-    budget = _frame.get()
+    budget = current_budget()
     if budget is None:
         return _decompress(codec, payload, cap)
     eff = budget.left if budget.left < cap else cap

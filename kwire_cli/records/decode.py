@@ -11,13 +11,11 @@ from gc import disable as _gc_disable, enable as _gc_enable, isenabled as _gc_is
 
 from crc32c import crc32c as _crc32c
 
-from .compression import (CODEC_NAMES, DEFAULT_MAX_FRAME_DECOMPRESSED, ITEMS_OPTION, CompressionError,
-                          DecompressedTooLarge, FrameBudget, _frame, decompress)
-from . import compression as _compression
+from .compression import CODEC_NAMES, CompressionError, DecompressedTooLarge, decompress
+from .limits import ITEMS_OPTION, current_budget, frame_budget, frame_limits
 from kwire_cli.errors import DecodeError, RecordsError
 from kwire_cli.wire import read_uvarint
 
-DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024
 _NOGC_MIN_BYTES = 4096   # smaller records fields make too few containers for the GC to matter
 
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")   # 61 bytes, through the record count
@@ -736,7 +734,7 @@ def _decode_v2(buf, pos, end, index, cap):
     # the frame's budget of records and headers (each a few hundred bytes of value tree, made of
     # as little as 2 to 7 bytes): a batch that could exceed what is left takes the careful loop,
     # which counts its headers as it goes
-    budget = _frame.get()
+    budget = current_budget()
     if budget is None:
         items = None
         fast = _v2_records(rb, count, base_offset, base_ts)
@@ -847,7 +845,7 @@ def _legacy_message(buf, pos, end, cap, nested):
     q = 0
     n = len(inner_buf)
     j = 0
-    budget = _frame.get()
+    budget = current_budget()
     while q < n:
         if budget is not None:
             if budget.items_left <= 0:
@@ -882,7 +880,7 @@ def _legacy_message(buf, pos, end, cap, nested):
 
 
 def _decode_legacy(buf, pos, end, index, cap):
-    budget = _frame.get()
+    budget = current_budget()
     if budget is not None:
         if budget.items_left <= 0:
             offset, size, crc, magic, attrs = _LEGACY_HEADER.unpack_from(buf, pos)
@@ -913,24 +911,21 @@ def decode_records(data, *, max_decompressed: int | None = None,
     ``max_decompressed`` caps each batch; all batches together are capped by the enclosing
     ``frame_budget`` (the message codec opens one per message), or, outside one, by
     ``max_frame_decompressed`` for this call. None (the default) for either: the per-frame limit
-    in force (``compression.set_frame_limits``, --max-decompressed; 256 MiB unless set), so a
+    in force (``limits.set_frame_limits``, --max-decompressed; 256 MiB unless set), so a
     batch may decompress as much as its whole frame may."""
     if data is None:
         return None
     if max_decompressed is None:
-        max_decompressed = _compression._limits.decompressed
-    if _frame.get() is None:
+        max_decompressed = frame_limits().decompressed
+    if current_budget() is None:
         if max_frame_decompressed is None:
-            max_frame_decompressed = _compression._limits.decompressed
+            max_frame_decompressed = frame_limits().decompressed
         if isinstance(max_frame_decompressed, bool) or not isinstance(max_frame_decompressed, int) \
                 or max_frame_decompressed < 0:
             raise RecordsError(f"records: max_frame_decompressed must be a byte count >= 0, "
                                f"got {max_frame_decompressed!r}")
-        token = _frame.set(FrameBudget(max_frame_decompressed))
-        try:
+        with frame_budget(max_frame_decompressed):
             return decode_records(data, max_decompressed=max_decompressed)
-        finally:
-            _frame.reset(token)
     if type(data) is bytes:
         buf = data
     elif isinstance(data, str):

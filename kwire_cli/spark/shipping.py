@@ -74,7 +74,7 @@ def executor_setup(specs_name: str | None, limits: tuple = (None, None, None)) -
     mode) or the archive the driver shipped (an executor may not have kwire installed); and use
     the job's per-frame limits (``limits``: max frame, decompressed bytes, records and headers;
     None: the default; set at every task, as Python workers are reused across jobs)."""
-    from kwire_cli.records.compression import DEFAULT_MAX_FRAME_DECOMPRESSED, DEFAULT_MAX_FRAME_ITEMS, set_frame_limits
+    from kwire_cli.records.limits import DEFAULT_MAX_FRAME_DECOMPRESSED, DEFAULT_MAX_FRAME_ITEMS, set_frame_limits
     set_frame_limits(limits[1] or DEFAULT_MAX_FRAME_DECOMPRESSED, limits[2] or DEFAULT_MAX_FRAME_ITEMS)
     if not specs_name or _specs_in_use[0] == specs_name:
         return

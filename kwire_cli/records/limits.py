@@ -1,0 +1,123 @@
+"""What one Kafka frame may cost to decode: decompressed bytes and decoded records + headers.
+
+Two levels:
+
+* the **limits in force** (``FrameLimits``), process-wide, set by ``set_frame_limits`` (the
+  command line's ``--max-decompressed`` / ``--max-records``) and read with ``frame_limits()``;
+* a **frame budget** (``FrameBudget``): what is left of those allowances while one frame is
+  decoded. All batches of all records fields of one message charge the same budget, so a frame of
+  many batches, each under the per-batch cap, cannot decompress more than the frame's cap in total.
+
+A budget is opened with the context manager ``frame_budget()``, or, where a context manager costs
+too much (the compiled codec, once per message), with ``open_frame()`` / ``close_frame(token)``;
+``current_budget()`` is the budget in force (None outside one). Budgets live in a context variable,
+so threads and asyncio tasks each have their own.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator
+from typing import NamedTuple
+
+DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024   # one batch's cap when the caller gives none
+DEFAULT_MAX_FRAME_DECOMPRESSED = 256 * 1024 * 1024
+# decoded records + record headers per frame: each is a few hundred bytes of Python objects and
+# can be made of as little as 2 to 7 bytes, so this (not the bytes) bounds the value tree (~1.5 GB)
+DEFAULT_MAX_FRAME_ITEMS = 4_000_000
+
+# the command-line options that set the limits below (named in the messages of a limit reached)
+DECOMPRESSED_OPTION = "--max-decompressed"
+ITEMS_OPTION = "--max-records"
+
+
+class FrameLimits(NamedTuple):
+    """The per-frame limits in force (see ``set_frame_limits``): decompressed bytes, all batches
+    together, and decoded records + record headers."""
+
+    decompressed: int = DEFAULT_MAX_FRAME_DECOMPRESSED
+    items: int = DEFAULT_MAX_FRAME_ITEMS
+
+
+# process-wide; replaced as a whole, so a reader sees both values of one setting. The message
+# codec reads it once per message (open_frame).
+_limits = FrameLimits()
+
+
+def frame_limits() -> FrameLimits:
+    """The per-frame limits in force: ``FrameLimits(decompressed, items)``."""
+    return _limits
+
+
+def _check_limit(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"the frame's {what} must be a whole number above 0, got {value!r}")
+    return value
+
+
+def set_frame_limits(decompressed: int | None = None, items: int | None = None) -> FrameLimits:
+    """Set the process-wide per-frame limits that ``frame_budget`` and the message codec use when
+    not given explicit ones; None leaves a value as it is. Returns the previous limits, so that
+    ``set_frame_limits(*previous)`` restores them.
+
+    Raises ValueError (one line) unless each given value is an int above 0."""
+    global _limits
+    prev = _limits
+    d = prev.decompressed if decompressed is None else _check_limit(decompressed, "decompressed byte cap")
+    n = prev.items if items is None else _check_limit(items, "cap of records and headers")
+    _limits = FrameLimits(d, n)
+    return prev
+
+
+class FrameBudget:
+    """What is left of one frame's allowances (see ``frame_budget``): decompressed bytes, and
+    decoded records and record headers. ``max_items`` None: the limit in force."""
+
+    __slots__ = ("limit", "left", "max_items", "items_left")
+
+    def __init__(self, limit: int, max_items: int | None = None):
+        if max_items is None:
+            max_items = _limits.items
+        self.limit = self.left = limit
+        self.max_items = self.items_left = max_items
+
+
+_frame: contextvars.ContextVar[FrameBudget | None] = contextvars.ContextVar("kwire_frame_budget", default=None)
+
+# current_budget(): the frame budget in force, or None outside one (the context variable's own get,
+# no Python call in between: the records decoder asks once per batch)
+current_budget = _frame.get
+
+
+def open_frame() -> contextvars.Token[FrameBudget | None]:
+    """Open a frame budget with the limits in force; returns the token for ``close_frame``.
+
+    For hot paths that cannot afford a context manager: the caller checks ``current_budget()`` is
+    None first (nested scopes share the outermost budget) and closes in a ``finally``."""
+    return _frame.set(FrameBudget(*_limits))
+
+
+def close_frame(token: contextvars.Token[FrameBudget | None]) -> None:
+    """Close the budget ``open_frame`` opened."""
+    _frame.reset(token)
+
+
+@contextlib.contextmanager
+def frame_budget(limit: int | None = None, max_items: int | None = None) -> Iterator[FrameBudget]:
+    """Cap the bytes decompressed while the block runs, all batches and records fields together
+    (one Kafka frame): a frame of many batches, each under the per-batch cap, cannot decompress
+    more than ``limit`` in total, nor decode more than ``max_items`` records and record headers.
+    None: the limits in force (``set_frame_limits``; by default 256 MiB and 4,000,000).
+    Nested scopes share the outermost one's budget."""
+    outer = _frame.get()
+    if outer is not None:
+        yield outer
+        return
+    lim = _limits
+    budget = FrameBudget(int(lim.decompressed if limit is None else limit),
+                         int(lim.items if max_items is None else max_items))
+    token = _frame.set(budget)
+    try:
+        yield budget
+    finally:
+        _frame.reset(token)
