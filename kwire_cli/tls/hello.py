@@ -1,0 +1,226 @@
+"""ClientHello and ServerHello (RFC 8446 4.1.2-4.1.4, RFC 5246 7.4.1): what a decoder needs and
+what a reader wants to see (versions, suites, SNI, ALPN, resumption offers)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .suites import (
+    EXT_ALPN,
+    EXT_EARLY_DATA,
+    EXT_ENCRYPT_THEN_MAC,
+    EXT_EXTENDED_MASTER_SECRET,
+    EXT_KEY_SHARE,
+    EXT_PRE_SHARED_KEY,
+    EXT_SERVER_NAME,
+    EXT_SESSION_TICKET,
+    EXT_SUPPORTED_VERSIONS,
+    HELLO_RETRY_RANDOM,
+)
+
+
+class HelloError(ValueError):
+    """A hello message that does not parse (the reason names the field)."""
+
+
+class _Reader:
+    __slots__ = ("b", "p", "end", "what")
+
+    def __init__(self, b: bytes, what: str):
+        self.b = b
+        self.p = 0
+        self.end = len(b)
+        self.what = what
+
+    def take(self, n: int, name: str) -> bytes:
+        if self.p + n > self.end:
+            raise HelloError("%s: %s needs %d bytes, %d left" % (self.what, name, n, self.end - self.p))
+        v = self.b[self.p:self.p + n]
+        self.p += n
+        return v
+
+    def u8(self, name: str) -> int:
+        return self.take(1, name)[0]
+
+    def u16(self, name: str) -> int:
+        return int.from_bytes(self.take(2, name), "big")
+
+    def vec(self, len_bytes: int, name: str) -> bytes:
+        n = int.from_bytes(self.take(len_bytes, name + " length"), "big")
+        return self.take(n, name)
+
+    def left(self) -> int:
+        return self.end - self.p
+
+
+def _extensions(r: _Reader) -> dict[int, bytes]:
+    exts: dict[int, bytes] = {}
+    if not r.left():
+        return exts
+    er = _Reader(r.vec(2, "extensions"), r.what + " extensions")
+    while er.left():
+        t = er.u16("extension type")
+        exts[t] = er.vec(2, "extension %d" % t)
+    return exts
+
+
+def _text(b: bytes) -> str:
+    """Input bytes as text safe for a terminal: printable ASCII, the rest as \\xNN."""
+    return "".join(chr(c) if 32 <= c < 127 and c != 92 else "\\x%02x" % c for c in b)
+
+
+def _alpn(data: bytes) -> list[str]:
+    out: list[str] = []
+    try:
+        r = _Reader(data, "ALPN")
+        lr = _Reader(r.vec(2, "protocol_name_list"), "ALPN")
+        while lr.left():
+            out.append(_text(lr.vec(1, "protocol name")))
+    except HelloError:
+        pass
+    return out
+
+
+def _sni(data: bytes) -> str | None:
+    try:
+        r = _Reader(data, "server_name")
+        lr = _Reader(r.vec(2, "server_name_list"), "server_name")
+        while lr.left():
+            kind = lr.u8("name_type")
+            name = lr.vec(2, "host_name")
+            if kind == 0:
+                return _text(name)
+    except HelloError:
+        pass
+    return None
+
+
+@dataclass
+class ClientHello:
+    legacy_version: int
+    random: bytes
+    session_id: bytes
+    cipher_suites: list[int]
+    extensions: dict[int, bytes] = field(default_factory=dict)
+    supported_versions: list[int] = field(default_factory=list)
+    sni: str | None = None
+    alpn: list[str] = field(default_factory=list)
+
+    @property
+    def encrypt_then_mac(self) -> bool:
+        return EXT_ENCRYPT_THEN_MAC in self.extensions
+
+    @property
+    def extended_master_secret(self) -> bool:
+        return EXT_EXTENDED_MASTER_SECRET in self.extensions
+
+    @property
+    def session_ticket(self) -> bytes | None:
+        """The TLS 1.2 session ticket offered (RFC 5077), or None (empty: asks for one)."""
+        return self.extensions.get(EXT_SESSION_TICKET)
+
+    @property
+    def offers_psk(self) -> bool:
+        return EXT_PRE_SHARED_KEY in self.extensions
+
+    @property
+    def offers_early_data(self) -> bool:
+        return EXT_EARLY_DATA in self.extensions
+
+
+def parse_client_hello(body: bytes) -> ClientHello:
+    r = _Reader(body, "ClientHello")
+    legacy = r.u16("legacy_version")
+    random = r.take(32, "random")
+    sid = r.vec(1, "session_id")
+    suites_b = r.vec(2, "cipher_suites")
+    if len(suites_b) % 2:
+        raise HelloError("ClientHello: cipher_suites of odd length %d" % len(suites_b))
+    suites = [int.from_bytes(suites_b[i:i + 2], "big") for i in range(0, len(suites_b), 2)]
+    r.vec(1, "compression_methods")
+    exts = _extensions(r)
+    ch = ClientHello(legacy, random, sid, suites, exts)
+    sv = exts.get(EXT_SUPPORTED_VERSIONS)
+    if sv:
+        vb = sv[1:1 + sv[0]]
+        ch.supported_versions = [int.from_bytes(vb[i:i + 2], "big") for i in range(0, len(vb) - 1, 2)]
+    if EXT_SERVER_NAME in exts:
+        ch.sni = _sni(exts[EXT_SERVER_NAME])
+    if EXT_ALPN in exts:
+        ch.alpn = _alpn(exts[EXT_ALPN])
+    return ch
+
+
+@dataclass
+class ServerHello:
+    legacy_version: int
+    random: bytes
+    session_id: bytes
+    cipher_suite: int
+    extensions: dict[int, bytes] = field(default_factory=dict)
+
+    @property
+    def version(self) -> int:
+        """The version chosen: supported_versions (TLS 1.3) or legacy_version."""
+        sv = self.extensions.get(EXT_SUPPORTED_VERSIONS)
+        if sv is not None and len(sv) == 2:
+            return int.from_bytes(sv, "big")
+        return self.legacy_version
+
+    @property
+    def hello_retry(self) -> bool:
+        return self.random == HELLO_RETRY_RANDOM
+
+    @property
+    def encrypt_then_mac(self) -> bool:
+        return EXT_ENCRYPT_THEN_MAC in self.extensions
+
+    @property
+    def extended_master_secret(self) -> bool:
+        return EXT_EXTENDED_MASTER_SECRET in self.extensions
+
+    @property
+    def psk_accepted(self) -> bool:
+        return EXT_PRE_SHARED_KEY in self.extensions
+
+    @property
+    def key_share(self) -> bool:
+        return EXT_KEY_SHARE in self.extensions
+
+    @property
+    def alpn(self) -> list[str]:
+        a = self.extensions.get(EXT_ALPN)
+        return _alpn(a) if a is not None else []
+
+
+def parse_server_hello(body: bytes) -> ServerHello:
+    r = _Reader(body, "ServerHello")
+    legacy = r.u16("legacy_version")
+    random = r.take(32, "random")
+    sid = r.vec(1, "session_id")
+    suite = r.u16("cipher_suite")
+    r.u8("compression_method")
+    return ServerHello(legacy, random, sid, suite, _extensions(r))
+
+
+def parse_encrypted_extensions_alpn(body: bytes) -> list[str]:
+    """ALPN from a TLS 1.3 EncryptedExtensions body (empty when absent or unreadable)."""
+    try:
+        exts = _extensions(_Reader(body, "EncryptedExtensions"))
+    except HelloError:
+        return []
+    a = exts.get(EXT_ALPN)
+    return _alpn(a) if a is not None else []
+
+
+def parse_new_session_ticket12(body: bytes) -> bytes | None:
+    """The ticket of a TLS 1.2 NewSessionTicket (RFC 5077 3.3), or None when it does not parse."""
+    try:
+        r = _Reader(body, "NewSessionTicket")
+        r.take(4, "ticket_lifetime_hint")
+        return r.vec(2, "ticket")
+    except HelloError:
+        return None
+
+
+def text(b: bytes) -> str:
+    return _text(b)
