@@ -214,6 +214,10 @@ class TlsConnection:
     def counters(self) -> tuple[SideCounters, SideCounters]:
         return (self._sides[0].c, self._sides[1].c)
 
+    def buffered(self) -> tuple[int, int]:
+        """Bytes held per direction (an incomplete record, a handshake message being assembled)."""
+        return (len(self._sides[0].buf) + len(self._sides[0].hs), len(self._sides[1].buf) + len(self._sides[1].hs))
+
     # -- the caller's three calls ------------------------------------------------------------------
 
     def feed(self, direction: int, data: bytes | bytearray | memoryview) -> list[Item]:
@@ -686,7 +690,7 @@ class TlsConnection:
         hi = min(lo + SEQ_WINDOW, s.scan_seq + lost // (5 + overhead) + 2)
         return lo, max(hi, lo + 1)
 
-    def _search(self, s: _Side, ctype: int, version: int, body: bytes, lo: int, hi: int
+    def _search(self, s: _Side, ctype: int, version: int, body: bytes, lo: int, hi: int, skip: int = -1
                 ) -> tuple[int, bytes] | None:
         """Try to decrypt a record under sequence numbers lo..hi-1 (and, in TLS 1.3, under the
         next KeyUpdate's keys): (seq, plaintext) and the side's cipher updated, or None."""
@@ -698,7 +702,7 @@ class TlsConnection:
             except DecryptFailed:
                 return None
         guess = cipher.explicit_seq(body)
-        order = list(range(lo, hi))
+        order = [q for q in range(lo, hi) if q != skip]
         if guess is not None and lo <= guess < lo + 4 * SEQ_WINDOW:
             order.insert(0, guess)
         for seq in order:
@@ -738,7 +742,10 @@ class TlsConnection:
                 return pt
         if s.fails >= FAILS_BEFORE_QUIET:
             return None
-        found = self._search(s, ctype, version, bytes(body), s.seq + 1, s.seq + 1 + SEQ_WINDOW // 4)
+        # records that failed just before may have been bytes that only looked like records
+        # (they took no sequence number): look back over them, and ahead a little
+        lo = max(0, s.seq - s.fails)
+        found = self._search(s, ctype, version, bytes(body), lo, s.seq + 1 + SEQ_WINDOW // 4, skip=s.seq)
         if found is None:
             return None
         s.seq = found[0] + 1

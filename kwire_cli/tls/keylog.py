@@ -36,6 +36,7 @@ SECRETS_TYPES = {SECRETS_TLS: "TLS key log", 0x57474B4C: "WireGuard key log", 0x
 
 MAX_LINE = 1024            # longer lines are reported, not read (the longest valid line is ~230 chars)
 MAX_SESSIONS = 100_000     # session ids / tickets remembered for TLS 1.2 resumption (oldest dropped)
+MAX_PROBLEMS = 100         # problems kept per KeyLog; the rest are counted in ``more_problems``
 
 # labels and the byte lengths their secrets may have
 MASTER_LABELS = {"CLIENT_RANDOM": (48,), "PMS_CLIENT_RANDOM": None}   # None: any length 1..512
@@ -120,6 +121,7 @@ class KeyLog:
         self.ignored: dict[str, int] = {}
         self.comments = 0
         self.problems: list[KeyLogProblem] = []
+        self.more_problems = 0     # problems beyond MAX_PROBLEMS, counted only
 
     def __repr__(self) -> str:
         n = sum(self.counts.values())
@@ -135,10 +137,16 @@ class KeyLog:
         """Read every line of a key log; return the problems found (line numbers from 1)."""
         data = text.encode("utf-8", "replace") if isinstance(text, str) else bytes(text)
         problems: list[KeyLogProblem] = []
+        more = self.more_problems
         for no, line in enumerate(data.split(b"\n"), 1):
             p = self.add_line(line, no, source)
             if p is not None:
                 problems.append(p)
+        if self.more_problems > more:
+            # the last problem says how many more there were (kept even past the cap)
+            p = KeyLogProblem(source, 0, "%d more lines not read" % (self.more_problems - more))
+            self.problems.append(p)
+            problems.append(p)
         return problems
 
     def add_line(self, line: bytes | str, no: int = 0, source: str = "key log") -> KeyLogProblem | None:
@@ -147,7 +155,12 @@ class KeyLog:
         reason = self._read_line(raw.strip())
         if reason is None:
             return None
-        p = KeyLogProblem(source, no, reason)
+        return self._problem(KeyLogProblem(source, no, reason))
+
+    def _problem(self, p: KeyLogProblem) -> KeyLogProblem | None:
+        if len(self.problems) >= MAX_PROBLEMS:
+            self.more_problems += 1
+            return None
         self.problems.append(p)
         return p
 
@@ -215,14 +228,12 @@ class KeyLog:
         if len(body) < 8:
             p = KeyLogProblem(source, 0, "decryption secrets block of %d bytes, shorter than its 8-byte header"
                               % len(body))
-            self.problems.append(p)
-            return [p]
+            return [p] if self._problem(p) else []
         stype, slen = struct.unpack_from(fmt, body, 0)
         if slen > len(body) - 8:
             p = KeyLogProblem(source, 0, "decryption secrets block says %d bytes of secrets, holds %d"
                               % (slen, len(body) - 8))
-            self.problems.append(p)
-            return [p]
+            return [p] if self._problem(p) else []
         return self.add_dsb(stype, body[8:8 + slen], source)
 
     # -- lookups ---------------------------------------------------------------------------------
