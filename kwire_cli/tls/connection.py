@@ -100,7 +100,9 @@ from .suites import KEY_UPDATE as HS_KEY_UPDATE
 
 MAX_RECORD = (1 << 14) + 2048     # longest record body any TLS version allows (RFC 5246 6.2.3)
 MAX_HANDSHAKE = 256 * 1024        # longest handshake message kept (certificate chains are ~2-20 KB)
-SEQ_WINDOW = 64                   # sequence numbers tried after a gap or a failed record
+SEQ_WINDOW = 64                   # sequence numbers tried at least after a gap (a quarter after a failed record)
+MAX_TRIALS = 4096                 # ... and at most, for small records
+TRIAL_BYTES = 4 << 20             # bytes of trial decryption per record candidate after a gap
 FAILS_BEFORE_QUIET = 4            # failed records after which no window is searched on failure
 RESYNC_CANDIDATES = 32            # plausible headers tried before a direction gives up decrypting
 
@@ -138,8 +140,8 @@ class _Side:
 
     __slots__ = ("d", "pos", "buf", "skip", "mode", "cipher", "seq", "hs", "hs_skip", "pending",
                  "secret", "app_secret", "tls13_phase", "rec_version", "scanning", "scan_from",
-                 "scan_lost", "scan_seq", "scan_tries", "broken", "hole_from", "hole_bytes", "fails",
-                 "failed_records", "failed_bytes", "c", "nokey_reason", "done_no_window")
+                 "scan_lost", "scan_seq", "scan_first_seq", "scan_tries", "broken", "hole_from", "hole_bytes", "fails",
+                 "failed_records", "failed_bytes", "c", "nokey_reason", "enc_records")
 
     def __init__(self, d: int):
         self.d = d
@@ -159,7 +161,8 @@ class _Side:
         self.scanning = False        # looking for a record header after a gap or bad bytes
         self.scan_from = 0
         self.scan_lost = 0           # bytes lost (gap) since the last good record, for the seq estimate
-        self.scan_seq = 0
+        self.scan_seq = 0            # the sequence number the next record had when the search began
+        self.scan_first_seq = 0      # ... and of the first record lost (reported)
         self.scan_tries = 0
         self.broken = False          # the plaintext has a hole that no Plaintext has followed yet
         self.hole_from = 0
@@ -168,7 +171,7 @@ class _Side:
         self.failed_records = 0
         self.failed_bytes = 0
         self.nokey_reason = ""
-        self.done_no_window = False
+        self.enc_records = 0         # records decrypted (for the average record size)
         self.c = SideCounters()
 
     def __repr__(self) -> str:
@@ -238,6 +241,8 @@ class TlsConnection:
         s.c.lost += nbytes
         where = self._where(s)
         at = s.pos + len(s.buf)
+        first_seq = s.seq          # the first record the gap touches has this sequence number
+        rec_start = s.pos
         if s.skip:
             # already dropping the rest of a damaged record: the gap eats into that first
             k = min(s.skip, nbytes)
@@ -281,7 +286,8 @@ class TlsConnection:
             s.buf = bytearray()
         # records of unknown number and size were lost: look for the next header
         s.pos += nbytes
-        self._start_scan(s, nbytes)
+        self._start_scan(s, nbytes, first_seq)
+        s.scan_from = rec_start
         return out
 
     def finish(self) -> list[Item]:
@@ -305,6 +311,10 @@ class TlsConnection:
                 out.append(TlsEvent(TRUNCATED, "%s: the stream ends inside a record at offset %d (%d of %d bytes)"
                                     % (where, s.pos, n, want), s.d, s.pos, n, True))
                 s.buf = bytearray()
+            if s.hs:
+                out.append(TlsEvent(HANDSHAKE_ERROR, "%s: the stream ends inside a handshake message (%d bytes of it)"
+                                    % (where, len(s.hs)), s.d, None, len(s.hs)))
+                s.hs = bytearray()
             if s.failed_records:
                 out.append(TlsEvent(NOT_DECRYPTED, "%s: %d records (%d bytes) did not decrypt"
                                     % (where, s.failed_records, s.failed_bytes), s.d, None, s.failed_bytes))
@@ -448,6 +458,7 @@ class TlsConnection:
             else:
                 s.seq += 1
             c.decrypted += total
+            s.enc_records += 1
             s.fails = 0
             if s.rec_version is None:
                 s.rec_version = version
@@ -550,12 +561,13 @@ class TlsConnection:
         if s.mode == _ENC:
             s.seq += 1
 
-    def _start_scan(self, s: _Side, lost: int) -> None:
+    def _start_scan(self, s: _Side, lost: int, first_seq: int | None = None) -> None:
         if not s.scanning:
             s.scanning = True
             s.scan_from = s.pos - lost
             s.scan_lost = lost
             s.scan_seq = s.seq
+            s.scan_first_seq = s.seq if first_seq is None else first_seq
             s.scan_tries = 0
         else:
             s.scan_lost += lost
@@ -641,9 +653,9 @@ class TlsConnection:
             msg = "%s: records found again at offset %d after %d bytes skipped from offset %d" % (
                 self._where(s), s.pos, skipped, s.scan_from)
             if s.mode == _ENC and s.cipher is not None:
-                lost = s.seq - s.scan_seq
+                lost = s.seq - s.scan_first_seq
                 if lost:
-                    msg += " (%d records lost, sequence numbers %d-%d)" % (lost, s.scan_seq, s.seq - 1)
+                    msg += " (%d records lost, sequence numbers %d-%d)" % (lost, s.scan_first_seq, s.seq - 1)
             out.append(TlsEvent(RESYNC, msg, s.d, s.pos, skipped, False))
             self._consume(s, rest, out)
             return
@@ -651,14 +663,13 @@ class TlsConnection:
     def _try_candidate(self, s: _Side, buf: bytearray, total: int) -> bool | None:
         """Is the record at buf[0:total] a real one? With keys: it decrypts (the sequence number
         and keys are updated); without: the next header (if any) is plausible too."""
-        if s.mode == _ENC and s.cipher is not None and not s.done_no_window:
+        if s.mode == _ENC and s.cipher is not None:
             body = bytes(buf[5:total])
             ctype = buf[0]
             version = buf[1] << 8 | buf[2]
             if s.tls13_phase and ctype != APPLICATION_DATA:
                 return self._chain_ok(s, buf, total)
-            lo, hi = self._seq_range(s)
-            found = self._search(s, ctype, version, body, lo, hi)
+            found = self._search(s, ctype, version, body, self._seq_candidates(s, len(body)))
             if found is not None:
                 s.seq = found[0]
                 return True
@@ -679,32 +690,48 @@ class TlsConnection:
             return True        # a record that ends where the bytes end (as records end segments)
         return None
 
-    def _seq_range(self, s: _Side) -> tuple[int, int]:
-        """Sequence numbers the next record may have after ``scan_lost`` bytes were lost."""
-        lo = s.scan_seq
-        lost = s.pos - s.scan_from
-        if s.scan_lost:
-            lo += max(1, s.scan_lost // (MAX_RECORD + 5))
-        cipher = s.cipher
-        overhead = cipher.overhead if cipher is not None else 16
-        hi = min(lo + SEQ_WINDOW, s.scan_seq + lost // (5 + overhead) + 2)
-        return lo, max(hi, lo + 1)
+    def _seq_candidates(self, s: _Side, body_len: int) -> list[int]:
+        """Sequence numbers the record found after a gap may have, likeliest first.
 
-    def _search(self, s: _Side, ctype: int, version: int, body: bytes, lo: int, hi: int, skip: int = -1
+        ``scan_lost`` bytes were lost (and ``pos - scan_from`` bytes skipped in all): at least
+        one record per 2^14+2048+5 lost bytes, at most one per smallest record; the estimate is
+        the bytes skipped over this direction's average record size so far, and the candidates
+        go outwards from it, as many as ``TRIAL_BYTES`` of trial decryption allow."""
+        base = s.scan_seq
+        skipped = s.pos - s.scan_from
+        lo = base
+        if s.scan_lost:
+            lo += max(1, -(-s.scan_lost // (MAX_RECORD + 5)))
+        overhead = s.cipher.overhead if s.cipher is not None else 16
+        hi = max(lo, base + skipped // (5 + overhead) + 1)
+        avg = s.c.decrypted / s.enc_records if s.enc_records else (MAX_RECORD + 5) / 2
+        est = min(max(base + round(skipped / avg), lo), hi)
+        limit = max(SEQ_WINDOW, min(MAX_TRIALS, TRIAL_BYTES // max(1, body_len)))
+        out = [est]
+        k = 1
+        while len(out) < limit and (est - k >= lo or est + k <= hi):
+            if est + k <= hi:
+                out.append(est + k)
+            if est - k >= lo:
+                out.append(est - k)
+            k += 1
+        return out[:limit]
+
+    def _search(self, s: _Side, ctype: int, version: int, body: bytes, seqs: list[int]
                 ) -> tuple[int, bytes] | None:
-        """Try to decrypt a record under sequence numbers lo..hi-1 (and, in TLS 1.3, under the
-        next KeyUpdate's keys): (seq, plaintext) and the side's cipher updated, or None."""
+        """Try to decrypt a record under each sequence number of ``seqs`` in turn (and, in TLS 1.3,
+        under the next KeyUpdate's keys): (seq, plaintext) with the side's cipher updated, or None."""
         cipher = s.cipher
         assert cipher is not None
         if isinstance(cipher, Cbc12):
             try:
-                return cipher.decrypt_any(ctype, version, body, range(lo, hi))
+                return cipher.decrypt_any(ctype, version, body, tuple(seqs))
             except DecryptFailed:
                 return None
+        order = seqs
         guess = cipher.explicit_seq(body)
-        order = [q for q in range(lo, hi) if q != skip]
-        if guess is not None and lo <= guess < lo + 4 * SEQ_WINDOW:
-            order.insert(0, guess)
+        if guess is not None and seqs and min(seqs) <= guess <= max(seqs) + 4 * SEQ_WINDOW:
+            order = [guess, *(q for q in seqs if q != guess)]
         for seq in order:
             try:
                 return seq, cipher.decrypt(seq, ctype, version, body)
@@ -744,8 +771,8 @@ class TlsConnection:
             return None
         # records that failed just before may have been bytes that only looked like records
         # (they took no sequence number): look back over them, and ahead a little
-        lo = max(0, s.seq - s.fails)
-        found = self._search(s, ctype, version, bytes(body), lo, s.seq + 1 + SEQ_WINDOW // 4, skip=s.seq)
+        seqs = [q for q in range(max(0, s.seq - s.fails), s.seq + 1 + SEQ_WINDOW // 4) if q != s.seq]
+        found = self._search(s, ctype, version, bytes(body), seqs)
         if found is None:
             return None
         s.seq = found[0] + 1
