@@ -26,6 +26,7 @@ from kwire_cli.tls import (
     TlsConnection,
     TlsEvent,
     looks_like_client_hello,
+    looks_like_tls_record,
 )
 from tls_gen import session
 from tls_util import SECURE, connections, keylog_of, manifest
@@ -363,3 +364,55 @@ def test_bad_arguments_are_value_errors():
     with pytest.raises(ValueError, match="feed or gap after finish"):
         tc.feed(0, b"x")
     assert tc.finish() == []
+
+
+def _fixture(name):
+    fx = manifest()["fixtures"][name]
+    conns = connections(SECURE / fx["files"]["capture"], fx["port"])
+    twins = connections(SECURE / fx["files"]["plaintext_twin"], fx["twin_port"])
+    return fx, conns, twins, keylog_of(name)
+
+
+@pytest.mark.parametrize("name", ["tls12-ecdhe-rsa-aes128-gcm-kafka-python", "tls12-ecdhe-rsa-chacha20-kafkajs",
+                                  "tls12-rsa-aes128-cbc-sha-kafka-python"])
+def test_tls12_lost_change_cipher_spec_and_finished(name):
+    """A gap that takes the client's change_cipher_spec and Finished: its keys start at the next
+    record, whose sequence number (1) is found."""
+    fx, conns, twins, keys = _fixture(name)
+    for c in fx["connections"]:
+        conn = conns[c["client_port"]]
+        recs = records(stream_of(conn.segments, C2S))
+        stream = stream_of(conn.segments, C2S)
+        i = next(i for i, r in enumerate(recs) if stream[r[0]] == 20)       # the client's CCS
+        ccs, fin = recs[i], recs[i + 1]
+        if len(recs) <= i + 2:
+            continue
+        run = replay(conn.segments, keys, [(C2S, ccs[0], "gap", fin[1] - ccs[0])])
+        assert b"".join(p[0] for p in run.plain(C2S)) == twins[c["twin_client_port"]].stream(C2S)
+        assert b"".join(p[0] for p in run.plain(S2C)) == twins[c["twin_client_port"]].stream(S2C)
+
+
+def test_a_capture_that_starts_after_the_handshake():
+    """No ClientHello: no client random to find keys with; one event, every byte counted."""
+    _, conns, _, keys = _fixture("tls13-chacha20-kafkajs")
+    for conn in conns.values():
+        streams = [stream_of(conn.segments, d) for d in (C2S, S2C)]
+        # from the first application record of each direction on
+        tc = TlsConnection(keys)
+        ref = replay(conn.segments, keys)
+        firsts = [min(p[1] for p in ref.plain(d)) for d in (C2S, S2C)]
+        tails = [streams[d][firsts[d]:] for d in (C2S, S2C)]
+        assert looks_like_tls_record(tails[C2S]) is True and looks_like_client_hello(tails[C2S]) is False
+        items = tc.feed(S2C, tails[S2C]) + tc.feed(C2S, tails[C2S]) + tc.finish()
+        assert not [it for it in items if isinstance(it, Plaintext)]
+        (ev,) = items
+        assert ev.kind == "no-key"
+        assert ev.message == "TLS, no ClientHello seen, so no client random to find keys; %d bytes not decrypted" % (
+            len(tails[0]) + len(tails[1]))
+
+
+def test_looks_like_tls_record():
+    assert looks_like_tls_record(b"\x17\x03\x03\x40\x11") is True
+    assert looks_like_tls_record(b"\x17\x03\x03\x48\x01") is False      # 18433: over the limit
+    assert looks_like_tls_record(b"\x00\x00\x01\x00\x00\x12") is False  # a Kafka frame
+    assert looks_like_tls_record(b"\x15\x03") is None

@@ -10,11 +10,12 @@
     conn.finish()                                  # end of the connection: last events
 
 No I/O, no threads; key material never appears in a message, repr or exception text.
-``looks_like_client_hello(first_bytes)`` recognises a TLS connection on any port.
+``looks_like_client_hello(first_bytes)`` recognises a TLS connection on any port;
+``looks_like_tls_record(first_bytes)`` one whose handshake the capture missed.
 """
 from __future__ import annotations
 
-from .connection import MAX_HANDSHAKE, MAX_RECORD, TlsConnection, looks_like_client_hello
+from .connection import MAX_HANDSHAKE, MAX_RECORD, TlsConnection, looks_like_client_hello, looks_like_tls_record
 from .events import (
                      ALERT,
                      BAD_RECORD,
@@ -41,7 +42,7 @@ from .keys import hkdf_expand_label, next_traffic_secret, prf12
 from .suites import SUITES, Suite, suite_name, version_name
 
 __all__ = [
-    "TlsConnection", "looks_like_client_hello", "MAX_RECORD", "MAX_HANDSHAKE",
+    "TlsConnection", "looks_like_client_hello", "looks_like_tls_record", "MAX_RECORD", "MAX_HANDSHAKE",
     "Plaintext", "TlsEvent", "HandshakeInfo", "SideCounters", "C2S", "S2C",
     "HANDSHAKE", "NO_KEY", "ALERT", "KEY_UPDATE", "DECRYPT_FAILED", "GAP", "BAD_RECORD", "RESYNC",
     "TRUNCATED", "NOT_DECRYPTED", "UNSUPPORTED", "HANDSHAKE_ERROR", "KINDS",

@@ -129,6 +129,23 @@ def looks_like_client_hello(data: bytes | bytearray | memoryview) -> bool | None
     return None
 
 
+def looks_like_tls_record(data: bytes | bytearray | memoryview) -> bool | None:
+    """True when ``data`` starts with a plausible TLS record header (content type 20-24, version
+    3.0-3.4, length within 2^14+2048) -- a connection caught after its handshake; False when it
+    cannot; None when fewer than 5 bytes say neither. (A Kafka frame whose size starts with byte
+    20-24 would be over 335 MB.)"""
+    n = len(data)
+    if n >= 1 and data[0] not in _TYPES:
+        return False
+    if n >= 2 and data[1] != 3:
+        return False
+    if n >= 3 and data[2] > 4:
+        return False
+    if n >= 5:
+        return (data[3] << 8 | data[4]) <= MAX_RECORD
+    return None
+
+
 def _names(d: int, client: int | None) -> str:
     if client is None:
         return "direction %d" % d
@@ -353,6 +370,7 @@ class TlsConnection:
     def _consume(self, s: _Side, data: bytes | memoryview, out: list[Item]) -> None:
         n = len(data)
         p = 0
+        mv = data if isinstance(data, memoryview) else memoryview(data)
         if s.skip:
             k = min(s.skip, n)
             s.skip -= k
@@ -362,39 +380,37 @@ class TlsConnection:
             if p == n:
                 return
         if s.scanning:
-            self._scan(s, data[p:], out)
+            self._scan(s, mv[p:], out)
             return
         buf = s.buf
         if buf:
             # complete the buffered record first
             if len(buf) < 5:
                 k = min(5 - len(buf), n - p)
-                buf += data[p:p + k]
+                buf += mv[p:p + k]
                 p += k
                 if len(buf) < 5:
                     return
                 bad = self._bad_header(s, buf[0], buf[1], buf[2], buf[3] << 8 | buf[4])
                 if bad:
-                    rest = bytes(buf) + bytes(data[p:])
+                    rest = bytes(buf) + bytes(mv[p:])
                     s.buf = bytearray()
                     self._bad(s, bad, out)
                     self._scan(s, rest, out)
                     return
             total = 5 + (buf[3] << 8 | buf[4])
             k = min(total - len(buf), n - p)
-            buf += data[p:p + k]
+            buf += mv[p:p + k]
             p += k
             if len(buf) < total:
                 return
-            rec = bytes(buf)
-            s.buf = bytearray()
-            self._record(s, rec[0], rec[1] << 8 | rec[2], memoryview(rec)[5:], s.pos, out)
+            s.buf = bytearray()      # the complete record is ours now: no copy
+            self._record(s, buf[0], buf[1] << 8 | buf[2], memoryview(buf)[5:], s.pos, out)
             s.pos += total
             if s.scanning or s.skip:   # the record changed the state (not expected, but be safe)
-                self._consume(s, data[p:], out)
+                self._consume(s, mv[p:], out)
                 return
         # records wholly inside ``data``: no copy
-        mv = data if isinstance(data, memoryview) else memoryview(data)
         record = self._record
         while n - p >= 5:
             ctype = data[p]
@@ -403,7 +419,7 @@ class TlsConnection:
                 bad = self._bad_header(s, ctype, data[p + 1], data[p + 2], ln)
                 if bad:
                     self._bad(s, bad, out)
-                    self._scan(s, data[p:], out)
+                    self._scan(s, mv[p:], out)
                     return
             end = p + 5 + ln
             if end > n:
@@ -412,10 +428,10 @@ class TlsConnection:
             s.pos += end - p
             p = end
             if s.scanning or s.skip:
-                self._consume(s, data[p:], out)
+                self._consume(s, mv[p:], out)
                 return
         if p < n:
-            s.buf = bytearray(data[p:])
+            s.buf = bytearray(mv[p:])
 
     def _bad_header(self, s: _Side, ctype: int, major: int, minor: int, ln: int) -> str:
         if ctype not in _TYPES:
@@ -478,6 +494,15 @@ class TlsConnection:
                 c.plain += total
                 self._alert(s, bytes(body), start, False, out)
             elif ctype == APPLICATION_DATA:
+                if self._sh is not None and self._version == TLS12 and not s.nokey_reason:
+                    # its change_cipher_spec was lost (a gap): the keys start here
+                    self._change_cipher_spec(s, start, out)
+                    if s.mode == _ENC:
+                        c.records -= 1
+                        self._record(s, ctype, version, body, start, out)
+                    else:
+                        c.undecrypted += total
+                    return
                 self._early_application_data(s, start, total, out)
             else:
                 c.plain += total
@@ -787,13 +812,15 @@ class TlsConnection:
             data = data[k:]
             if not data:
                 return
-        hs = s.hs
-        hs += data
+        if s.hs:
+            s.hs += data
+            data = bytes(s.hs)
+            s.hs = bytearray()
         p = 0
-        n = len(hs)
+        n = len(data)
         while n - p >= 4:
-            mtype = hs[p]
-            ln = hs[p + 1] << 16 | hs[p + 2] << 8 | hs[p + 3]
+            mtype = data[p]
+            ln = data[p + 1] << 16 | data[p + 2] << 8 | data[p + 3]
             if ln > MAX_HANDSHAKE:
                 out.append(TlsEvent(HANDSHAKE_ERROR, "%s: %s message of %d bytes at offset %d is over the %d KiB "
                                     "cap; skipped" % (self._where(s), HANDSHAKE_NAMES.get(mtype, "handshake type %d"
@@ -805,11 +832,10 @@ class TlsConnection:
                 continue
             if n - p - 4 < ln:
                 break
-            msg = bytes(hs[p:p + 4 + ln])
+            self._message(s, mtype, data[p:p + 4 + ln], start, out)
             p += 4 + ln
-            self._message(s, mtype, msg, start, out)
-        if p:
-            del hs[:p]
+        if p < n:
+            s.hs = bytearray(data[p:])
 
     def _message(self, s: _Side, mtype: int, msg: bytes, start: int, out: list[Item]) -> None:
         body = msg[4:]
@@ -859,7 +885,11 @@ class TlsConnection:
             self._session_hash = None
             self._enc_pms = None
         self._ch = ch
-        if not self._hello_retry:
+        self._transcript = None
+        if not self._hello_retry and self.keys.get("CLIENT_RANDOM", ch.random) is None:
+            # no master secret logged: a pre-master (RSA, PMS_CLIENT_RANDOM lines) may need the
+            # extended master secret's session hash, the hash of the handshake up to the
+            # ClientKeyExchange (RFC 7627 3)
             self._transcript = {"sha256": hashlib.sha256(), "sha384": hashlib.sha384()}
             for h in self._transcript.values():
                 h.update(b"\x01" + len(body).to_bytes(3, "big") + body)
@@ -948,7 +978,7 @@ class TlsConnection:
             if n == len(body) - 2:
                 self._enc_pms = body[2:]
         if self._transcript is not None and suite is not None and suite.prf in self._transcript:
-            self._session_hash = self._transcript[suite.prf].copy().digest()
+            self._session_hash = self._transcript[suite.prf].digest()
             self._transcript = None
 
     def _resolve_master(self) -> Secret | None:
