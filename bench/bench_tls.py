@@ -15,7 +15,8 @@ The streams:
   (tests/tls_gen.py, the test suite's generator), the client sending N messages and the server
   answering each with as many bytes. bulk: 32 messages of 128 KiB each way (full 16 KiB records,
   as in a big Fetch response); small: 4000 messages of 200 bytes each way (one short record each,
-  as in produce requests and heartbeats). The TCP segments are the generator's (1 to 64 KiB).
+  as in produce requests and heartbeats). What a peer writes is cut into TCP segments of at most
+  1448 bytes, as on an Ethernet link.
 
 For each: the whole decoder (every segment fed, both directions interleaved as captured, then
 finish()) and, as the floor, ``cryptography`` alone doing the same work for the application
@@ -58,6 +59,7 @@ SUITES = [
     ("TLS 1.2 AES-128-CBC-SHA256 (MtE)", "1.2", "ECDHE-RSA-AES128-SHA256/no_etm"),
 ]
 SHAPES = {"bulk": (32, 128 * 1024), "small": (4000, 200)}
+MSS = 1448    # TCP segments as on an Ethernet link (what a write of the peer becomes)
 
 
 def clock_fn(name: str):
@@ -185,9 +187,9 @@ def generated_workload(label: str, version: str, suite: str, shape: str) -> Work
         suite = suite.split("/")[0]
         opts["no_etm"] = True
     if version == "1.3":
-        s = session_in_subprocess(suite, version="1.3", sizes=list(sizes), seed=3)
+        s = session_in_subprocess(suite, version="1.3", sizes=list(sizes), seed=3, mss=MSS)
     else:
-        s = session("1.2", suite, sizes=sizes, seed=3, **opts)
+        s = session("1.2", suite, sizes=sizes, seed=3, mss=MSS, **opts)
     keys = KeyLog()
     keys.add_text(s["keylog"])
     conns = [[(d, bytes.fromhex(h)) for d, h in c["segments"]] for c in s["connections"]]

@@ -25,14 +25,16 @@ SSL_OP_NO_EXTENDED_MASTER_SECRET = 1 << 0   # OpenSSL 3.0 ssl.h
 SSL_OP_NO_ENCRYPT_THEN_MAC = 1 << 19
 
 
-def _pump(src: ssl.MemoryBIO, dst: ssl.MemoryBIO, d: int, segments: list, rng: random.Random) -> bool:
+def _pump(src: ssl.MemoryBIO, dst: ssl.MemoryBIO, d: int, segments: list, rng: random.Random,
+          mss: int | None) -> bool:
     data = src.read()
     if not data:
         return False
-    # cut what one peer wrote into TCP-segment-like pieces of varying size
+    # cut what one peer wrote into TCP segments: of varying size (1 byte to 64 KiB), or of at
+    # most ``mss`` bytes
     p = 0
     while p < len(data):
-        n = rng.choice((1, 5, 100, 1448, 1448, 1448, 16384, 65483))
+        n = mss or rng.choice((1, 5, 100, 1448, 1448, 1448, 16384, 65483))
         segments.append((d, data[p:p + n]))
         p += n
     dst.write(data)
@@ -41,10 +43,11 @@ def _pump(src: ssl.MemoryBIO, dst: ssl.MemoryBIO, d: int, segments: list, rng: r
 
 def session(version: str = "1.3", ciphers: str | None = None, sizes: tuple[int, ...] = (100, 50000),
             resume: bool = False, no_etm: bool = False, no_ems: bool = False, seed: int = 1,
-            tickets: bool = True) -> dict:
+            tickets: bool = True, mss: int | None = None) -> dict:
     """One or two (``resume``) connections; per connection: segments [(direction, bytes)], the
     application data sent c2s and s2c, and whether it was resumed. ``sizes``: the client sends
-    messages of these sizes, the server answers each with one of the same size."""
+    messages of these sizes, the server answers each with one of the same size. ``mss``: cut
+    what a peer writes into segments of at most this size (default: sizes from 1 byte to 64 KiB)."""
     rng = random.Random(seed)
     tmp = tempfile.mkdtemp(prefix="kwire-tlsgen-")
     keylog = os.path.join(tmp, "keylog")
@@ -73,7 +76,7 @@ def session(version: str = "1.3", ciphers: str | None = None, sizes: tuple[int, 
         s = sctx.wrap_bio(sin, sout, server_side=True)
 
         def pump(cout=cout, sin=sin, sout=sout, cin=cin, segments=segments) -> None:
-            while _pump(cout, sin, 0, segments, rng) | _pump(sout, cin, 1, segments, rng):
+            while _pump(cout, sin, 0, segments, rng, mss) | _pump(sout, cin, 1, segments, rng, mss):
                 pass
 
         done = [False, False]

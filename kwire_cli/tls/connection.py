@@ -242,11 +242,18 @@ class TlsConnection:
 
     def feed(self, direction: int, data: bytes | bytearray | memoryview) -> list[Item]:
         """Give the next in-order bytes of one direction; get plaintext and events back."""
-        s = self._side(direction)
+        if (direction != 0 and direction != 1) or self._finished:
+            self._side(direction)   # raises
+        s = self._sides[direction]
         out: list[Item] = []
-        if data:
-            s.c.fed += len(data)
-            self._consume(s, memoryview(data).cast("B") if not isinstance(data, bytes) else data, out)
+        n = len(data)
+        if n:
+            s.c.fed += n
+            buf = s.buf
+            if len(buf) >= 5 and n < 5 + (buf[3] << 8 | buf[4]) - len(buf) and not s.scanning:
+                buf += data       # one more piece of a record that is still incomplete
+                return out
+            self._consume(s, data if data.__class__ is bytes else memoryview(data).cast("B"), out)
         return out
 
     def gap(self, direction: int, nbytes: int) -> list[Item]:
@@ -424,7 +431,9 @@ class TlsConnection:
             end = p + 5 + ln
             if end > n:
                 break
-            record(s, ctype, data[p + 1] << 8 | data[p + 2], mv[p + 5:end], s.pos, out)
+            version = data[p + 1] << 8 | data[p + 2]
+            if ctype != APPLICATION_DATA or s.mode != _ENC or not self._fast(s, version, mv[p + 5:end], s.pos, out):
+                record(s, ctype, version, mv[p + 5:end], s.pos, out)
             s.pos += end - p
             p = end
             if s.scanning or s.skip:
@@ -432,6 +441,39 @@ class TlsConnection:
                 return
         if p < n:
             s.buf = bytearray(mv[p:])
+
+    def _fast(self, s: _Side, version: int, body: memoryview, start: int, out: list[Item]) -> bool:
+        """The common record: application data that decrypts under the expected sequence number.
+        False (nothing done) for anything else, which ``_record`` then handles."""
+        cipher = s.cipher
+        if cipher is None:
+            return False
+        try:
+            pt = cipher.decrypt(s.seq, APPLICATION_DATA, version, body)
+        except DecryptFailed:
+            return False
+        if s.rec_version is None:
+            s.rec_version = version
+        s.seq += 1
+        c = s.c
+        total = 5 + len(body)
+        c.records += 1
+        c.decrypted += total
+        s.enc_records += 1
+        s.fails = 0
+        if s.tls13_phase:
+            if pt and pt[-1] == APPLICATION_DATA:
+                pt = pt[:-1]          # no padding: the usual case
+            else:
+                self._content(s, APPLICATION_DATA, pt, start, start + total, out)
+                if s.pending:
+                    self._key_change(s, out)
+                return True
+        if pt:
+            s.broken = False
+            c.plaintext += len(pt)
+            out.append(Plaintext(s.d, pt, start, start + total))
+        return True
 
     def _bad_header(self, s: _Side, ctype: int, major: int, minor: int, ln: int) -> str:
         if ctype not in _TYPES:
