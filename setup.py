@@ -3,9 +3,10 @@
 Project metadata lives in pyproject.toml. This file adds two things setuptools cannot express
 there:
 
-* kwire_cli/codec/_speedups.c is an *optional* extension: when it cannot be compiled (no compiler,
-  no Python headers, an unsupported interpreter) the build warns and goes on, and kwire runs its
-  pure-Python decoders. KWIRE_NO_EXTENSION=1 skips it on purpose.
+* kwire_cli/codec/_speedups.c (the plan interpreter) and kwire_cli/records/_native.c (the records
+  fast path) are *optional* extensions: when one cannot be compiled (no compiler, no Python
+  headers, an unsupported interpreter) the build warns and goes on, and kwire runs its pure-Python
+  decoders. KWIRE_NO_EXTENSION=1 skips them on purpose.
 * the repository's specs/ folder goes into wheels as kwire_cli/_bundled_specs (an editable install
   reads ../specs from the source tree instead; see kwire_cli/spec/registry.py bundled_folder()).
 """
@@ -34,11 +35,11 @@ class OptionalBuildExt(build_ext):
         try:
             super().build_extension(ext)
         except Exception as e:
-            self._skip(e)
+            self._skip(e, ext.name)
 
     @staticmethod
-    def _skip(e):
-        print(f"kwire: the optional native decoder was not built ({e}); "
+    def _skip(e, name="the native decoders"):
+        print(f"kwire: {name} (optional) was not built ({e}); "
               "kwire will use its pure-Python decoders", file=sys.stderr)
 
 
@@ -58,6 +59,8 @@ class BuildPyWithSpecs(build_py):
 
 ext_modules = []
 if os.environ.get("KWIRE_NO_EXTENSION", "") in ("", "0"):
-    ext_modules.append(Extension("kwire_cli.codec._speedups", ["kwire_cli/codec/_speedups.c"]))
+    common = ["kwire_cli/native_common.h"]
+    ext_modules.append(Extension("kwire_cli.codec._speedups", ["kwire_cli/codec/_speedups.c"], depends=common))
+    ext_modules.append(Extension("kwire_cli.records._native", ["kwire_cli/records/_native.c"], depends=common))
 
 setup(ext_modules=ext_modules, cmdclass={"build_ext": OptionalBuildExt, "build_py": BuildPyWithSpecs})

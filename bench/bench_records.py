@@ -22,7 +22,7 @@ Two levels, each timed for both libraries on the same bytes:
     kafka-python FetchResponse.decode(frame, version=11, header=True, framed=True), then the records
                  level above on each partition's records.
 
-With kwire's optional native decoder built (kwire_cli/codec/_speedups.c), kwire is also timed with
+With kwire's optional native decoders built (kwire_cli/codec/_speedups.c, kwire_cli/records/_native.c), kwire is also timed with
 it switched off (compiler.use_speedups(False)), as the row "kwire (py)": the pure-Python decoders on
 the same bytes. KWIRE_NO_SPEEDUPS=1 times the pure-Python decoders only.
 

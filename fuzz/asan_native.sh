@@ -1,29 +1,34 @@
 #!/usr/bin/env bash
-# Fuzz the optional native decoder (kwire_cli/codec/_speedups.c) built with AddressSanitizer and
-# UndefinedBehaviorSanitizer, so that an out-of-bounds read is a report, not a silent wrong byte.
+# Fuzz the optional native decoders (kwire_cli/codec/_speedups.c, kwire_cli/records/_native.c) built
+# with AddressSanitizer and UndefinedBehaviorSanitizer, so that an out-of-bounds read is a report,
+# not a silent wrong byte.
 #
 #   bash fuzz/asan_native.sh [seconds per target, default 60]
 #
-# Copies kwire_cli/ and specs/ to a scratch folder, compiles _speedups.c there with
+# Copies kwire_cli/ and specs/ to a scratch folder, compiles both there with
 # -fsanitize=address,undefined, and runs the native_agrees (native vs generated Python decoder),
-# request and response targets of fuzz/fuzzlib.py against that copy with libasan preloaded.
+# request, response and records targets of fuzz/fuzzlib.py against that copy with libasan
+# preloaded.
 set -euo pipefail
 secs="${1:-60}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cp -r "$root/kwire_cli" "$root/specs" "$work/"
-rm -f "$work"/kwire_cli/codec/_speedups*.so
-gcc -shared -fPIC -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer $(python3-config --includes) \
-    "$work/kwire_cli/codec/_speedups.c" -o "$work/kwire_cli/codec/_speedups$(python3-config --extension-suffix)"
+rm -f "$work"/kwire_cli/codec/_speedups*.so "$work"/kwire_cli/records/_native*.so
+for ext in codec/_speedups records/_native; do
+    gcc -shared -fPIC -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer $(python3-config --includes) \
+        "$work/kwire_cli/$ext.c" -o "$work/kwire_cli/$ext$(python3-config --extension-suffix)"
+done
 cat > "$work/drive.py" <<PY
 import random, sys, time
 sys.path.insert(0, "$work"); sys.path.insert(1, "$root/fuzz")
 import kwire_cli
 from kwire_cli.codec import compiler
-assert kwire_cli.__file__.startswith("$work") and compiler._speedups is not None
+from kwire_cli.records import native as records_native
+assert kwire_cli.__file__.startswith("$work") and compiler._speedups is not None and records_native.available()
 import fuzzlib
-for name in ("native_agrees", "request", "response"):
+for name in ("native_agrees", "request", "response", "records"):
     rng, seeds, n, found = random.Random(7), fuzzlib.seeds_for(name), 0, set()
     t0 = time.monotonic()
     while time.monotonic() - t0 < $secs:

@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 import kwire_cli.records.decode as D
 from kwire_cli.codec import compiler
+from kwire_cli.records import native as records_native
 from kwire_cli.records import decode_records
 from kwire_cli.records.limits import frame_budget
 
@@ -35,7 +36,7 @@ FIXTURES = ROOT / "fixtures"
 sys.path.insert(0, str(ROOT / "fuzz"))
 import fuzzlib  # noqa: E402
 
-NATIVE = compiler.speedups_available() and hasattr(compiler._speedups, "v2_records")
+NATIVE = records_native.available()
 needs_native = pytest.mark.skipif(not NATIVE, reason="the native decoder is not built (or KWIRE_NO_SPEEDUPS is set)")
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -55,7 +56,7 @@ def outcome(fn, *args):
 
 def raw_native(args):
     """The C function alone: list, None or NotImplemented."""
-    return compiler._speedups.v2_records(*args, D.show_bytes, D._header_key)
+    return records_native.extension.v2_records(*args, D.show_bytes, D._header_key)
 
 
 def compare(args, tally: Counter | None = None):
@@ -353,9 +354,9 @@ def test_what_show_bytes_raises_comes_out_of_both():
     def boom(b):
         raise ValueError(f"no {b!r}")
     with pytest.raises(ValueError, match=r"no b'\\xff'"):
-        compiler._speedups.v2_records(rb, 1, 0, 0, 10, boom, D._header_key)
+        records_native.extension.v2_records(rb, 1, 0, 0, 10, boom, D._header_key)
     with pytest.raises(TypeError):
-        compiler._speedups.v2_records(rb, 1, 0, 0)
+        records_native.extension.v2_records(rb, 1, 0, 0)
 
 
 @needs_native

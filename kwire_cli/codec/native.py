@@ -18,6 +18,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from kwire_cli.codec.runtime import MAX_DEPTH, min_size
+from kwire_cli.records import native as records_native
 from kwire_cli.spec.model import FieldSpec, FieldType, StructSpec
 
 __all__ = ["NATIVE_KIND", "PlanSource", "describe", "extension", "speedups_available", "use_speedups", "wrap"]
@@ -44,6 +45,7 @@ def use_speedups(flag: bool) -> bool:
     """Turn the native decoders on or off (off: each plan runs its generated Python decoder, and
     record batches their Python fast path); returns the previous setting of the plan interpreter.
     Without the extension this is always off."""
+    records_native.set_enabled(bool(flag))
     if extension is None:
         return False
     return bool(extension.set_enabled(bool(flag)))

@@ -16,6 +16,8 @@ from .limits import ITEMS_OPTION, current_budget, frame_budget, frame_limits
 from kwire_cli.errors import DecodeError, RecordsError
 from kwire_cli.wire import read_uvarint
 
+from . import native as records_native
+
 _NOGC_MIN_BYTES = 4096   # smaller records fields make too few containers for the GC to matter
 
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")   # 61 bytes, through the record count
@@ -397,14 +399,9 @@ def _v2_records_native(rb, count, base_offset, base_ts, room=1 << 62):
 
 
 def _find_native():
-    """The C function when the native decoder is built and not turned off with KWIRE_NO_SPEEDUPS=1
-    (as kwire_cli.codec.compiler decides), else None. Looked up at the first batch rather than at
-    import: kwire_cli.codec imports this package."""
-    try:
-        from kwire_cli.codec import compiler
-    except ImportError:
-        return None
-    return getattr(compiler._speedups, "v2_records", None)  # None also for an older build
+    """The C function when the native records fast path is built and not turned off with
+    KWIRE_NO_SPEEDUPS=1, else None."""
+    return records_native.v2_records
 
 
 def _native_v2_records(*args):
