@@ -99,18 +99,19 @@ Rules:
 
 from kwire_cli.errors import RecordsError
 
-from .compression import CODEC_NAMES
+from .compression import Compression, codec_label
 from .decode import decode_records, show_bytes
 from .encode import encode_records, to_bytes
 from .limits import (DEFAULT_MAX_DECOMPRESSED, FrameBudget, FrameLimits, frame_budget, frame_limits,
                      set_frame_limits)
 
 __all__ = [
-    "CODEC_NAMES",
+    "Compression",
     "DEFAULT_MAX_DECOMPRESSED",
     "FrameBudget",
     "FrameLimits",
     "RecordsError",
+    "codec_label",
     "decode_records",
     "encode_records",
     "frame_budget",

@@ -18,23 +18,94 @@ Codec ids are the ones in the batch / message attributes (bits 0-2):
 * zstd: ``cramjam.zstd.decompress_into`` into a buffer that grows geometrically up to cap + 1 byte;
   zstd stops as soon as the buffer is full, so a bomb costs at most cap + 1 bytes.
 
-``decompress`` returns ``(bytes, framing)`` where framing names what was found
-("xerial" / "raw" for snappy, "frame" / "frame-kafka-legacy-hc" / "frame-bad-hc" for lz4, else
-None); ``compress`` takes the same framing name back so a re-encode keeps it.
+One registry: the ``Compression`` enum. Each member has its ``label`` (the name in the value tree),
+``decompress(payload, cap)``, ``compress(data, magic=, framing=)``, the ``framings`` it tells
+apart and whether legacy message sets (magic 0/1) may use it. ``decompress`` returns
+``(bytes, framing)`` where framing names what was found ("xerial" / "raw" for snappy, "frame" /
+"frame-kafka-legacy-hc" / "frame-bad-hc" for lz4, else None); ``compress`` takes the same framing
+name back so a re-encode keeps it. The module functions ``decompress(codec_id, ...)`` (which also
+charges the frame budget) and ``compress(codec_id, ...)`` take the id from the attributes and
+refuse an unknown one; ``codec_label`` names any id ("unknown(N)" past the registry).
 """
 
 from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
+from enum import IntEnum
+from typing import NamedTuple
 
 import cramjam
 
 from kwire_cli.errors import CompressionError, DecompressedTooLarge
 from kwire_cli.records.limits import DECOMPRESSED_OPTION, current_budget
 
-CODEC_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
-CODEC_IDS = {name: i for i, name in enumerate(CODEC_NAMES)}
+
+
+class Compression(IntEnum):
+    """Kafka's compression codecs, by their id in the batch / message attributes (bits 0-2)."""
+
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+    @property
+    def label(self) -> str:
+        """The codec's name in the value tree: "none", "gzip", "snappy", "lz4", "zstd"."""
+        return self.name.lower()
+
+    @property
+    def framings(self) -> tuple[str, ...]:
+        """The framings ``decompress`` tells apart (and ``compress`` can write back)."""
+        return _CODECS[self].framings
+
+    @property
+    def legacy(self) -> bool:
+        """Whether legacy message sets (magic 0 and 1) may use it (zstd came with magic 2)."""
+        return _CODECS[self].legacy
+
+    def decompress(self, payload: bytes, cap: int) -> tuple[bytes, str | None]:
+        """``(data, framing)``: never more than ``cap`` bytes (DecompressedTooLarge past it,
+        CompressionError for a corrupt payload). No frame budget: see the module's ``decompress``."""
+        return _CODECS[self].decompress(payload, cap)
+
+    def compress(self, data: bytes, *, magic: int = 2, framing: str | None = None) -> bytes:
+        """Compressed ``data``. snappy: xerial framing (what Java clients write) unless framing is
+        "raw"; lz4: a standard frame, or the old-Kafka header checksum when framing is
+        "frame-kafka-legacy-hc" or (no framing given and magic == 0)."""
+        return _CODECS[self].compress(data, magic, framing)
+
+    @classmethod
+    def of(cls, codec_id: int) -> Compression | None:
+        """The codec with this id, or None for an id past the registry (5, 6, 7)."""
+        return _BY_ID.get(codec_id)
+
+    @classmethod
+    def named(cls, label: str) -> Compression | None:
+        """The codec with this label ("gzip", ...), or None."""
+        return _BY_LABEL.get(label)
+
+
+_BY_ID: dict[int, Compression] = {c.value: c for c in Compression}
+_BY_LABEL: dict[str, Compression] = {c.label: c for c in Compression}
+_LABELS: tuple[str, ...] = tuple(c.label for c in Compression)
+# the value tree's name of each codec id an attributes field can hold (0-7)
+_ID_LABELS: tuple[str, ...] = tuple(_LABELS[i] if i < len(_LABELS) else f"unknown({i})" for i in range(8))
+
+
+def codec_label(codec_id: int) -> str:
+    """The value tree's name of a codec id: its label, or "unknown(N)" for an id past the registry."""
+    if 0 <= codec_id < 8:
+        return _ID_LABELS[codec_id]
+    return f"unknown({codec_id})"
+
+
+def codec_labels() -> tuple[str, ...]:
+    """Every codec's label, in id order."""
+    return _LABELS
 
 
 # ---------------------------------------------------------------------------------------------
@@ -300,16 +371,15 @@ def decompress(codec: int, payload: bytes, cap: int) -> tuple[bytes, str | None]
     return out
 
 
+def _codec(codec_id: int) -> Compression:
+    codec = Compression.of(codec_id)
+    if codec is None:
+        raise CompressionError(f"unknown compression codec {codec_id}")
+    return codec
+
+
 def _decompress(codec: int, payload: bytes, cap: int) -> tuple[bytes, str | None]:
-    if codec == 1:
-        return _gunzip(payload, cap), None
-    if codec == 2:
-        return _unsnappy(payload, cap)
-    if codec == 3:
-        return _unlz4(payload, cap)
-    if codec == 4:
-        return _grow_into(cramjam.zstd.decompress_into, payload, cap, "zstd"), None
-    raise CompressionError(f"unknown compression codec {codec}")
+    return _codec(codec).decompress(payload, cap)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -350,27 +420,45 @@ def _xerial(data: bytes) -> bytes:
 
 
 def compress(codec: int, data: bytes, *, magic: int = 2, framing: str | None = None) -> bytes:
-    """Compress ``data`` with Kafka codec id ``codec``.
-
-    snappy: xerial framing (what Java clients write) unless framing == "raw".
-    lz4: a standard frame, or the old-Kafka header checksum when framing ==
-    "frame-kafka-legacy-hc" or (no framing given and magic == 0).
-    """
-    if codec == 1:
-        return _gzip(data)
-    if codec == 2:
-        if framing == "raw":
-            return bytes(cramjam.snappy.compress_raw(data))
-        return _xerial(data)
-    if codec == 3:
-        legacy = framing == "frame-kafka-legacy-hc" or (framing is None and magic == 0)
-        return _lz4_frame(data, legacy)
-    if codec == 4:
-        return bytes(cramjam.zstd.compress(data))
-    raise CompressionError(f"unknown compression codec {codec}")
+    """Compress ``data`` with Kafka codec id ``codec`` (see ``Compression.compress``); an unknown
+    id raises CompressionError."""
+    return _codec(codec).compress(data, magic=magic, framing=framing)
 
 
 def _gzip(data: bytes) -> bytes:
     c = zlib.compressobj(6, zlib.DEFLATED, 31)  # wbits 31: gzip header and trailer
     return c.compress(data) + c.flush()
 
+
+def _snappy(data: bytes, magic: int, framing: str | None) -> bytes:
+    if framing == "raw":
+        return bytes(cramjam.snappy.compress_raw(data))
+    return _xerial(data)
+
+
+def _lz4(data: bytes, magic: int, framing: str | None) -> bytes:
+    return _lz4_frame(data, framing == "frame-kafka-legacy-hc" or (framing is None and magic == 0))
+
+
+def _none_decompress(payload: bytes, cap: int) -> tuple[bytes, str | None]:
+    if len(payload) > cap:
+        raise _too_large(cap)
+    return payload, None
+
+
+class _Codec(NamedTuple):
+    decompress: Callable[[bytes, int], tuple[bytes, str | None]]
+    compress: Callable[[bytes, int, str | None], bytes]
+    framings: tuple[str, ...]
+    legacy: bool
+
+
+_CODECS: dict[Compression, _Codec] = {
+    Compression.NONE: _Codec(_none_decompress, lambda data, magic, framing: bytes(data), (), True),
+    Compression.GZIP: _Codec(lambda payload, cap: (_gunzip(payload, cap), None),
+                             lambda data, magic, framing: _gzip(data), (), True),
+    Compression.SNAPPY: _Codec(_unsnappy, _snappy, ("xerial", "raw"), True),
+    Compression.LZ4: _Codec(_unlz4, _lz4, ("frame", "frame-kafka-legacy-hc", "frame-bad-hc"), True),
+    Compression.ZSTD: _Codec(lambda payload, cap: (_grow_into(cramjam.zstd.decompress_into, payload, cap, "zstd"), None),
+                             lambda data, magic, framing: bytes(cramjam.zstd.compress(data)), (), False),
+}

@@ -11,7 +11,7 @@ from gc import disable as _gc_disable, enable as _gc_enable, isenabled as _gc_is
 
 from crc32c import crc32c as _crc32c
 
-from .compression import CODEC_NAMES, CompressionError, DecompressedTooLarge, decompress
+from .compression import Compression, CompressionError, DecompressedTooLarge, codec_label, decompress
 from .limits import ITEMS_OPTION, current_budget, frame_budget, frame_limits
 from kwire_cli.errors import DecodeError, RecordsError
 from kwire_cli.wire import read_uvarint
@@ -690,7 +690,7 @@ def _decode_v2(buf, pos, end, index, cap):
         "CrcComputed": computed,
         "CrcValid": crc == computed,
         "Attributes": attrs,
-        "Compression": CODEC_NAMES[codec] if codec < 5 else f"unknown({codec})",
+        "Compression": codec_label(codec),
         "TimestampType": "LogAppendTime" if attrs & 0x08 else "CreateTime",
         "IsTransactional": bool(attrs & 0x10),
         "IsControlBatch": bool(attrs & 0x20),
@@ -713,16 +713,16 @@ def _decode_v2(buf, pos, end, index, cap):
         # the batch's records as their own bytes object: the record loop translates and decodes
         # all of rb once, so it must not be the whole records field
         rb, p, rend, base = buf[start:end], 0, end - start, start
-    elif codec > 4:
+    elif Compression.of(codec) is None:
         return _batch_error(batch, index, pos, end, buf, f"unknown compression codec {codec}")
     else:
         batch["CompressedSize"] = end - start
         try:
             rb, framing = decompress(codec, buf[start:end], cap)
         except DecompressedTooLarge as e:
-            return _batch_error(batch, index, pos, end, buf, f"{CODEC_NAMES[codec]}: {e}")
+            return _batch_error(batch, index, pos, end, buf, f"{codec_label(codec)}: {e}")
         except CompressionError as e:
-            return _batch_error(batch, index, pos, end, buf, f"corrupt {CODEC_NAMES[codec]} payload: {e}")
+            return _batch_error(batch, index, pos, end, buf, f"corrupt {codec_label(codec)} payload: {e}")
         batch["DecompressedSize"] = len(rb)
         if framing is not None:
             batch["CompressionFraming"] = framing
@@ -791,7 +791,7 @@ def _legacy_message(buf, pos, end, cap, nested):
         "CrcComputed": zlib.crc32(memoryview(buf)[pos + 16:end]),
         "Magic": magic,
         "Attributes": attrs,
-        "Compression": CODEC_NAMES[codec] if codec < 5 else f"unknown({codec})",
+        "Compression": codec_label(codec),
     }
     m["CrcValid"] = m["Crc"] == m["CrcComputed"]
     p = pos + 18
@@ -822,17 +822,18 @@ def _legacy_message(buf, pos, end, cap, nested):
         return m
     if nested:
         raise _Bad("compressed message inside a compressed message set")
-    if codec > 3:
+    known = Compression.of(codec)
+    if known is None or not known.legacy:
         raise _Bad(f"compression codec {codec} is not valid for magic {magic}")
     payload = fields["Value"] or b""
     m["CompressedSize"] = len(payload)
     try:
         inner_buf, framing = decompress(codec, payload, cap)
     except DecompressedTooLarge as e:
-        m["error"] = f"{CODEC_NAMES[codec]}: {e}"
+        m["error"] = f"{codec_label(codec)}: {e}"
         return m
     except CompressionError as e:
-        m["error"] = f"corrupt {CODEC_NAMES[codec]} payload: {e}"
+        m["error"] = f"corrupt {codec_label(codec)} payload: {e}"
         return m
     m["DecompressedSize"] = len(inner_buf)
     if framing is not None:

@@ -14,7 +14,7 @@ import zlib
 
 from crc32c import crc32c as _crc32c
 
-from .compression import CODEC_IDS, CODEC_NAMES, CompressionError, compress
+from .compression import Compression, CompressionError, codec_labels, compress
 from kwire_cli.errors import RecordsError
 from kwire_cli.wire import varlong_bytes as _varint  # zig-zag varint/varlong bytes
 
@@ -86,13 +86,14 @@ def _codec(b: dict, path: str, default: int) -> int:
         return default
     if isinstance(c, str):
         key = c.strip().lower()
-        if key in CODEC_IDS:
-            return CODEC_IDS[key]
+        known = Compression.named(key)
+        if known is not None:
+            return known.value
         if key.startswith("unknown(") and key.endswith(")") and key[8:-1].isdigit():
             return int(key[8:-1])
     elif isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= 7:
         return c
-    raise RecordsError(f"records encode: {path}.Compression: {c!r} is not one of {', '.join(CODEC_NAMES)}")
+    raise RecordsError(f"records encode: {path}.Compression: {c!r} is not one of {', '.join(codec_labels())}")
 
 
 _TS_TYPES = {"createtime": 0, "create_time": 0, "logappendtime": 1, "log_append_time": 1}
@@ -260,7 +261,7 @@ def _encode_v2(b: dict, path: str) -> bytes:
             last_od = od
     payload = b"".join(parts)
     if codec:
-        if codec > 4:
+        if Compression.of(codec) is None:
             raise RecordsError(f"records encode: {path}.Compression: codec {codec} is unknown")
         try:
             payload = compress(codec, payload, magic=2, framing=b.get("CompressionFraming"))
@@ -292,8 +293,9 @@ def _encode_v2(b: dict, path: str) -> bytes:
 def _legacy(m: dict, path: str, magic: int, nested: bool, default_offset: int, default_ts) -> bytes:
     raw = _int(m, "Attributes", 0, path, *_I8)
     codec = _codec(m, path, raw & 7)
-    if codec > 3:
-        raise RecordsError(f"records encode: {path}.Compression: {CODEC_NAMES[codec] if codec < 5 else codec} "
+    known = Compression.of(codec)
+    if known is None or not known.legacy:
+        raise RecordsError(f"records encode: {path}.Compression: {codec if known is None else known.label} "
                            f"is not available for magic {magic} (gzip, snappy, lz4 only)")
     attrs = (raw & ~0x07) | codec
     if magic == 1:
