@@ -84,8 +84,8 @@ def test_a_star_line_repeats_only_within_its_own_block():
 
 
 def test_recognisers_are_tried_in_order_and_plain_hex_is_the_catch_all():
-    assert [r.__module__ for r in RECOGNISERS] == ["kwire_cli.inputs.forms.offsetdump",
-                                                    "kwire_cli.inputs.forms.plainhex"]
+    assert [r.__module__.rsplit(".", 1)[1] for r in RECOGNISERS] == [
+        "tcpdump", "follow", "od", "offsetdump", "nodebuffer", "bytelist", "escaped", "base64text", "plainhex"]
     # a single line with one space after an offset-like start is plain hex, not a dump
     assert read_blocks("00000000 0000")[0].form == "hex"
     assert parse_hex("# answer\n00 00 00 06\n00000000 0000\n") == bytes.fromhex("00000006000000000000")
@@ -123,3 +123,220 @@ def test_read_source_forms_and_one_line_errors(tmp_path, monkeypatch):
     bad.write_bytes(b"api: caf\xe9\n")
     with pytest.raises(InputError, match=f"^{bad}: not UTF-8 text \\(byte 8\\)$"):
         read_source(str(bad), paths="any").text()
+
+
+# ------------------------------------------------------------------------------------------------
+# issue 14: every dump form of fixtures/hex/dumps (made by scripts/make_dump_fixtures.sh with the
+# real tools, from our recordings) is read by its own recogniser, to the bytes of the recording
+
+from kwire_cli.inputs.dump import Text, recognise  # noqa: E402
+from kwire_cli.inputs.frames import chain, pair_frames, split_frames  # noqa: E402
+
+CAP = ROOT / "fixtures" / "captures" / "kafkajs-produce.pcap"
+
+
+def recorded_payloads() -> dict[int, Packet]:
+    """Packet number -> the capture reader's TCP segment of kafkajs-produce.pcap."""
+    return {p.packet: p for p in iter_packets(str(CAP)) if p.__class__ is Packet}
+
+
+def recorded_frames() -> list[tuple[str, bytes]]:
+    """(direction, Kafka frame) of the whole recorded conversation, in the order the capture
+    reader sees the segments: each side's payloads joined and cut by their size prefixes."""
+    streams: dict[str, bytearray] = {}
+    order = []
+    for p in recorded_payloads().values():
+        if p.payload:
+            way = f"{p.src_ip}:{p.src_port} > {p.dst_ip}:{p.dst_port}"
+            streams.setdefault(way, bytearray()).extend(p.payload)
+            order.append((way, len(streams[way])))
+    frames = []
+    for way, data in streams.items():
+        spans = chain(bytes(data))
+        assert spans is not None
+        frames += [(way, a, bytes(data[a:b])) for a, b in spans]
+    # in conversation order: by the segment that completes each frame
+    ends = {}
+    for i, (way, end) in enumerate(order):
+        ends[(way, end)] = i
+    frames.sort(key=lambda f: ends[(f[0], f[1] + len(f[2]))])
+    return [(w, d) for w, _, d in frames]
+
+
+BIN = {stem: (DUMPS / f"{stem}.bin").read_bytes()
+       for stem in ("metadata-request-v12", "produce-request-v9", "saslauthenticate-request-v2")}
+
+#: sample -> (the recogniser meant for it, the bytes of the frames it holds)
+SAMPLES = {
+    "kafkajs-apiversions-request-v2.tcpdump-x.txt": ("tcpdump", lambda: [recorded_payloads()[4].payload]),
+    "kafkajs-apiversions-request-v2.tcpdump-xx.txt": ("tcpdump", lambda: [recorded_payloads()[4].payload]),
+    "kafkajs-apiversions-request-v2.tcpdump-X.txt": ("tcpdump", lambda: [recorded_payloads()[4].payload]),
+    "kafkajs-produce-request-v7.tcpdump-X.txt": ("tcpdump", lambda: [recorded_payloads()[10].payload]),
+    "kafkajs-packets-4-9.tcpdump-X.txt": (
+        "tcpdump", lambda: [p.payload for n, p in sorted(recorded_payloads().items()) if 4 <= n <= 9 and p.payload]),
+    "kafkajs-produce.follow-tcp-hex.txt": ("follow", lambda: [d for _, d in recorded_frames()]),
+    "kafkajs-produce-request-v7.sll.tshark-x.txt": ("offsetdump", lambda: [recorded_payloads()[10].payload]),
+    "kafkajs-produce-request-v7.sll2.tshark-x.txt": ("offsetdump", lambda: [recorded_payloads()[10].payload]),
+    "kafkajs-produce-request-v7.rawip.tshark-x.txt": ("offsetdump", lambda: [recorded_payloads()[10].payload]),
+    "kafkajs-produce-request-v7.null.tshark-x.txt": ("offsetdump", lambda: [recorded_payloads()[10].payload]),
+    "metadata-request-v12.tshark.txt": ("offsetdump", None),  # kafka-python-admin.pcap: tested above
+    "metadata-response-v12.tshark-reassembled.txt": (
+        "offsetdump", lambda: [bytes.fromhex((HEX / "metadata-response-v12.hex").read_text())]),
+    "metadata-request-v12.xxd.txt": ("offsetdump", lambda: [BIN["metadata-request-v12"]]),
+    "metadata-request-v12.xxd-g1.txt": ("offsetdump", lambda: [BIN["metadata-request-v12"]]),
+    "metadata-request-v12.hexdump-C.txt": ("offsetdump", lambda: [BIN["metadata-request-v12"]]),
+    "saslauthenticate-request-v2.hexdump-C.txt": ("offsetdump", lambda: [BIN["saslauthenticate-request-v2"]]),
+    "metadata-request-v12.xxd-p.txt": ("plainhex", lambda: [BIN["metadata-request-v12"]]),
+    "metadata-request-v12.od-Ax-tx1.txt": ("od", lambda: [BIN["metadata-request-v12"]]),
+    "saslauthenticate-request-v2.od-Ax-tx1.txt": ("od", lambda: [BIN["saslauthenticate-request-v2"]]),
+    "produce-request-v9.od-tx1.txt": ("od", lambda: [BIN["produce-request-v9"]]),
+    "metadata-request-v12.xxd-i.txt": ("bytelist", lambda: [BIN["metadata-request-v12"]]),
+    "produce-request-v9.go-sharp-v.txt": ("bytelist", lambda: [BIN["produce-request-v9"]]),
+    "produce-request-v9.go-v.txt": ("bytelist", lambda: [BIN["produce-request-v9"]]),
+    "produce-request-v9.java-arrays-tostring.txt": ("bytelist", lambda: [BIN["produce-request-v9"]]),
+    "produce-request-v9.node-buffer-json.txt": ("bytelist", lambda: [BIN["produce-request-v9"]]),
+    "produce-request-v9.python-bytes-repr.txt": ("escaped", lambda: [BIN["produce-request-v9"]]),
+    "produce-request-v9.python-str-repr.txt": ("escaped", lambda: [BIN["produce-request-v9"]]),
+    "produce-request-v9.base64.txt": ("base64text", lambda: [BIN["produce-request-v9"]]),
+    "produce-request-v9.node-buffer-inspect.txt": ("nodebuffer", None),  # refused: Node cut it short
+}
+
+
+def test_every_dump_sample_is_in_the_table():
+    assert sorted(SAMPLES) == sorted(p.name for p in DUMPS.glob("*.txt"))
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_each_sample_is_claimed_by_its_own_recogniser_only(name):
+    """The recogniser meant for a sample claims it (or refuses it with an error: Node's cut
+    buffer), and no other specific one does; plain hex, the catch-all, also reads od's output
+    (offsets and bytes are all hex digits, when there is no '*' line), which od's recogniser, tried
+    first, claims."""
+    meant, _ = SAMPLES[name]
+    text = Text((DUMPS / name).read_text())
+    claims = []
+    for r in RECOGNISERS:
+        mod = r.__module__.rsplit(".", 1)[1]
+        try:
+            if r(text) is not None:
+                claims.append(mod)
+        except InputError:
+            claims.append(mod)
+    expected = [meant, "plainhex"] if meant == "od" and "*" not in text.text else [meant]
+    assert claims == expected
+
+
+@pytest.mark.parametrize("name", sorted(n for n, (_, want) in SAMPLES.items() if want is not None))
+def test_each_sample_gives_exactly_the_recorded_frames(name):
+    meant, want = SAMPLES[name]
+    blocks, by = recognise((DUMPS / name).read_text())
+    assert by == meant
+    assert [f.data for f in split_frames(blocks)] == want()
+
+
+@pytest.mark.parametrize("kind, linktype, header", [("sll", 113, 16), ("sll2", 276, 20), ("rawip", 101, 0),
+                                                    ("null", 0, 4)])
+def test_tshark_x_of_each_link_type_is_read_with_its_link_header(kind, linktype, header):
+    (block,) = read_blocks((DUMPS / f"kafkajs-produce-request-v7.{kind}.tshark-x.txt").read_text())
+    pkt = recorded_payloads()[10]
+    assert block.linktype == linktype and block.direction == "127.0.0.1:52206 > 127.0.0.1:9092"
+    assert len(block.data) == header + 20 + 32 + len(pkt.payload)  # link, IPv4, TCP with timestamps, payload
+    assert message_bytes([block]) == pkt.payload
+
+
+def test_tcpdump_blocks_carry_their_header_line_link_type_and_direction():
+    x, xx = (read_blocks((DUMPS / f"kafkajs-apiversions-request-v2.tcpdump-{k}.txt").read_text())[0]
+             for k in ("x", "xx"))
+    assert (x.linktype, xx.linktype) == (101, 1)   # -x from the IP header, -xx with Ethernet's
+    assert xx.data[14:] == x.data and x.direction == xx.direction == "127.0.0.1:52206 > 127.0.0.1:9092"
+    assert x.label.startswith("05:13:54.902236 IP 127.0.0.1.52206 > 127.0.0.1.9092: Flags [P.]")
+    six = read_blocks((DUMPS / "kafkajs-packets-4-9.tcpdump-X.txt").read_text())
+    assert [len(b.data) for b in six] == [79, 52, 286, 52, 104, 199]  # the ACKs have no payload
+    assert [b.direction.split(" > ")[0].rsplit(":", 1)[1] for b in six] == ["52206", "9092", "9092", "52206",
+                                                                             "52206", "9092"]
+
+
+def test_follow_tcp_stream_pairs_every_response_with_its_request():
+    frames = split_frames(read_blocks((DUMPS / "kafkajs-produce.follow-tcp-hex.txt").read_text()))
+    decoded = pair_frames(frames)
+    assert all(d.error is None for d in decoded)
+    assert [(d.message.api_name, d.message.api_version, d.kind, d.request) for d in decoded] == [
+        ("ApiVersions", 2, "request", None), ("ApiVersions", 2, "response", 0),
+        ("Metadata", 6, "request", None), ("Metadata", 6, "response", 2),
+        ("Produce", 7, "request", None), ("Produce", 7, "response", 4),
+        ("Metadata", 6, "request", None), ("Metadata", 6, "response", 6),
+        ("Produce", 7, "request", None), ("Produce", 7, "response", 8)]
+    assert frames[0].direction == "127.0.0.1:52206 > 127.0.0.1:9092" and frames[0].where() == (
+        "lines 7-8 (127.0.0.1:52206 > 127.0.0.1:9092)")
+
+
+def test_node_inspect_output_is_refused_naming_what_node_left_out():
+    with pytest.raises(InputError, match=r"^the <Buffer> at line 1 shows 50 bytes and leaves out 114 more: "):
+        read_blocks((DUMPS / "produce-request-v9.node-buffer-inspect.txt").read_text())
+    assert read_blocks("<Buffer 00 00 00 06 00 03>")[0].data == bytes.fromhex("000000060003")
+
+
+def test_web_page_text_bom_no_break_spaces_and_reply_quoting_are_text():
+    h = MR12.hex()
+    spaced = " ".join(h[i:i + 2] for i in range(0, len(h), 2))
+    web = "\ufeff" + spaced.replace(" ", "\u00a0")
+    assert is_text(web.encode()) and bytes_from_source(web.encode()) == MR12  # not binary ("API key -4165")
+    assert parse_hex("\u202f".join([h[:20], h[20:]])) == MR12
+    xxd = (DUMPS / "metadata-request-v12.xxd.txt").read_text()
+    quoted = "".join("> " + line + "\n" for line in xxd.splitlines())
+    assert parse_hex(quoted) == MR12 and parse_hex(quoted.replace("> ", "> > ")) == MR12
+    assert parse_hex(f"// request\n{h[:40]} // first bytes\n{h[40:]}\n") == MR12
+
+
+def test_several_paragraphs_and_binary_frames_chain_into_frames():
+    h, p9 = MR12.hex(), BIN["produce-request-v9"].hex()
+    frames = split_frames(read_blocks(f"# one\n{h}\n\n# two\n{p9}\n"))
+    assert [(f.data, f.lines, f.blocks[0].label) for f in frames] == [
+        (MR12, "line 2", "one"), (BIN["produce-request-v9"], "line 5", "two")]
+    frames = split_frames(read_blocks(h + p9))  # one line, two frames back to back
+    assert [f.data for f in frames] == [MR12, BIN["produce-request-v9"]]
+    # hex over several paragraphs that does not chain stays one message (as before)
+    body = MR12[4:].hex()
+    assert [f.data for f in split_frames(read_blocks(f"{body[:40]}\n\n{body[40:]}"))] == [MR12[4:]]
+    assert split_frames([Block(MR12 + MR12, 0, 0, "binary")])[1].lines == f"bytes {len(MR12)}-{2 * len(MR12) - 1}"
+
+
+@pytest.mark.parametrize("text, error", [
+    ("unsigned char x[] = {0x00, 0x01};\nunsigned int x_len = 3;\n",
+     "the array holds 2 bytes, but its length variable says 3"),
+    ("new byte[]{0, -129}", r"-129 at line 1, column 15 is not a byte \(-128..255\)"),
+    ("'\\x00\u0100'", r"character 'Ā' \(U\+0100\) at line 1, column 6 is not a byte"),
+    ("000000 00 01 02\n000010 03\n000011\n", "od dump offsets do not follow from the bytes in any base"),
+    ("05:13:54 IP a.1 > b.2: length 2\n\t0x0000:  4500\n\t0x0004:  0000\n",
+     r"tcpdump hex offsets skip at line 3 \(offset 0x0004, expected 0x0002\)"),
+])
+def test_broken_forms_name_line_and_problem(text, error):
+    with pytest.raises(InputError, match="^" + error):
+        read_blocks(text)
+
+
+@pytest.mark.parametrize("text, data", [
+    ("[]byte{0x0, 0x1d, 0xff}", "001dff"),
+    ("byte[] b = {(byte) 0x80, 0x01, -1};", "8001ff"),
+    ("[0 0 0 160]", "000000a0"),
+    ("vec![0x00u8, 0x01]", "0001"),
+    ("bytearray(b'\\x00\\x01kw')", "00016b77"),
+    ("b'\\x00'\nb'\\x01'", None),                       # two values, one per line: two blocks
+    ('"\\x00\\x00" "\\x00\\x06"', "00000006"),          # adjacent literals join
+    ('"\\000\\001\\u00ff"', "0001ff"),
+    ('"0000001d"', "0000001d"),                         # hex in quotes is hex
+    ("AAAABgADAAwAAAAB", "000000060003000c00000001"),
+])
+def test_literal_forms(text, data):
+    blocks = read_blocks(text)
+    if data is None:
+        assert [b.data for b in blocks] == [b"\x00", b"\x01"]
+    else:
+        assert b"".join(b.data for b in blocks) == bytes.fromhex(data)
+
+
+@pytest.mark.parametrize("text", ["{ApiKeys: [{ApiKey: 0, MinVersion: 0, MaxVersion: 9}]}",
+                                  "ApiKeys: [[0, 0, 9], [1, 0, 11]]", "nonsense-arg", "kwire"])
+def test_other_text_is_no_dump(text):
+    with pytest.raises(NotADump):
+        read_blocks(text)

@@ -15,7 +15,7 @@ class MessageDoc:
 
     KEYS: ClassVar[dict[str, str]] = {"api": "api", "api_key": "api", "api_name": "api", "version": "version",
             "api_version": "version", "kind": "kind", "header": "header", "body": "body"}
-    IGNORED: ClassVar[tuple[str, ...]] = ("size", "partial", "error")
+    IGNORED: ClassVar[tuple[str, ...]] = ("size", "partial", "error", "input")
 
     def __init__(self, api: Any, version: int, kind: str, header: dict | None, body: dict, where: str):
         self.api, self.version, self.kind, self.header, self.body, self.where = (

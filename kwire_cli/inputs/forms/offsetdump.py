@@ -1,7 +1,9 @@
 """Dumps with an offset column: ``xxd`` (``00000000: 0000 001d ...  ascii``), ``hexdump -C``
 (``|ascii|`` column, ``*`` for repeated lines, a last line with the end offset), tshark's ``-x``
 and Wireshark's "Copy as Hex Dump" (blocks labelled ``Frame (74 bytes):``, ``Reassembled TCP (74
-bytes):``; a frame is a whole captured packet, Ethernet by default).
+bytes):``; a frame is a whole captured packet: its link type, Ethernet, Linux cooked v1/v2, BSD
+loopback or raw IP, is the one whose headers read (``dump.find_packet``), Ethernet when none
+does).
 
 The offsets must follow each other: a gap is an error naming the line, unless a ``*`` line stands
 for repeats of the line before it (at most a Kafka frame's worth: ``MAX_REPEAT``).
@@ -12,7 +14,7 @@ import re
 from typing import NamedTuple
 
 from kwire_cli.errors import InputError
-from kwire_cli.inputs.dump import Block, Line, Text
+from kwire_cli.inputs.dump import Block, Line, Text, find_packet, segment_direction
 
 FORM = "offset-dump"
 #: the link type a dumped frame is taken to be (tshark -x prints the whole Ethernet frame)
@@ -125,4 +127,8 @@ def _assemble(label: str | None, dl: list[_DumpLine], repeats: set[int]) -> Bloc
                                  f"more than a Kafka frame ({MAX_REPEAT} bytes)")
             data += prev * ((pos - len(data)) // len(prev))
         data += d.data
-    return Block(bytes(data), dl[0].number, dl[-1].number, FORM, label, LINKTYPE_ETHERNET)
+    found = find_packet(bytes(data))
+    if found is None:
+        return Block(bytes(data), dl[0].number, dl[-1].number, FORM, label, LINKTYPE_ETHERNET)
+    lt, seg = found
+    return Block(bytes(data), dl[0].number, dl[-1].number, FORM, label, lt, segment_direction(seg))
