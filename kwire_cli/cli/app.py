@@ -6,12 +6,28 @@ error (unknown option, unknown API, version out of range, input that cannot be r
 """
 from __future__ import annotations
 
+import os
+import re
 import sys
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
-from kwire_cli.inputs import InputError, Source, SourceError, bytes_from_source, parse_hex, read_source
+from kwire_cli.inputs import (
+    Block,
+    InputError,
+    NotADump,
+    Source,
+    SourceError,
+    bytes_from_source,
+    message_bytes,
+    read_blocks,
+    read_file,
+    read_source,
+)
+
+if TYPE_CHECKING:
+    from kwire_cli.inputs.frames import Frame
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -52,13 +68,80 @@ def read_input(arg: str | None, *, binary: bool | None = None, what: str = "INPU
         raise KwireUsageError("--binary needs @FILE or - (stdin)")
     src = open_source(arg, what=what, forms="hex, @FILE or - (stdin)")
     if src.origin == "argument":
-        return parse_hex(arg or "")
+        blocks, src = argument_blocks(arg or "", what)
+        if blocks is not None:
+            return message_bytes(blocks)
     try:
         return bytes_from_source(src.data, binary=binary)
     except InputError as e:
         if src.is_file:
             raise InputError(f"{src.name}: {e}") from None
         raise
+
+
+def read_frames(arg: str | None, *, binary: bool | None = None, what: str = "INPUT",
+                chained: bool = True) -> list[Frame]:
+    """The Kafka frames of INPUT (``kwire_cli.inputs.frames``): one, or several when the dump
+    holds several messages; errors name the file."""
+    from kwire_cli.inputs.frames import split_frames
+
+    if binary and arg is not None and arg != "-" and not arg.startswith("@"):
+        raise KwireUsageError("--binary needs @FILE or - (stdin)")
+    src = open_source(arg, what=what, forms="hex, @FILE or - (stdin)")
+    try:
+        blocks = argument_blocks(arg or "", what)[0] if src.origin == "argument" else None
+        if blocks is None:
+            if src.origin == "argument":  # a bare path to a file that exists
+                src = Source(read_file(arg or "", what), arg or "", "file")
+            blocks = source_blocks(src.data, binary=binary)
+        return split_frames(blocks, chained=chained)
+    except InputError as e:
+        if src.is_file:
+            raise InputError(f"{src.name}: {e}") from None
+        raise
+
+
+#: a word that is a path rather than bytes: /abs, ./rel, ../rel, ~/home, a/b.ext, name.ext
+_PATHLIKE = re.compile(r"^(?:~|\.{1,2})?/\S*$|^\S*/\S*\.[A-Za-z]\w{0,7}$"
+                       r"|^[\w.-]+\.(?:hex|txt|bin|dump|log|yaml|yml|json|pcap|pcapng|cap|gz|raw|out)$")
+
+
+def looks_like_path(arg: str) -> bool:
+    """True when a command-line argument reads as a file's path, not as bytes."""
+    return bool(_PATHLIKE.match(arg.strip()))
+
+
+def argument_blocks(arg: str, what: str) -> tuple[list[Block] | None, Source]:
+    """The blocks of bytes of an argument given inline; (None, the file's source) when it is a
+    path to a file that exists (read as the file); a path that does not exist is a usage error
+    naming it (``@FILE`` is how a file is given)."""
+    if ("/" in arg or looks_like_path(arg)) and not any(c.isspace() for c in arg):
+        if os.path.isfile(arg):
+            return None, Source(read_file(arg, what), arg, "file")
+        if os.path.isdir(arg):
+            raise KwireUsageError(f"{what}: is a directory: {arg} (give a file as @FILE)")
+        if looks_like_path(arg):
+            raise KwireUsageError(f"{what}: no such file: {arg} (give a file as @FILE)")
+    try:
+        return read_blocks(arg), Source(arg.encode(), what, "argument")
+    except NotADump:
+        if os.path.isfile(arg):
+            return None, Source(read_file(arg, what), arg, "file")
+        raise
+
+
+def source_blocks(raw: bytes, *, binary: bool | None = None) -> list[Block]:
+    """The blocks of a file or stdin: its text in any dump form, or (``binary``, or when it is
+    not text) its raw bytes as one block."""
+    from kwire_cli.inputs import is_text
+
+    if binary is None:
+        binary = not is_text(raw)
+    if binary:
+        if not raw:
+            raise InputError("empty input")
+        return [Block(raw, 0, 0, "binary")]
+    return read_blocks(raw.decode("utf-8", errors="replace"))
 
 
 def read_text_source(arg: str | None, what: str = "FILE") -> tuple[str, str]:

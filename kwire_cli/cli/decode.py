@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import click
 
-from kwire_cli.cli.app import read_input
+from kwire_cli.cli.app import read_frames
 from kwire_cli.cli.options import FORMATS, complete_api, emit, limit_options
 from kwire_cli.cli.target import resolve_target
-from kwire_cli.errors import DecodeError, KwireError
+from kwire_cli.errors import DecodeError, KwireError, TrailingBytes
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -52,9 +52,14 @@ def decode(input, api_name, api_version, kind, request_input, no_header, size_pr
       kwire decode @fixtures/hex/produce-response-v9.hex --request @fixtures/hex/produce-request-v9.hex
       kwire decode ffffffff --api Metadata --version 1 --kind request --no-header
     """
-    data = read_input(input, binary=binary)
+    frames = read_frames(input, binary=binary, chained=not no_header and size_prefix is not False)
     target = resolve_target(api_name, api_version, kind, request_input, no_header, size_prefix,
                             input_on_stdin=input in (None, "-"))
+    if len(frames) > 1:
+        with limits.apply():
+            _decode_frames(frames, target, records_mode, fmt)
+        return
+    data = frames[0].data
     with limits.apply():
         try:
             msg = target.decode(data, records=records_mode)
@@ -66,6 +71,56 @@ def decode(input, api_name, api_version, kind, request_input, no_header, size_pr
         _print_tree(msg.api_key, msg.api_name, msg.api_version, msg.kind, msg.header, msg.body, msg.size)
     else:
         emit(msg.to_json(), fmt)
+
+
+def _decode_frames(frames, target, records_mode: str, fmt: str) -> None:
+    """Several frames: decoded one after another (responses with the request they answer, when
+    the input holds it), printed as trees with a heading each, a JSON list or YAML documents.
+    A frame that does not decode is shown with its error; the command then fails (exit 1)."""
+    from kwire_cli.cli.target import decode_frames
+
+    decoded = decode_frames(frames, target, records_mode)
+    n = len(decoded)
+    if fmt == "pretty":
+        for i, d in enumerate(decoded, start=1):
+            _print_heading(i, n, d)
+            if d.message is not None:
+                m = d.message
+                _print_tree(m.api_key, m.api_name, m.api_version, m.kind, m.header, m.body, m.size)
+    else:
+        docs = []
+        for i, d in enumerate(decoded, start=1):
+            where = {"frame": i, **d.frame.provenance()}
+            if d.request is not None:
+                where["answers_frame"] = d.request + 1
+            if d.message is not None:
+                docs.append({**d.message.to_json(), "input": where})
+            else:
+                assert d.error is not None
+                docs.append({"input": where, "error": {"kind": getattr(d.error, "kind", "decode-error"),
+                                                       "message": str(d.error)}})
+        if fmt == "json":
+            emit(docs, "json")
+        else:
+            from kwire_cli.render.json import dumps_yaml
+            click.echo("".join("---\n" + dumps_yaml(doc) for doc in docs), nl=False)
+    failed = [(i, d) for i, d in enumerate(decoded, start=1) if d.error is not None]
+    if failed:
+        i, d = failed[0]
+        raise KwireError(f"{len(failed)} of {n} frames do not decode; frame {i} ({d.frame.where()}): {d.error}")
+
+
+def _print_heading(i: int, n: int, d) -> None:
+    from rich.text import Text
+
+    from kwire_cli.render.console import print_renderable
+
+    head = f"── frame {i} of {n}: {d.frame.where()}"
+    if d.request is not None:
+        head += f", the answer to frame {d.request + 1}"
+    if d.error is not None:
+        head += f": does not decode: {d.error}"
+    print_renderable(Text(("\n" if i > 1 else "") + head, style="bold"))
 
 
 def _print_tree(api_key, api_name, version, kind, header, body, size, error: str | None = None) -> None:
@@ -89,11 +144,18 @@ def _show_partial(data, target, records_mode, fmt, err) -> None:
     from kwire_cli.codec.partial import walk_message
 
     t = target
+    size_prefixed = t.size_prefix
+    if isinstance(err, TrailingBytes) and err.decoded is not None:
+        data, size_prefixed = data[:err.offset], True  # the frame the size prefix says, then the bytes after it
+    elif isinstance(err, DecodeError) and err.offset == 0 and err.reason.startswith("size prefix says"):
+        data, size_prefixed = data[4:], False  # cut short: what there is after the size prefix
     try:
         pm = walk_message(data, t.kind, None if (t.kind == "request" and not t.no_header) else t.api.key,
-                          t.version, size_prefixed=t.size_prefix, header=not t.no_header, records=records_mode)
+                          t.version, size_prefixed=size_prefixed, header=not t.no_header, records=records_mode)
     except KwireError:
         return  # failed before anything decoded: there is no tree to show
+    if size_prefixed is not t.size_prefix:
+        pm.error = err  # the size prefix is what is wrong, whatever the walk stopped at
     if fmt == "pretty":
         _print_tree(pm.api.key, pm.api.name, pm.api_version, pm.kind, pm.header, pm.body, pm.size,
                     error=str(pm.error or err))

@@ -8,10 +8,11 @@ import click
 from rich.console import Group
 from rich.text import Text
 
-from kwire_cli.cli.app import KwireUsageError, open_source, read_text_source
+from kwire_cli.cli.app import KwireUsageError, argument_blocks, open_source, read_text_source, source_blocks
 from kwire_cli.cli.options import FORMATS, check_version, complete_api, emit, resolve_api
-from kwire_cli.cli.target import resolve_target
-from kwire_cli.inputs import InputError, bytes_from_source, parse_hex
+from kwire_cli.cli.target import decode_frames, resolve_target
+from kwire_cli.inputs import InputError
+from kwire_cli.inputs.frames import split_frames
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -135,29 +136,32 @@ def _bytes(api, v1: int, v2: int, path: str, kind: str | None, fmt: str) -> None
 
 
 def _load_messages(arg: str, kind, api_name, api_version, request_input) -> list[tuple[str, Any]]:
-    """(label, Message) for each message in one MESSAGE argument (YAML/JSON, hex, @FILE, raw)."""
+    """(label, Message) for each message in one MESSAGE argument: a YAML/JSON file (several
+    documents are several messages), or hex / @FILE / a file / raw bytes in any dump form (several
+    frames are several messages)."""
     from kwire_cli.codec import decode_request, decode_response
     from kwire_cli.inputs.messages import load_documents, message_docs
 
     src = open_source(arg, what="MESSAGE", forms="a YAML/JSON file, hex, @FILE or - (stdin)", paths="existing")
-    is_file = src.origin != "argument"
     label = src.name
-    raw = src.data
-    if not is_file:
-        data = parse_hex(arg)  # on the command line a MESSAGE is hex; YAML comes in files
-    else:
+    frames = None
+    if src.origin == "argument":  # on the command line a MESSAGE is bytes; YAML comes in files
+        blocks, src = argument_blocks(arg, "MESSAGE")
+        label = src.name if blocks is None else (f"{arg[:24]}…" if len(arg) > 24 else arg)
+        if blocks is not None:
+            frames = split_frames(blocks)
+    if frames is None:
         try:
-            data = bytes_from_source(raw)
+            frames = split_frames(source_blocks(src.data))
         except InputError as hex_error:
-            data = None
             try:
-                docs = load_documents(raw.decode("utf-8", errors="replace"), label)
+                docs = load_documents(src.data.decode("utf-8", errors="replace"), label)
             except InputError:
                 docs = []
             if not docs or not all(isinstance(d, dict) for d in docs):
                 raise InputError(f"{label}: neither hex nor a YAML/JSON message ({hex_error})") from None
-    if data is None:  # YAML / JSON message documents
-        docs = message_docs(raw.decode("utf-8", errors="replace"), label)
+    if frames is None:  # YAML / JSON message documents
+        docs = message_docs(src.data.decode("utf-8", errors="replace"), label)
         out = []
         for i, doc in enumerate(docs):
             enc = doc.encode(size_prefix=False)
@@ -168,7 +172,15 @@ def _load_messages(arg: str, kind, api_name, api_version, request_input) -> list
             out.append((label if len(docs) == 1 else f"{label} #{i + 1}", msg))
         return out
     target = resolve_target(api_name, api_version, kind, request_input, input_on_stdin=arg == "-")
-    return [(label if is_file else f"{arg[:24]}…" if len(arg) > 24 else arg, target.decode(data, records="hex"))]
+    if len(frames) == 1:
+        return [(label, target.decode(frames[0].data, records="hex"))]
+    out = []
+    for i, d in enumerate(decode_frames(frames, target, "hex"), start=1):
+        where = f"{label} #{i} ({d.frame.lines})"
+        if d.error is not None:
+            raise InputError(f"{where}: {d.error}")
+        out.append((where, d.message))
+    return out
 
 
 def _what_if(args, fields_text: str, kind, api_name, api_version, request_input, fmt) -> None:

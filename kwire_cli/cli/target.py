@@ -9,7 +9,7 @@ import click
 
 from kwire_cli.cli.app import KwireUsageError, read_input
 from kwire_cli.cli.options import check_version, resolve_api
-from kwire_cli.errors import DecodeError, KwireError
+from kwire_cli.errors import DecodeError, KwireError, TrailingBytes
 
 
 class Target:
@@ -35,18 +35,8 @@ class Target:
                     msg = decode_response(data, self.api.key, self.version, size_prefixed=self.size_prefix,
                                           records=records)
         except KwireError as e:
-            # say so when the first 4 bytes look like a size prefix that does not fit
-            if (self.size_prefix is None and not self.no_header and len(data) >= 4
-                    and not has_size_prefix(data)):
-                n = struct.unpack_from(">i", data, 0)[0]
-                if 0 < n < 4 * len(data) + 64:
-                    hint = (f" (read without a size prefix: the first 4 bytes say {n} bytes follow, "
-                            f"but {len(data) - 4} do)")
-                    if isinstance(e, DecodeError):
-                        e.reason += hint
-                    else:
-                        e.args = (f"{e}{hint}",)
-                    raise
+            if self.size_prefix is None and not self.no_header and len(data) >= 4 and not has_size_prefix(data):
+                self._blame_size_prefix(data, records, e)
             if (self.kind_guessed and self.kind == "request" and isinstance(e, DecodeError)
                     and (e.context.endswith("header") or "API key" in e.reason or "valid version" in e.reason)):
                 e.reason += " (if this is a response, give --api NAME --version N, or --request HEX)"
@@ -64,6 +54,34 @@ class Target:
                 click.echo(f"kwire: warning: the response's CorrelationId {got} differs from the "
                            f"request's {want}", err=True)
         return msg
+
+
+    def _blame_size_prefix(self, data: bytes, records: str | None, err: KwireError) -> None:
+        """The bytes did not decode without a size prefix. When their first 4 bytes read as a
+        size prefix that does not fit, raise the error about that instead: the size says more
+        bytes than follow (the input is cut short: the codec's "size prefix says N bytes, only M
+        follow"), or fewer and the frame it says decodes (bytes after the frame). Otherwise
+        add what the first 4 bytes say to ``err``."""
+        n = struct.unpack_from(">i", data, 0)[0]
+        if not 0 < n < 4 * len(data) + 64:
+            return
+        follow = len(data) - 4
+        if n > follow and (self.kind == "request" or n - follow <= 64):  # a response starts with its
+            # correlation id: only a size a few bytes past the end is taken for a size prefix
+            raise DecodeError(f"size prefix says {n} bytes, only {follow} follow (the input is cut short; "
+                              "if it has no size prefix, give --no-size-prefix)", 0) from None
+        try:
+            msg = Target(self.api, self.version, self.kind, False, True).decode(data[:4 + n], records)
+        except KwireError:
+            hint = f" (read without a size prefix: the first 4 bytes say {n} bytes follow, but {follow} do)"
+            if isinstance(err, DecodeError):
+                err.reason += hint
+            else:
+                err.args = (f"{err}{hint}",)
+            return
+        raise TrailingBytes(f"{follow - n} bytes after the {n}-byte frame at offset {4 + n}, which are not a "
+                            f"whole Kafka frame (the size prefix says {n} bytes, {follow} follow)", 4 + n,
+                            decoded=msg) from None
 
 
 def resolve_target(api_name: str | None, api_version: int | None, kind: str | None,
@@ -103,3 +121,24 @@ def resolve_target(api_name: str | None, api_version: int | None, kind: str | No
     t = Target(api, api_version, kind, no_header, size_prefix, request_msg)
     t.kind_guessed = guessed
     return t
+
+
+def decode_frames(frames, target: Target, records: str | None = None) -> list:
+    """Several frames decoded one after another (``kwire_cli.inputs.frames.Decoded`` each, the
+    error kept with its frame): as the options say for every frame when they say what to decode
+    (--no-header, --kind, --request); else requests as requests and responses with the request
+    they answer, or with --api/--version when no request in the input asks for them."""
+    from kwire_cli.inputs.frames import Decoded, pair_frames
+
+    if target.no_header or not target.kind_guessed or target.request_msg is not None:
+        decoded = []
+        for f in frames:
+            d = Decoded(f)
+            try:
+                d.message = target.decode(f.data, records=records)
+            except KwireError as e:
+                d.error = e
+            decoded.append(d)
+        return decoded
+    unpaired = None if target.api is None else (lambda b: target.decode(b, records=records))
+    return pair_frames(frames, records=records, unpaired=unpaired)

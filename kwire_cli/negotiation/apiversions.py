@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from kwire_cli.errors import KwireError, NegotiationError
-from kwire_cli.negotiation.model import API_VERSIONS_KEY, BrokerAnswer, add_range, field_of, to_int
+from kwire_cli.negotiation.model import API_VERSIONS_KEY, BrokerAnswer, add_range, default_address, field_of, to_int
 from kwire_cli.protocol_errors import UNSUPPORTED_VERSION, error_name
 
 
@@ -72,6 +72,56 @@ def decode_api_versions_bytes(data: bytes, address: str, source: str = "<input>"
     raise NegotiationError(f"{source}: not an ApiVersionsResponse: no layout (v{versions[0]}-"
                            f"v{versions[-1]}, with or without size prefix and header) reads all "
                            f"{len(data)} bytes (first failure: {first_error})")
+
+
+def answers_from_frames(frames: list, source: str, form: str = "hex") -> list[BrokerAnswer]:
+    """The ApiVersions answers among several Kafka frames of a dump (``kwire_cli.inputs.frames``:
+    a tcpdump or Follow TCP Stream of a conversation, several answers one after another).
+
+    Responses to an ApiVersions request of the dump are decoded at its version (the layout is
+    detected, as for one answer, when that fails: a KIP-511 answer); frames that no request
+    explains are tried as answers of any layout, and kept when they read as one. An answer is
+    named by the address it came from (the dump's direction), else by ``source`` and its lines;
+    of several from one broker the last is used."""
+    from kwire_cli.inputs.frames import pair_frames
+
+    found: dict[str, list[BrokerAnswer]] = {}
+    for d in pair_frames(frames):
+        f = d.frame
+        shape = form if form == "raw" else f.blocks[0].form
+        address = f.direction.split(" > ", 1)[0] if f.direction else f"{default_address(source)} {f.lines}"
+        where = f"{source} {f.lines}"
+        msg = d.message
+        if msg is not None and msg.kind == "request":
+            continue
+        if msg is not None and msg.api_key == API_VERSIONS_KEY:
+            ans = answer_from_body(msg.body, address=address, source=where, form=shape)
+            ans.api_version = msg.api_version
+            ans.notes.insert(0, f"ApiVersionsResponse v{msg.api_version} to the request of {frames_lines(d, frames)}, "
+                                f"correlation id {msg.header.get('CorrelationId')}")
+        elif msg is not None:
+            continue  # the answer to another request
+        else:
+            try:
+                ans = decode_api_versions_bytes(f.data, address=address, source=where, form=shape)
+            except NegotiationError:
+                continue
+        found.setdefault(address, []).append(ans)
+    if not found:
+        raise NegotiationError(f"{source}: none of the {len(frames)} Kafka frames in the dump is an ApiVersions "
+                               "answer")
+    answers = []
+    for items in found.values():
+        ans = items[-1]
+        if len(items) > 1:
+            ans.notes.append(f"{len(items)} ApiVersions answers from this broker in the dump; the last one is used")
+        answers.append(ans)
+    return answers
+
+
+def frames_lines(d: Any, frames: list) -> str:
+    """Where the request a decoded response answers is: ``lines 7-8``."""
+    return frames[d.request].lines if d.request is not None else "an earlier frame"
 
 
 def _pick(matches: list) -> tuple[int, Any]:

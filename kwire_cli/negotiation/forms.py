@@ -46,8 +46,13 @@ def parse_broker_input(data: bytes | str, source: str = "<input>") -> list[Broke
         from kwire_cli.negotiation.capture import answers_from_capture
         answers = answers_from_capture(payload, source)
     elif form in ("hex", "raw"):
-        raw = hex_bytes(payload, source) if form == "hex" else payload
-        answers = [decode_api_versions_bytes(raw, address=default_address(source), source=source, form=form)]
+        frames = dump_frames(payload, source)
+        if len(frames) == 1:
+            answers = [decode_api_versions_bytes(frames[0].data, address=default_address(source), source=source,
+                                                 form=form)]
+        else:
+            from kwire_cli.negotiation.apiversions import answers_from_frames
+            answers = answers_from_frames(frames, source, form)
     elif form == "kafka-broker-api-versions":
         from kwire_cli.negotiation.kafka_broker_api_versions import parse_kafka_broker_api_versions
         answers = parse_kafka_broker_api_versions(payload, source)
@@ -84,9 +89,9 @@ def detect_form(data: bytes | str, source: str = "<input>") -> tuple[str, Any]:
     stripped = text.strip()
     if not stripped:
         raise NegotiationError(f"{source}: empty input")
-    uncommented = "\n".join(line for line in stripped.splitlines()
-                            if not line.lstrip().startswith("#")).strip()
-    if uncommented and is_hex_text(uncommented):
+    # comment lines blanked, not removed: errors and answers name the lines of the input
+    uncommented = "\n".join("" if line.lstrip().startswith("#") else line for line in text.splitlines())
+    if uncommented.strip() and is_hex_text(uncommented):
         return "hex", uncommented
     if HEADER.search(text):
         return "kafka-broker-api-versions", text
@@ -113,5 +118,21 @@ def hex_bytes(text: str, source: str) -> bytes:
 
     try:
         return message_bytes(read_blocks(text))
+    except InputError as e:
+        raise NegotiationError(f"{source}: {e}") from None
+
+
+def dump_frames(payload: str | bytes, source: str) -> list[Any]:
+    """The Kafka frames of hex text in any dump form, or of raw bytes (``kwire_cli.inputs.frames``);
+    a one-line error naming ``source``."""
+    from kwire_cli.inputs import Block
+    from kwire_cli.inputs.frames import split_frames
+
+    try:
+        if isinstance(payload, bytes):
+            blocks = [Block(payload, 0, 0, "binary")]
+        else:
+            blocks = read_blocks(payload)
+        return split_frames(blocks)
     except InputError as e:
         raise NegotiationError(f"{source}: {e}") from None
