@@ -16,7 +16,7 @@ import cramjam
 import pytest
 from crc32c import crc32c
 
-import kwire_cli.records.decode as records_decode
+import kwire_cli.records.v2 as records_decode
 from kwire_cli.codec import decode_request, encode_request
 from kwire_cli.codec.partial import walk_message
 from kwire_cli.records import RecordsError, decode_records, encode_records

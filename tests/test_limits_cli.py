@@ -392,7 +392,7 @@ def test_raising_the_frame_cap_raises_each_batchs_cap_too(monkeypatch):
     batch of a real Produce request is decompressed under a 1 GiB cap, not the 256 MiB default
     (so a single 300 MiB batch would get through)."""
     from kwire_cli.codec.message import decode_request
-    from kwire_cli.records import decode as rdecode
+    from kwire_cli.records import v2 as rdecode
     caps = []
     real = rdecode.decompress
     monkeypatch.setattr(rdecode, "decompress", lambda codec, payload, cap: caps.append(cap) or real(codec, payload, cap))

@@ -1,7 +1,7 @@
-"""The Kafka error-code table (kwire_cli.protocol_errors)."""
+"""The Kafka error-code table (kwire_cli.spec.error_codes)."""
 import pytest
 
-from kwire_cli.protocol_errors import ERRORS, error_code, error_name, is_retriable
+from kwire_cli.spec.error_codes import ERRORS, error_code, error_name, is_retriable
 
 
 def test_table_is_contiguous_and_names_unique():

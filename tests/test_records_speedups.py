@@ -1,5 +1,5 @@
-"""The native records fast path (``v2_records`` in kwire_cli/codec/_speedups.c) against the Python one
-(``_v2_records_fast`` in kwire_cli/records/decode.py), which stays the reference.
+"""The native records fast path (``v2_records`` in kwire_cli/records/_native.c) against the Python one
+(``_v2_records_fast`` in kwire_cli/records/v2.py), which stays the reference.
 
 Both take a record batch's records section and give the list of record dicts, or None when anything
 is off (the careful loop then words the error). For every input they must give the same thing: the
@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import kwire_cli.records.decode as D
+import kwire_cli.records.v2 as D
 from kwire_cli.codec import compiler
 from kwire_cli.records import native as records_native
 from kwire_cli.records import decode_records
@@ -56,7 +56,7 @@ def outcome(fn, *args):
 
 def raw_native(args):
     """The C function alone: list, None or NotImplemented."""
-    return records_native.extension.v2_records(*args, D.show_bytes, D._header_key)
+    return records_native.extension.v2_records(*args, D.show_bytes, D.header_key)
 
 
 def compare(args, tally: Counter | None = None):
@@ -354,7 +354,7 @@ def test_what_show_bytes_raises_comes_out_of_both():
     def boom(b):
         raise ValueError(f"no {b!r}")
     with pytest.raises(ValueError, match=r"no b'\\xff'"):
-        records_native.extension.v2_records(rb, 1, 0, 0, 10, boom, D._header_key)
+        records_native.extension.v2_records(rb, 1, 0, 0, 10, boom, D.header_key)
     with pytest.raises(TypeError):
         records_native.extension.v2_records(rb, 1, 0, 0)
 
@@ -405,7 +405,7 @@ def test_the_native_path_is_chosen_and_use_speedups_false_runs_python():
 
 
 def test_kwire_no_speedups_picks_the_python_fast_path():
-    code = ("import kwire_cli.records.decode as D\n"
+    code = ("import kwire_cli.records.v2 as D\n"
             "print(D._pick_v2_records() is D._v2_records_fast)\n")
     env = dict(os.environ, KWIRE_NO_SPEEDUPS="1")
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True,

@@ -107,7 +107,7 @@ def _term(name: str, op: str | None, value: str | None, pos: int) -> Predicate:
         col = cols[0]
         want = value.upper()
         if value.lstrip("-").isdigit():
-            from kwire_cli.protocol_errors import error_name
+            from kwire_cli.spec.error_codes import error_name
             want = error_name(int(value))
         has = lambda r: want in (r.get(col) or [])  # noqa: E731
         return has if op != "!=" else (lambda r: not has(r))

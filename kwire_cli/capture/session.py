@@ -31,7 +31,7 @@ _NO_REQUEST: tuple[Any, Any] = (None, None)
 
 def error_codes(body: Any) -> list[str]:
     """Names of the non-zero error codes anywhere in a body (fields named *ErrorCode)."""
-    from kwire_cli.protocol_errors import error_name
+    from kwire_cli.spec.error_codes import error_name
     found: list[str] = []
 
     def walk(node: Any) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from kwire_cli.errors import KwireError, NegotiationError
 from kwire_cli.negotiation.model import API_VERSIONS_KEY, BrokerAnswer, add_range, default_address, field_of, to_int
-from kwire_cli.protocol_errors import UNSUPPORTED_VERSION, error_name
+from kwire_cli.spec.error_codes import UNSUPPORTED_VERSION, error_name
 
 
 def decode_api_versions_bytes(data: bytes, address: str, source: str = "<input>",

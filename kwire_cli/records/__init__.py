@@ -100,7 +100,8 @@ Rules:
 from kwire_cli.errors import RecordsError
 
 from .compression import Compression, codec_label
-from .decode import decode_records, show_bytes
+from .decode import decode_records
+from .forms import show_bytes
 from .encode import encode_records, to_bytes
 from .limits import (DEFAULT_MAX_DECOMPRESSED, FrameBudget, FrameLimits, frame_budget, frame_limits,
                      set_frame_limits)

@@ -1,6 +1,6 @@
 /* kwire_cli.records._native: the records fast path in C, optional (kwire runs without it).
  *
- * v2_records is the native twin of v2_records_fast in kwire_cli/records/v2.py: a record batch's
+ * v2_records is the native twin of _v2_records_fast in kwire_cli/records/v2.py: a record batch's
  * records section -> the list of record dicts. kwire_cli/records/native.py binds it; the Python
  * function stays the reference and the fallback (tests/test_records_speedups.py compares them).
  */
@@ -9,7 +9,7 @@
 #include <string.h>
 
 /* v2_records(rb, count, base_offset, base_ts, room, show_bytes, header_key): the native twin of
- * kwire_cli/records/v2.py's v2_records_fast, the fast path of a record batch's records
+ * kwire_cli/records/v2.py's _v2_records_fast, the fast path of a record batch's records
  * section (rb: exactly that section, as bytes). Same contract, same result:
  *
  *   - the list of record dicts, built exactly as the Python function builds them (keys in the
@@ -368,7 +368,7 @@ static PyMethodDef module_methods[] = {
     KW_SWITCH_METHODS("v2_records returns NotImplemented (the Python fast path runs)."),
     {"v2_records", (PyCFunction)(void (*)(void))v2_records, METH_FASTCALL,
      "v2_records(rb, count, base_offset, base_ts, room, show_bytes, header_key) -> list, None or "
-     "NotImplemented: records/v2.py's v2_records_fast in C (NotImplemented: run that instead)."},
+     "NotImplemented: records/v2.py's _v2_records_fast in C (NotImplemented: run that instead)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -15,12 +15,10 @@ import zlib
 from crc32c import crc32c as _crc32c
 
 from .compression import Compression, CompressionError, codec_labels, compress
+from .layout import V2_CRC_AT, V2_CRC_FROM, V2_HEADER
 from kwire_cli.errors import RecordsError
 from kwire_cli.wire import varlong_bytes as _varint  # zig-zag varint/varlong bytes
 
-_V2_HEADER = struct.Struct(">qiibIhiqqqhii")
-_CRC_AT = 17          # BaseOffset(8) + BatchLength(4) + PartitionLeaderEpoch(4) + Magic(1)
-_CRC_FROM = 21        # the CRC covers Attributes .. end
 _LEGACY_PREFIX = struct.Struct(">qiI")   # offset, message size, crc
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -271,22 +269,22 @@ def _encode_v2(b: dict, path: str) -> bytes:
     last_od = _int(b, "LastOffsetDelta", 0 if last_od is None else last_od, path, *_I32R)
     if not -(1 << 31) <= len(records) < (1 << 31) or not -(1 << 31) <= last_od < (1 << 31):
         raise RecordsError(f"records encode: {path}: too many records")
-    out = bytearray(_V2_HEADER.size + len(payload))
+    out = bytearray(V2_HEADER.size + len(payload))
     try:
-        _V2_HEADER.pack_into(
+        V2_HEADER.pack_into(
             out, 0, base_offset, len(out) - 12,
             _int(b, "PartitionLeaderEpoch", -1, path, *_I32R), 2, 0, attrs, last_od, base_ts, max_ts,
             _int(b, "ProducerId", -1, path, *_I64R), _int(b, "ProducerEpoch", -1, path, *_I16),
             _int(b, "BaseSequence", -1, path, *_I32R), len(records))
     except struct.error as e:  # pragma: no cover - every field is range-checked above
         raise RecordsError(f"records encode: {path}: {e}") from None
-    out[_V2_HEADER.size:] = payload
+    out[V2_HEADER.size:] = payload
     stored = _int(b, "Crc", None, path, *_U32)
     if stored is not None and b.get("CrcValid") is False:
         crc = stored  # keep a wrong CRC as it was, so a re-encode reproduces the bytes
     else:
-        crc = _crc32c(memoryview(out)[_CRC_FROM:])
-    struct.pack_into(">I", out, _CRC_AT, crc)
+        crc = _crc32c(memoryview(out)[V2_CRC_FROM:])
+    struct.pack_into(">I", out, V2_CRC_AT, crc)
     return bytes(out)
 
 

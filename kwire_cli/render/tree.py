@@ -28,7 +28,7 @@ S_NOTE = "cyan"
 
 def error_label(code: int) -> str:
     try:
-        from kwire_cli.protocol_errors import error_name
+        from kwire_cli.spec.error_codes import error_name
     except ImportError:  # pragma: no cover - the table ships with kwire
         return ""
     return error_name(code)
