@@ -1,4 +1,4 @@
-"""The little Kafka knowledge the capture layer needs, without the codec.
+"""The little Kafka knowledge the capture layer needs to find and pair Kafka frames.
 
 * ``looks_like_request`` / ``find_request_start``: is there a plausible request header here
   (size, api_key, api_version, correlation id, client id)? Used to resynchronise a client->broker
@@ -15,6 +15,9 @@ import re
 import struct
 from collections.abc import Callable, Iterable
 
+from kwire_cli.codec.peek import peek_request_field
+from kwire_cli.errors import KwireError
+
 DEFAULT_MAX_FRAME = 100 << 20   # 100 MiB
 MAX_FRAME_OPTION = "--max-frame-size"  # the command-line option that sets it (named in damage)
 MAX_API_KEY = 100
@@ -24,7 +27,6 @@ PRODUCE = 0
 _REQ_HEAD = struct.Struct(">ihhih")   # size, api_key, api_version, correlation_id, client_id len
 _PREFIX = struct.Struct(">hhi")
 _I32 = struct.Struct(">i")
-_H16 = struct.Struct(">h")
 
 # Candidate request starts: size < 2^27 (first byte 0..7), api_key 0..127 (0x00, 0x00-0x7f),
 # api_version 0..31 (0x00, 0x00-0x1f). Verified precisely in Python afterwards.
@@ -137,59 +139,14 @@ def request_prefix(data) -> tuple[int, int, int] | None:
     return _PREFIX.unpack_from(data, 0)
 
 
-def _uvarint(data, off: int) -> tuple[int, int]:
-    v = 0
-    shift = 0
-    n = len(data)
-    while True:
-        if off >= n or shift > 28:
-            raise ValueError("varint")
-        b = data[off]
-        off += 1
-        v |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return v, off
-        shift += 7
-
-
 def produce_acks(data, api_version: int | None = None) -> int | None:
     """The ``acks`` of a Produce request frame (without size prefix); None if it cannot be read.
 
-    Request header: api_key, api_version, correlation_id, client_id (int16-length nullable string),
-    and for header v2 (Produce v9+) a tagged-field section. Body: v0-2 start with acks; v3-8 with a
-    nullable string transactional_id then acks; v9+ with a compact nullable string then acks.
-    """
+    Read by the codec from the header and the body fields before ``Acks`` (their layout per
+    version comes from the spec), so a request cut short after its acks still gives them."""
     try:
-        n = len(data)
-        if n < 10:
-            return None
-        if api_version is None:
-            api_version = _H16.unpack_from(data, 2)[0]
-        off = 8
-        cid = _H16.unpack_from(data, off)[0]
-        off += 2
-        if cid > 0:
-            off += cid
-        if api_version >= 9:
-            count, off = _uvarint(data, off)
-            for _ in range(count):
-                _tag, off = _uvarint(data, off)
-                size, off = _uvarint(data, off)
-                off += size
-            tlen, off = _uvarint(data, off)
-            if tlen > 0:
-                off += tlen - 1
-        elif api_version >= 3:
-            if off + 2 > n:
-                return None
-            tlen = _H16.unpack_from(data, off)[0]
-            off += 2
-            if tlen > 0:
-                off += tlen
-        if off + 2 > n:
-            return None
-        return _H16.unpack_from(data, off)[0]
-    except (ValueError, struct.error):
+        return peek_request_field(data, "Acks", api_version=api_version)
+    except KwireError:
         return None
 
 

@@ -14,6 +14,7 @@ is `runtime.py`; `native.py` describes a plan for the optional C interpreter and
 """
 from __future__ import annotations
 
+import dataclasses
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +28,9 @@ from kwire_cli.codec.runtime import MAX_DEPTH
 from kwire_cli.errors import DecodeError, EncodeError, KwireError
 from kwire_cli.spec.model import INT_RANGES, PRIMITIVE_SIZES, FieldSpec, FieldType, MessageSpec, StructSpec
 
-__all__ = ["MAX_DEPTH", "Plan", "compile_plan", "speedups_available", "use_speedups"]
+__all__ = ["MAX_DEPTH", "Decoder", "Plan", "compile_plan", "compile_prefix", "speedups_available", "use_speedups"]
+
+Decoder = Callable[[bytes, int, int], tuple[dict[str, Any], int]]
 
 _speedups = native.extension  # the loaded plan interpreter, or None (tests build Programs from it)
 
@@ -53,11 +56,12 @@ class Plan:
 # ----------------------------------------------------------------------------- code generator
 
 class _Gen:
-    def __init__(self, spec: MessageSpec, version: int, records_mode: str):
+    def __init__(self, spec: MessageSpec, version: int, records_mode: str, root_tags: bool = True):
         self.spec = spec
         self.v = version
         self.flexible = spec.flexible(version)
         self.records_mode = records_mode
+        self.root_tags = root_tags  # False: the root struct's decoder stops after its last field
         self.lines: list[str] = []
         # the generated code's globals: short local names for the runtime helpers
         self.ns: dict[str, Any] = {
@@ -147,7 +151,9 @@ class _Gen:
         py_decode = self.ns["dec0"]
         if self.records_mode == "decode" and any("_rec(" in line for line in self.lines):
             py_decode = R.in_frame_budget(py_decode)  # one decompression budget per message
-        decode = native.wrap(native.describe(self), py_decode) if native.extension is not None else py_decode
+        decode = py_decode
+        if native.extension is not None and self.root_tags:
+            decode = native.wrap(native.describe(self), py_decode)
         return Plan(self.spec, self.v, self.flexible, decode, self.ns["enc0"],
                     self.ns["dflt0"], src, py_decode)
 
@@ -167,7 +173,7 @@ class _Gen:
         self.emit(0, f"def dec{sid}(buf, pos, end, depth=0):")
         if sid != 0:
             self.emit(1, f"if depth > {R.MAX_DEPTH}: raise _too_deep(pos)")
-        self.dec_body(s, 1, "d")
+        self.dec_body(s, 1, "d", tags=sid != 0 or self.root_tags)
         self.emit(1, "return d, pos")
         # ---- encoder
         all_fields = {f.name: str(f.versions) for f in s.fields}
@@ -193,7 +199,7 @@ class _Gen:
         if self.flexible:
             self.write_tags(tagged, 1)
 
-    def dec_body(self, s: StructSpec, ind: int, dvar: str) -> None:
+    def dec_body(self, s: StructSpec, ind: int, dvar: str, tags: bool = True) -> None:
         """Decode the fields of `s` at `pos` into the dict `dvar`, advancing `pos`.
 
         Regular fields go to locals (unique names, so a body can be inlined into an enclosing
@@ -223,7 +229,7 @@ class _Gen:
         self.flush_group(group, ind, exprs)
         items = ", ".join(f"{f.name!r}: {exprs[f.name]}" for f in present)
         self.emit(ind, f"{dvar} = {{{items}}}")
-        if self.flexible:
+        if self.flexible and tags:
             self.read_tags(tagged, ind, dvar)
 
     def leaf_struct(self, s: StructSpec) -> bool:
@@ -628,3 +634,32 @@ def compile_plan(spec: MessageSpec, version: int, records_mode: str = "hex") -> 
     plan = _Gen(spec, version, records_mode).build()
     _cache[key] = (spec, plan)
     return plan
+
+
+_prefixes: dict[tuple[int, int, str], tuple[MessageSpec, Decoder]] = {}
+
+
+def compile_prefix(spec: MessageSpec, version: int, field: str) -> Decoder:
+    """A decoder of the leading fields of a message body, up to and including the top-level field
+    ``field`` (not a tagged one): ``decode(buf, pos, end) -> (dict of those fields, position after
+    field)``. The rest of the body, its tag section included, is not read. Compiled once per
+    (spec, version, field); records fields before ``field`` stay raw bytes.
+
+    Raises KwireError when ``field`` is not a regular field of the body at ``version``."""
+    key = (id(spec), version, field)
+    hit = _prefixes.get(key)
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    fields: list[FieldSpec] = []
+    for f in spec.struct.fields:
+        if version in f.versions and not f.tagged_in(version):
+            fields.append(f)
+            if f.name == field:
+                break
+    else:
+        raise KwireError(f"{spec.name} v{version} has no field {field} before its tag section")
+    head = dataclasses.replace(spec, struct=StructSpec(spec.struct.name, fields, spec.struct.versions))
+    decode = _Gen(head, version, "bytes", root_tags=False).build().decode
+    _prefixes[key] = (spec, decode)
+    return decode
+
