@@ -7,11 +7,21 @@ from pathlib import Path
 import pytest
 
 from kwire_cli.errors import KwireError
-from kwire_cli.negotiation import (BrokerAnswer, NegotiationError, common_range, detect_form,
-                                   kwire_api_names, kwire_client_ranges, load_broker_file,
-                                   load_client_file, load_requirements, negotiate,
-                                   parse_broker_input, parse_kafka_broker_api_versions,
-                                   parse_librdkafka_log)
+from kwire_cli.negotiation import (
+    BrokerAnswer,
+    NegotiationError,
+    common_range,
+    detect_form,
+    kwire_api_names,
+    kwire_client_ranges,
+    load_broker_file,
+    load_client_file,
+    load_requirements,
+    negotiate,
+    parse_broker_input,
+    parse_kafka_broker_api_versions,
+    parse_librdkafka_log,
+)
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "negotiate"
 
@@ -147,9 +157,19 @@ def test_kafka_broker_api_versions_bad_entry_names_the_line():
 
 
 def test_kafka_broker_api_versions_unclosed_block():
+    # cut off at the end of the input (a truncated paste, issue 14): read, and marked incomplete; it
+    # used to be refused ("broker block of h:9092 is not closed")
     text = "h:9092 (id: 1 rack: null) -> (\n\tProduce(0): 0 to 9 [usable: 9]\n"
-    with pytest.raises(NegotiationError, match=r"^x.txt:1: broker block of h:9092 is not closed"):
-        parse_kafka_broker_api_versions(text, "x.txt")
+    (a,) = parse_kafka_broker_api_versions(text, "x.txt")
+    assert a.ranges == {0: (0, 9)} and not a.complete
+    assert a.error == ("the list opened at x.txt:1 is cut off after Produce(0): 0 to 9 [usable: 9] (no closing "
+                       "parenthesis before the end of the input): the APIs after it are unknown")
+    with pytest.raises(NegotiationError, match=r"^x.txt:1: broker block of h:9092 is not closed with '\)' and "
+                                               r"lists no API before the end of the input$"):
+        parse_kafka_broker_api_versions("h:9092 (id: 1 rack: null) -> (\n", "x.txt")
+    with pytest.raises(NegotiationError, match=r"^x.txt:3: broker block of h:9092 opened at line 1 has no "
+                                               r"closing '\)' before the next broker$"):
+        parse_kafka_broker_api_versions(text + "g:9092 (id: 2 rack: null) -> (\n)\n", "x.txt")
 
 
 def test_kafka_broker_api_versions_fenced_and_single_line_error_form():

@@ -10,6 +10,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from cli_run import kwire
 from kwire_cli.cli import cli, main
 from kwire_cli.negotiation import NegotiationError, kwire_api_names
 
@@ -172,3 +173,49 @@ def test_broker_features_are_shown(tmp_path):
     assert "  FinalizedFeatures (epoch 17): metadata.version 22" in r.output.splitlines()
     out = json.loads(run(str(p), "--format", "json").output)
     assert out["brokers"][0]["finalized_features"] == {"metadata.version": [22, 22]}
+
+
+def test_a_directory_argument_says_it_is_one(tmp_path):
+    r = kwire("negotiate", str(tmp_path))
+    line = f"kwire: error: broker 1: {tmp_path} is a directory (give the files in it)\n"
+    assert (r.code, r.out, r.err) == (2, "", line)
+
+
+DUMPS = Path(__file__).resolve().parent.parent / "fixtures" / "hex" / "dumps"
+
+
+@pytest.mark.parametrize("dump", ["kafkajs-produce.follow-tcp-hex.txt", "kafkajs-packets-4-9.tcpdump-X.txt"])
+def test_the_apiversions_answer_of_a_dumped_conversation(dump):
+    """tcpdump -X and Follow TCP Stream of kafkajs's conversation with tansu: the answer to its
+    ApiVersions v2 request, found among the frames, is what the capture itself gives."""
+    r = kwire("negotiate", str(DUMPS / dump), "--format", "json")
+    assert r.code == 0, r
+    (b,) = r.json()["brokers"]
+    assert b["address"] == "127.0.0.1:9092" and b["api_version"] == 2
+    assert b["notes"][0].startswith("ApiVersionsResponse v2 to the request of lines ")
+    cap = kwire("negotiate", str(DUMPS.parent.parent / "captures" / "kafkajs-produce.pcap"), "--format", "json")
+    assert [a["brokers"] for a in r.json()["apis"]] == [a["brokers"] for a in cap.json()["apis"]]
+
+
+@pytest.mark.parametrize("form", ["base64", "python", "java", "go", "xxd-i", "node-json", "escaped", "od"])
+def test_an_apiversions_answer_in_each_literal_form(form, tmp_path):
+    import base64
+    data = bytes.fromhex((FIX / "tansu-apiversions-v3.hex").read_text().strip())
+    text = {
+        "base64": base64.b64encode(data).decode(),
+        "python": repr(data),
+        "java": "new byte[]{" + ", ".join(str(b - 256 if b > 127 else b) for b in data) + "};",
+        "go": "[]byte{" + ", ".join(f"{b:#x}" for b in data) + "}",
+        "xxd-i": "unsigned char a[] = {" + ", ".join(f"0x{b:02x}" for b in data) + f"}};\nunsigned int a_len = {len(data)};",
+        "node-json": '{"type":"Buffer","data":[' + ",".join(map(str, data)) + "]}",
+        "escaped": '"' + "".join(f"\\x{b:02x}" for b in data) + '"',
+        "od": "".join(f"{i:06x} " + " ".join(f"{b:02x}" for b in data[i:i + 16]) + "\n"
+                      for i in range(0, len(data), 16)) + f"{len(data):06x}\n",
+    }[form]
+    f = tmp_path / "answer.txt"
+    f.write_text(text)
+    want = kwire("negotiate", str(FIX / "tansu-apiversions-v3.hex"), "--format", "json").json()
+    got = kwire("negotiate", str(f), "--format", "json").json()
+    def view(result):
+        return [(a["api_key"], list(a["brokers"].values()), a["common"], a["chosen"]) for a in result["apis"]]
+    assert view(got) == view(want) and got["brokers"][0]["address"] == "answer.txt"

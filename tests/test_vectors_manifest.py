@@ -17,7 +17,7 @@ import pytest
 
 from cli_run import kwire
 from kwire_cli.codec import decode_body, decode_request, decode_response
-from kwire_cli.negotiation import load_broker_file, load_client_file
+from kwire_cli.negotiation import load_broker_file, load_client_file, parse_broker_input
 
 ROOT = Path(__file__).resolve().parents[1]
 VEC = ROOT / "fixtures" / "vectors"
@@ -379,3 +379,47 @@ def test_relinked_captures_decode_as_the_ethernet_original(kind, linktype):
         rows[path] = [{k: v for k, v in json.loads(line).items() if k != "file"} for line in r.out.splitlines()]
     original, other = rows.values()
     assert len(original) == 10 and other == original
+
+
+# ------------------------------------------------------------------------------------------------
+# issue 14.2: the text samples kwire negotiate refused before; each now reads as the source shows
+
+
+@pytest.mark.parametrize("name, form, address", [
+    ("apache-kafka/pr20598-kafka-cluster-api-versions.partial.txt", "kafka-broker-api-versions", "172.20.10.3:19091"),
+    ("apache-kafka/pr2184-broker-version-command-one-line.txt", "kafka-broker-api-versions", "localhost:9092"),
+    ("librdkafka/issue4203-redacted-host-unsupported.partial.txt", "kafka-broker-api-versions", "node 5"),
+    ("pinterest-doctork/issue90-java-debug-recorded-api-versions.partial.txt", "java-client-log", "node -1"),
+    ("confluent-kafka-dotnet/issue1308-librdkafka-logger-form.partial.log", "librdkafka", "kafkabk4.something.com:9092"),
+])
+def test_negotiate_reads_the_texts_it_refused(name, form, address):
+    e = FILES[name]
+    shows = e["shows"]
+    (ans,) = load_broker_file(VEC / name)
+    assert (ans.form, ans.address) == (form, address)
+    shown = shows["brokers"][0] if "brokers" in shows else shows
+    names = {**NAME_KEYS, "ApiVersions": 18, "ControlledShutdown": 7, "OffsetCommit": 8, "OffsetFetch": 9,
+             "FindCoordinator": 10, "JoinGroup": 11, "Offsets": 2}
+    for api, r in shown["ranges"].items():
+        assert ans.ranges[names[api]] == tuple(r), api
+    for api in shown.get("unsupported", []):
+        assert names[api] not in ans.ranges and names[api] in ans.names
+    if "id" in shown:
+        assert ans.node_id == shown["id"]
+    if "entries" in shown:
+        assert len(ans.names) == shown["entries"]
+    # a sample cut off by the index is read as far as it goes and marked incomplete
+    assert ans.complete is (not e["truncated"] or form == "librdkafka")
+    if not ans.complete:
+        assert "cut off after" in ans.error
+
+
+def test_negotiate_reads_quoted_and_indented_blocks():
+    text = (VEC / "kyeoungchan-note/kafka-3.9-broker-api-versions-masked-host-elided.txt").read_text()
+    (plain,) = parse_broker_input(text, "note")
+    quoted = "".join(f"> {line}\n" for line in text.splitlines())
+    indented = "".join(f"    {line}\n" for line in text.splitlines())
+    for variant in (quoted, indented, "".join(f"> {line}\n" for line in indented.splitlines())):
+        (a,) = parse_broker_input(variant, "note")
+        assert (a.address, a.ranges, a.node_id, a.form) == (plain.address, plain.ranges, 2, "kafka-broker-api-versions")
+    assert plain.error.startswith("the list is elided ('...' at note:8)")

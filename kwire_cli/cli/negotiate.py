@@ -62,6 +62,8 @@ def negotiate(brokers: tuple[str, ...], client_file: str | None, require_file: s
 
     answers = []
     for i, b in enumerate(brokers, start=1):
+        if os.path.isdir(b):
+            raise KwireUsageError(f"broker {i}: {b} is a directory (give the files in it)")
         if b == "-" or os.path.isfile(b):
             answers.extend(load_broker_file(b))
         elif not os.path.exists(b) and _looks_inline(b):

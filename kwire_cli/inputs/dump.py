@@ -106,6 +106,9 @@ def _all_quoted(text: str) -> bool:
     return any(lines) and all(ln.startswith(">") for ln in lines if ln)
 
 
+_PLAIN_HEX = re.compile(r"[0-9A-Fa-f]+")
+
+
 def read_blocks(text: str) -> list[Block]:
     """Every block of bytes in ``text``, read by the first recogniser that claims it."""
     blocks, _ = recognise(text)
@@ -114,6 +117,11 @@ def read_blocks(text: str) -> list[Block]:
 
 def recognise(text: str) -> tuple[list[Block], str]:
     """(the blocks of bytes in ``text``, the module name of the recogniser that read them)."""
+    one = text.strip()
+    if _PLAIN_HEX.fullmatch(one) and not len(one) % 2:  # the fast path: one run of hex digits
+        first = len(text) - len(text.lstrip())
+        line = text.count("\n", 0, first) + 1
+        return [Block(bytes.fromhex(one), line, line, "hex")], "plainhex"
     from kwire_cli.inputs.forms import RECOGNISERS, not_hex
 
     t = Text(text)

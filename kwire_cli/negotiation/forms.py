@@ -8,7 +8,10 @@ Forms, detected from the content (never from the file name), in this order:
 * hex of an ApiVersionsResponse in any dump form ``kwire decode`` reads (``kwire_cli.inputs``:
   plain hex, xxd, hexdump -C, tshark -x), any version v0-v4, with or without the 4-byte size
   prefix and the response header (``negotiation.apiversions``);
-* the text ``kafka-broker-api-versions.sh`` prints (several brokers, log noise around the blocks);
+* the text ``kafka-broker-api-versions.sh`` / ``kafka-cluster.sh api-versions`` prints (several
+  brokers, log noise around the blocks, indented, quoted with ``> ``, without the host, the
+  one-line ``{...}`` form of Kafka 0.10.2, cut off at the end);
+* the Java client's DEBUG log (``Recorded API versions for node -1: (Produce(0): 0 to 9 ...)``);
 * librdkafka ``debug=feature`` log lines (``ApiKey Produce (0) Versions 0..9``), one broker per
   log source;
 * YAML or JSON: ``{ApiKeys: [{ApiKey, MinVersion, MaxVersion}]}``, alone or as the body of kwire's
@@ -56,6 +59,9 @@ def parse_broker_input(data: bytes | str, source: str = "<input>") -> list[Broke
     elif form == "kafka-broker-api-versions":
         from kwire_cli.negotiation.kafka_broker_api_versions import parse_kafka_broker_api_versions
         answers = parse_kafka_broker_api_versions(payload, source)
+    elif form == "java-client-log":
+        from kwire_cli.negotiation.java_client_log import parse_java_client_log
+        answers = parse_java_client_log(payload, source)
     elif form == "librdkafka":
         from kwire_cli.negotiation.librdkafka import parse_librdkafka_log
         answers = parse_librdkafka_log(payload, source)
@@ -70,6 +76,7 @@ def parse_broker_input(data: bytes | str, source: str = "<input>") -> list[Broke
 def detect_form(data: bytes | str, source: str = "<input>") -> tuple[str, Any]:
     """Return (form, payload): payload is bytes for "capture"/"raw", text otherwise."""
     from kwire_cli.capture.formats import SNIFF_BYTES, capture_kind
+    from kwire_cli.negotiation.java_client_log import ANSWER
     from kwire_cli.negotiation.kafka_broker_api_versions import HEADER
     from kwire_cli.negotiation.librdkafka import ENTRY, START
 
@@ -95,6 +102,8 @@ def detect_form(data: bytes | str, source: str = "<input>") -> tuple[str, Any]:
         return "hex", uncommented
     if HEADER.search(text):
         return "kafka-broker-api-versions", text
+    if ANSWER.search(text):
+        return "java-client-log", text
     if ENTRY.search(text) or START.search(text):
         return "librdkafka", text
     return "yaml", text

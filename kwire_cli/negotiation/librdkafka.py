@@ -1,5 +1,10 @@
 """librdkafka ``debug=feature`` (or ``all``) log lines: ``Broker API support:`` then one
-``ApiKey Produce (0) Versions 0..9`` line per API, each prefixed with the broker's name."""
+``ApiKey Produce (0) Versions 0..9`` line per API, each prefixed with the broker's name.
+
+Whatever the logger put around them: librdkafka's own ``%7|ts|APIVERSION|name| [thrd:...]:``, an
+application logger's ``%7 2020/09/24 18:17:47 (Success): APIVERSION[thrd:...]:``, ``LOG-7-APIVERSION:``,
+or .NET's ``facility: "APIVERSION", ..., message: "[thrd:...]: host:9092/4:   ApiKey ..." `` (the
+message in quotes)."""
 from __future__ import annotations
 
 import re
@@ -7,10 +12,10 @@ import re
 from kwire_cli.errors import NegotiationError
 from kwire_cli.negotiation.model import BrokerAnswer, add_range
 
-START = re.compile(r"(?P<broker>[^\s\[\]]+): Broker API support:\s*$", re.MULTILINE)
+START = re.compile(r"(?P<broker>[^\s\[\]]+): Broker API support:[\"']?\s*$", re.MULTILINE)
 ENTRY = re.compile(
     r"(?P<broker>[^\s\[\]]+):\s+ApiKey (?P<name>\S+) \((?P<key>-?\d+)\) "
-    r"Versions (?P<min>-?\d+)\.\.(?P<max>-?\d+)\s*$", re.MULTILINE)
+    r"Versions (?P<min>-?\d+)\.\.(?P<max>-?\d+)[\"']?\s*$", re.MULTILINE)
 _LOOSE = re.compile(r":\s+ApiKey\s.*\bVersions\b")
 
 
