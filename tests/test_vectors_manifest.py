@@ -1,6 +1,6 @@
 """fixtures/vectors: the manifest matches the files, and the vectors kwire decodes today give the
 values their sources assert (kafka-python's parser test, sarama's response tests, kafka-go's
-TestMessageFixtures); the client profiles of fixtures/negotiate/clients load and agree with what
+TestMessageFixtures); the client profiles of kwire_cli/negotiation/clients load and agree with what
 the recorded clients really asked for.
 
 Vectors kwire cannot decode yet (KIP-511 fallbacks, spec violations) are listed in
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 VEC = ROOT / "fixtures" / "vectors"
 MANIFEST = json.loads((VEC / "manifest.json").read_text())
 FILES = MANIFEST["files"]
-CLIENTS = ROOT / "fixtures" / "negotiate" / "clients"
+CLIENTS = ROOT / "kwire_cli" / "negotiation" / "clients"
 
 # Decoding these fails today on purpose of the source (a spec violation, a KIP-511 answer):
 # issue 13 gives them their tests.
@@ -301,13 +301,13 @@ def test_negotiate_reads_these_texts_as_they_show(name):
 
 
 # ------------------------------------------------------------------------------------------------
-# client profiles (fixtures/negotiate/clients)
+# client profiles (kwire_cli/negotiation/clients, shipped with the package)
 
 
 def test_every_profile_loads_and_cites_its_source():
     files = sorted(CLIENTS.glob("*.yaml"))
     assert len(files) >= 7
-    readme = (ROOT / "fixtures" / "negotiate" / "README.md").read_text()
+    readme = (CLIENTS / "README.md").read_text()
     for f in files:
         head = f.read_text().split("ApiKeys:")[0]
         assert "Source:" in head and re.search(r"commit [0-9a-f]{40}|PyPI", head), f.name

@@ -34,15 +34,22 @@ from kwire_cli.errors import DecodeError, KwireError, TrailingBytes
               help="Output: a tree (pretty), or one JSON / YAML object.")
 def decode(input, api_name, api_version, kind, request_input, no_header, size_prefix, binary, records_mode,
            partial, fmt, limits):
-    """Decode one Kafka request or response.
+    """Decode Kafka requests and responses from hex or any dump of them.
 
-    INPUT is hex (spaces, colons, newlines and 0x prefixes are fine), @FILE or - for stdin; a file
-    or stdin may also hold xxd, hexdump -C or tshark -x output, or raw bytes. The 4-byte size
-    prefix is detected. A request names its API and version in its header; a response needs
-    --api and --version, or --request with the request it answers.
+    INPUT is hex (spaces, colons, newlines, quotes and 0x prefixes are fine), @FILE or - for
+    stdin; a file or stdin may also hold xxd, hexdump -C, od, tshark -x (any link type),
+    tcpdump -x/-xx/-X or Follow TCP Stream output, byte literals (Go, Java, C / xxd -i, Python,
+    Node), base64, or raw bytes. The 4-byte size prefix is detected. A request names its API
+    and version in its header; a response needs --api and --version, or --request with the
+    request it answers.
 
-    The JSON/YAML output is one object with api_key, api_name, api_version, kind, header,
-    body and size (bytes after the size prefix).
+    Several frames in one input (a conversation, a log of hex lines, frames back to back) are
+    decoded one after another, each response with the request it answers when the input holds
+    it: a tree per frame under a heading naming its lines, a JSON list, or YAML documents.
+
+    The JSON/YAML output of one frame is one object with api_key, api_name, api_version, kind,
+    header, body and size (bytes after the size prefix); of several, each also has input (its
+    lines, form, direction, and the frame it answers).
 
     \b
     Examples:
@@ -51,6 +58,8 @@ def decode(input, api_name, api_version, kind, request_input, no_header, size_pr
       kwire decode @fixtures/hex/produce-response-v9.hex --api Produce --version 9
       kwire decode @fixtures/hex/produce-response-v9.hex --request @fixtures/hex/produce-request-v9.hex
       kwire decode ffffffff --api Metadata --version 1 --kind request --no-header
+      kwire decode @fixtures/hex/dumps/kafkajs-produce.follow-tcp-hex.txt
+      kwire decode @fixtures/hex/dumps/kafkajs-packets-4-9.tcpdump-X.txt --format json
     """
     frames = read_frames(input, binary=binary, chained=not no_header and size_prefix is not False)
     target = resolve_target(api_name, api_version, kind, request_input, no_header, size_prefix,

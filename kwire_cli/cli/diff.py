@@ -44,8 +44,9 @@ def diff(args, kind, bytes_file, what_if, api_name, api_version, request_input, 
     kwire diff --what-if-tagged FIELDS MESSAGE... reports, per message and in total, the bytes
     that moving FIELDS into the tagged section would save or cost: a field at its default (0,
     null) then costs nothing, a set one costs tag + size + value. MESSAGE is a YAML/JSON file
-    (several documents are several messages), or hex / @FILE (a response needs --api and
-    --version, or --request). Only flexible versions have tagged fields.
+    (several documents are several messages), or hex / @FILE in any form kwire decode reads
+    (several frames are several messages; a response needs --api and --version, or --request,
+    unless its request is in the input too). Only flexible versions have tagged fields.
 
     \b
     Examples:

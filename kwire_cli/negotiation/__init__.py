@@ -4,9 +4,13 @@
 * ``forms``: ``load_broker_file`` / ``parse_broker_input`` detect the form of an input and hand it
   to its parser, one module each: ``apiversions`` (ApiVersionsResponse bytes, hex in any dump form
   through ``kwire_cli.inputs``, value trees), ``capture`` (the answers in a pcap/pcapng capture,
-  gzip-compressed or not), ``kafka_broker_api_versions`` (the tool's text), ``librdkafka``
-  (``debug=feature`` logs), ``yaml_answers`` (YAML/JSON).
-* ``client``: the client side (kwire's own ranges, --client FILE) and --require FILE.
+  gzip-compressed or not), ``kafka_broker_api_versions`` (the tool's text), ``java_client_log``
+  (the Java client's DEBUG lines), ``librdkafka`` (``debug=feature`` logs), ``yaml_answers``
+  (YAML/JSON).
+* ``live``: ask live brokers (``--bootstrap``): ApiVersions and Metadata over a small client
+  connection that TLS and SASL will extend.
+* ``client``: the client side (kwire's own ranges, --client FILE or a bundled profile of
+  ``clients/``) and --require FILE.
 * ``negotiate``: the intersection, pure logic; ``render``: table, JSON and YAML.
 """
 from kwire_cli.errors import NegotiationError

@@ -1,6 +1,9 @@
-"""The client side and the required features: kwire's own ranges, --client FILE, --require FILE."""
+"""The client side and the required features: kwire's own ranges, --client FILE or NAME (the
+profiles in ``clients/``, shipped with the package), --require FILE."""
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,48 @@ def kwire_api_names() -> dict[int, str]:
     from kwire_cli.spec import registry
 
     return {key: api.name for key, api in registry().apis.items()}
+
+
+#: the client profiles shipped with kwire (package data): what each client requests at most per API
+CLIENTS_DIR = Path(__file__).resolve().with_name("clients")
+_VERSIONED = re.compile(r"^(?P<name>.+?)-(?P<version>\d+(?:\.\d+)*)$")
+
+
+def client_profiles() -> dict[str, Path]:
+    """Profile name -> file: every file's stem (``librdkafka-2.15``), and the client's name alone
+    (``librdkafka``, ``java``) for the newest version of it here."""
+    out: dict[str, Path] = {}
+    newest: dict[str, tuple[tuple[int, ...], Path]] = {}
+    for f in sorted(CLIENTS_DIR.glob("*.yaml")):
+        out[f.stem] = f
+        m = _VERSIONED.match(f.stem)
+        if m:
+            v = tuple(int(x) for x in m["version"].split("."))
+            if m["name"] not in newest or v > newest[m["name"]][0]:
+                newest[m["name"]] = (v, f)
+    for name, (_, f) in newest.items():
+        out.setdefault(name, f)
+    return dict(sorted(out.items()))
+
+
+def resolve_client(arg: str) -> str | Path:
+    """The file ``--client`` names: a path (or ``-``), else a profile's name (any case); a
+    one-line ``NegotiationError`` when it is neither (naming the profile it is close to, if any)."""
+    if arg == "-" or os.path.isfile(arg):
+        return arg
+    if os.path.isdir(arg):
+        raise NegotiationError(f"--client: {arg} is a directory")
+    profiles = client_profiles()
+    if arg in profiles:
+        return profiles[arg]
+    lowered = {k.lower(): v for k, v in profiles.items()}
+    if arg.lower() in lowered:
+        return lowered[arg.lower()]
+    import difflib
+
+    close = difflib.get_close_matches(arg.lower(), list(lowered), n=1, cutoff=0.7)
+    hint = f" (did you mean the client profile {close[0]}?)" if close else ""
+    raise NegotiationError(f"--client: no such file: {arg}{hint}")
 
 
 def load_client_file(path: str | Path) -> dict[int, Range]:
