@@ -50,7 +50,7 @@ class CodecError(KwireError):
         self.context = context
         super().__init__(reason)
 
-    def prefix(self, element: str) -> "CodecError":
+    def prefix(self, element: str) -> CodecError:
         """Put the enclosing field name (or ``[i]`` array index) in front of the path; returns self."""
         self.path.insert(0, element)
         return self

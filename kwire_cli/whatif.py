@@ -20,16 +20,17 @@ message at two versions and compares the bytes of each part.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from kwire_cli.codec import decode_body
 from kwire_cli.codec.partial import default_value
 from kwire_cli.errors import KwireError
 from kwire_cli.records import encode_records
 from kwire_cli.spec.diff import prune
-from kwire_cli.wire import uvarint_size
 from kwire_cli.spec.model import PRIMITIVE_SIZES, FieldSpec, FieldType, MessageSpec, StructSpec
 from kwire_cli.spec.registry import registry
+from kwire_cli.wire import uvarint_size
 
 DEFAULT_FIELDS = ("ErrorCode", "ErrorMessage")
 
@@ -69,12 +70,13 @@ class Sizer:
         if k == "struct":
             if value is None:
                 return 1
-            return (1 if nullable else 0) + self.struct(f.struct, value)
+            assert f is not None
+            return (1 if nullable else 0) + self.struct(f.struct_spec, value)
         if k == "array":
             if value is None:
                 return 1 if compact else 4
             n = uvarint_size(len(value) + 1) if compact else 4
-            el = ft.element
+            el = ft.item
             if el.kind in PRIMITIVE_SIZES:
                 return n + len(value) * PRIMITIVE_SIZES[el.kind]
             return n + sum(self.value(el, x, False, compact, f) for x in value)
@@ -87,7 +89,7 @@ class Sizer:
     def tagged_field(self, f: FieldSpec, value: Any, tag: int | None = None) -> int:
         """Bytes of a set tagged field: tag varint + size varint + value."""
         n = self.field(f, value)
-        return uvarint_size(f.tag if tag is None else tag) + uvarint_size(n) + n
+        return uvarint_size(f.tag_number if tag is None else tag) + uvarint_size(n) + n
 
     def is_default(self, f: FieldSpec, value: Any) -> bool:
         return value == default_value(f, self.v)
@@ -101,10 +103,9 @@ class Sizer:
         set_tags = 0
         n = 0
         for f in s.fields:
-            if f.tagged_in(self.v) and self.v in f.versions and f.name in value:
-                if self.written(f, value):
-                    set_tags += 1
-                    n += self.tagged_field(f, value[f.name])
+            if f.tagged_in(self.v) and self.v in f.versions and f.name in value and self.written(f, value):
+                set_tags += 1
+                n += self.tagged_field(f, value[f.name])
         for tag, h in (value.get("_unknown_tags") or {}).items():
             set_tags += 1
             ln = len(h) // 2
@@ -260,10 +261,10 @@ def what_if_message(msg: Any, fields: Iterable[str] = DEFAULT_FIELDS) -> dict:
     return what_if_tagged(spec, msg.api_version, msg.body, fields, size=msg.size)
 
 
-def sum_what_if(results: Iterable[dict]) -> dict:
+def sum_what_if(results: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """Totals over many `what_if_tagged` results (e.g. every message of a capture)."""
-    total = {"messages": 0, "applicable": 0, "bytes_now": 0, "bytes_tagged": 0, "saving": 0,
-             "per_field": {}}
+    total: dict[str, Any] = {"messages": 0, "applicable": 0, "bytes_now": 0, "bytes_tagged": 0, "saving": 0,
+                             "per_field": {}}
     for r in results:
         total["messages"] += 1
         total["bytes_now"] += r["bytes_now"]

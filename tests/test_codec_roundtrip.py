@@ -4,8 +4,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kwire_cli.codec import (compile_plan, decode_request, decode_response, encode_request,
-                             encode_response)
+from kwire_cli.codec import compile_plan, decode_request, decode_response, encode_request, encode_response
 from kwire_cli.spec import registry
 from spec_strategies import TEXT, message_strategy
 

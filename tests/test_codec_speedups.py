@@ -21,8 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from conftest import FIXTURES
-from kwire_cli.codec import compile_plan, decode_request, decode_response
-from kwire_cli.codec import compiler
+from kwire_cli.codec import compile_plan, compiler, decode_request, decode_response
 from kwire_cli.codec.headers import request_header_version, response_header_version
 from kwire_cli.codec.message import body_plan, header_plan
 from kwire_cli.spec import registry
@@ -52,7 +51,7 @@ def outcome(fn, *args):
     """What a decode gives: the value and offset, or everything visible about the error."""
     try:
         r = fn(*args)
-    except Exception as e:  # noqa: BLE001 - any difference in behaviour counts
+    except Exception as e:
         info = (type(e).__name__, str(e), getattr(e, "offset", None), tuple(getattr(e, "path", ()) or ()),
                 getattr(e, "context", None))
         decoded = getattr(e, "decoded", None)
@@ -74,7 +73,7 @@ def same(a, b) -> bool:
     if isinstance(a, dict):
         return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=False))
     return a == b
 
 
@@ -169,7 +168,7 @@ def test_switching_off_runs_the_python_decoder():
         return plan.py_decode(*args)
     prog = compiler._speedups.Program(plan.decode.description, spy)
     data = bytes.fromhex("056b77697265066b77697265")[:-1]  # cut short: the Python decoder reports it
-    with pytest.raises(Exception) as exc:
+    with pytest.raises(Exception) as exc:  # noqa: PT011 - assertion kept as written
         prog(data, 0, len(data))
     assert "offset" in str(exc.value) and len(calls) == 1
     good = bytes.fromhex("066b77697265063031302e3000")
@@ -360,7 +359,7 @@ def test_float64_bits():
     rng = random.Random(11)
     raws = [b"\x7f\xf8\x00\x00\x00\x00\x00\x01", b"\xff\xf0" + bytes(6), b"\x80" + bytes(7), bytes(8),
             b"\xff" * 8, b"\x7f\xf0\x00\x00\x00\x00\x00\x01"] + [rng.randbytes(8) for _ in range(40)]
-    for raw, data in zip(raws, _patched(plan, body, _st.pack(">d", 1.2345678), raws)):
+    for raw, data in zip(raws, _patched(plan, body, _st.pack(">d", 1.2345678), raws), strict=False):
         got = native_only(plan)(data, 0, len(data))
         ref = plan.py_decode(data, 0, len(data))
         value = got[0]["Entries"][0]["Values"][0]["Value"]
@@ -381,13 +380,13 @@ def test_uuid_text_and_integer_edges():
                         "Partitions": [], "TopicAuthorizedOperations": -2147483648}]}
     rng = random.Random(5)
     raws = [bytes(16), b"\xff" * 16, b"\xfb\xef\xbe" * 5 + b"\xff"] + [rng.randbytes(16) for _ in range(60)]
-    for raw, data in zip(raws, _patched(plan, body, marker, raws)):
+    for raw, data in zip(raws, _patched(plan, body, marker, raws), strict=False):
         got = native_only(plan)(data, 0, len(data))
         assert got == plan.py_decode(data, 0, len(data))
         assert got[0]["Topics"][0]["TopicId"] == uuid_to_text(raw)
     # integer edges: int8..int64 and uint16/uint32 through plans whose first fields are those kinds
     seen = set()
-    for key, api in reg.apis.items():
+    for api in reg.apis.values():
         for kind in ("request", "response"):
             spec = api.spec(kind)
             v = spec.valid_versions.hi
@@ -446,13 +445,13 @@ def test_nesting_deeper_than_the_limit_goes_to_python():
 @needs_native
 def test_bad_descriptions_are_refused():
     P = compiler._speedups.Program
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError):  # noqa: PT011 - assertion kept as written
         P((False, 64, 1, ((("a", (13, False, False, 5, 0, None, False), False, 0, None, None, None),),)), _decline)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError):  # noqa: PT011 - assertion kept as written
         P((False, 64, 7, ((),)), _decline)
     with pytest.raises(TypeError):
         P((False, 64, 1, ((),)), None)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError):  # noqa: PT011 - assertion kept as written
         P((False, 64, 1, ()), _decline)
 
 
@@ -471,7 +470,7 @@ def test_garbage_collector_setting_is_left_as_it_was():
             (gc.enable if enabled else gc.disable)()
             assert plan.decode(good, 0, len(good)) == plan.py_decode(good, 0, len(good))
             assert gc.isenabled() is enabled
-            with pytest.raises(Exception):
+            with pytest.raises(Exception):  # noqa: B017, PT011 - assertion kept as written
                 plan.decode(bad, 0, len(bad))
             assert gc.isenabled() is enabled
     finally:

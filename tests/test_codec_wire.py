@@ -1,9 +1,25 @@
 """Wire rules from KIP-482 and the message format, checked on exact bytes."""
 import pytest
 
-from kwire_cli.codec import (DecodeError, EncodeError, compile_plan, decode_body, decode_request,
-                             decode_response, encode_body, encode_request, encode_response)
-from kwire_cli.codec.primitives import read_uvarint, read_varint, read_varlong, uvarint_bytes, write_varint, write_varlong
+from kwire_cli.codec import (
+    DecodeError,
+    EncodeError,
+    compile_plan,
+    decode_body,
+    decode_request,
+    decode_response,
+    encode_body,
+    encode_request,
+    encode_response,
+)
+from kwire_cli.codec.primitives import (
+    read_uvarint,
+    read_varint,
+    read_varlong,
+    uvarint_bytes,
+    write_varint,
+    write_varlong,
+)
 from kwire_cli.spec import build_message_spec, registry
 
 

@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
-import fuzzlib  # noqa: E402
+import fuzzlib
+
 
 def fuzz(n):
     return settings(max_examples=n, derandomize=True, deadline=None, database=None, print_blob=True,

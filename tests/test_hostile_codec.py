@@ -4,17 +4,14 @@ cannot back; no loop runs longer than the bytes allow."""
 from __future__ import annotations
 
 import struct
-
 import time
 import tracemalloc
 from pathlib import Path
 
 import pytest
 
-from kwire_cli.codec import (DecodeError, decode_body, decode_request, decode_response, encode_body,
-                             encode_request)
+from kwire_cli.codec import DecodeError, decode_body, decode_request, decode_response, encode_body, encode_request
 from kwire_cli.errors import KwireError
-
 
 CLAIMS = (b"\x7f\xff\xff\xff",          # int32 length / count 2^31-1 (about 2 GB, or 2G elements)
           b"\xff\xff\xff\xff\x0f",      # uvarint 2^32-1: compact length / count 2^32-2
@@ -25,7 +22,7 @@ def _decode_quietly(data, key, version, kind):
     try:
         decode_body(data, key, version, kind)
     except DecodeError as e:
-        assert "\n" not in str(e)
+        assert "\n" not in str(e)  # noqa: PT017 - assertion kept as written
 
 
 def _sample_plans():
@@ -199,6 +196,7 @@ def test_nesting_is_bounded(tmp_path, monkeypatch):
     """A spec whose struct contains itself (Kafka's specs never do, but --specs reads any folder)
     cannot recurse without bound: 64 levels, then a one-line error."""
     import shutil
+
     from kwire_cli.spec.registry import registry, use_specs
 
     src = Path(registry().folder)
@@ -216,7 +214,7 @@ def test_nesting_is_bounded(tmp_path, monkeypatch):
         try:
             registry()
         except KwireError as e:  # a loader that refuses self-reference is a bound too
-            assert "\n" not in str(e)
+            assert "\n" not in str(e)  # noqa: PT017 - assertion kept as written
             return
         deep = b"\x02" * 5000 + b"\x01" + b"\x00" * 5000   # 5000 levels of one child each
         with pytest.raises(DecodeError, match="nested deeper than 64 levels"):

@@ -294,6 +294,7 @@ def test_a_header_bomb_is_refused_by_the_default_frame_item_cap():
     few KB could build gigabytes under the byte caps. The frame also caps decoded records +
     headers (default 4,000,000): here one record claims 5,000,000 empty headers."""
     import tracemalloc
+
     from kwire_cli.codec.primitives import write_varint
     hc = bytearray()
     write_varint(hc, 5_000_000)

@@ -7,7 +7,8 @@ import struct
 import zlib
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("kafka", reason="kafka-python (the independent record builder/reader) is not installed")
 
@@ -16,8 +17,14 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 from kafka.record.util import calc_crc32c
 
-from kwire_cli.records import (DEFAULT_MAX_DECOMPRESSED, RecordsError, decode_records, encode_records,
-                               show_bytes, to_bytes)
+from kwire_cli.records import (
+    DEFAULT_MAX_DECOMPRESSED,
+    RecordsError,
+    decode_records,
+    encode_records,
+    show_bytes,
+    to_bytes,
+)
 from kwire_cli.records.compression import xxh32
 
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
@@ -215,7 +222,7 @@ def test_v2_bad_crc_is_reported_and_decoding_goes_on():
     # decode -> encode keeps the stored (wrong) CRC, byte for byte
     assert encode_records(decoded) == data
     # kafka-python agrees the CRC is wrong
-    kb = list(MemoryRecords(bytes(bad2)))[0]
+    kb = next(iter(MemoryRecords(bytes(bad2))))
     assert not kb.validate_crc()
 
 
@@ -325,7 +332,7 @@ def test_xxh32_known_vectors():
     assert xxh32(b"abc") == 0x32D153FF
     assert xxh32(b"Nobody inspects the spammish repetition") == 0xE2293B2F
     xxhash = pytest.importorskip("xxhash")
-    for n in range(0, 70):
+    for n in range(70):
         blob = bytes(range(n))
         assert xxh32(blob) == xxhash.xxh32(blob).intdigest()
         assert xxh32(blob, 7) == xxhash.xxh32(blob, seed=7).intdigest()

@@ -15,7 +15,8 @@ import tracemalloc
 
 import cramjam
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("kafka", reason="kafka-python (the independent record builder/reader) is not installed")
 
@@ -104,7 +105,7 @@ def test_batch_length_too_small_at_every_value(data):
     """The length field says less than the batch really holds: the framing still works, the batch is
     reported broken (or, under 14 bytes, the framing is unusable), the next batch still decodes."""
     after = _v2(base_offset=500)
-    for length in range(0, len(data) - 12):
+    for length in range(len(data) - 12):
         shrunk = data[:8] + struct.pack(">i", length) + data[12:12 + length]
         decoded = _check_total(shrunk + after)
         if length < 14:

@@ -47,7 +47,7 @@ def test_the_captures_hold_every_codec():
 
 @pytest.mark.parametrize("batch", BATCHES, ids=[f"{b[0]}-{codec_label(b[1])}" for b in BATCHES])
 def test_each_member_reads_and_writes_what_clients_sent(batch):
-    client, codec_id, framing, payload, size, label = batch
+    _client, codec_id, framing, payload, size, label = batch
     codec = Compression.of(codec_id)
     assert codec is not None and codec.label == label == codec_label(codec_id)
     data, found = codec.decompress(payload, 1 << 20)

@@ -64,8 +64,8 @@ def _produce_records(requests):
         msg = codec.decode_request(data, size_prefixed=False)
         hexmsg = codec.decode_request(data, size_prefixed=False, records="hex")
         assert msg.api_key == 0
-        for t, ht in zip(msg.body["TopicData"], hexmsg.body["TopicData"]):
-            for p, hp in zip(t["PartitionData"], ht["PartitionData"]):
+        for t, ht in zip(msg.body["TopicData"], hexmsg.body["TopicData"], strict=False):
+            for p, hp in zip(t["PartitionData"], ht["PartitionData"], strict=False):
                 records = p["Records"]
                 raw.append((bytes.fromhex(hp["Records"]), records))
                 assert records["partial_trailing_batch"] is None
@@ -98,7 +98,7 @@ def _check_against_sent(entry, got):
         assert [_rec_tuple(r) for _, r in got[tp]] == [_sent_tuple(s) for s in items], tp
         # the codec each record travelled with: the one asked for, except that clients send a batch
         # uncompressed when compression does not make it smaller (single tiny records)
-        for (batch, _), s in zip(got[tp], items):
+        for (batch, _), s in zip(got[tp], items, strict=False):
             if batch["RecordCount"] > 1:
                 assert batch["Compression"] == s["compression"], (tp, batch["Compression"])
             else:

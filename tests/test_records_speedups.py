@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 
 import kwire_cli.records.v2 as D
 from kwire_cli.codec import compiler
-from kwire_cli.records import native as records_native
 from kwire_cli.records import decode_records
+from kwire_cli.records import native as records_native
 from kwire_cli.records.limits import frame_budget
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +50,7 @@ def fuzz(n):
 def outcome(fn, *args):
     try:
         return repr(fn(*args))
-    except Exception as e:  # noqa: BLE001 - any difference counts
+    except Exception as e:
         return f"raised {type(e).__name__}: {e}"
 
 
@@ -421,7 +421,7 @@ def decode_outcome(data, items=None):
             return repr(decode_records(data))
         with frame_budget(max_items=items):
             return repr(decode_records(data))
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         return f"raised {type(e).__name__}: {e}"
 
 
@@ -478,7 +478,7 @@ def test_seeded_mutations_of_real_records_fields_and_their_errors():
     seeds = [s for s, _ in fuzzlib.seeds_for("records")]
     outcomes = Counter()
     rng = random.Random(11)
-    for i in range(1500):
+    for _ in range(1500):
         out = both_ways(fuzzlib.mutate(rng, rng.choice(seeds)), rng.choice((None, None, 2, 20)))
         outcomes["raised" if out.startswith("raised") else "error" if "'error':" in out else "ok"] += 1
     assert outcomes["ok"] >= 200 and outcomes["error"] >= 200, outcomes

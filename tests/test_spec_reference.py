@@ -1,7 +1,6 @@
 """kwire's bundled specs agree with Apache Kafka's own message definitions, field by field and
 version by version. Skips when ../shared/kafka-message-specs is not beside the checkout."""
 import json
-from pathlib import Path
 
 import pytest
 

@@ -78,7 +78,7 @@ def test_uuid_text_that_is_not_kafkas():
     for bad in ("AAAAAAAAAAAAAAAAAAAAAB",   # the last character would carry bits past the 128
                 "AAAAAAAAAAAAAAAAAAAA+A",   # standard base64, not Kafka's URL-safe alphabet
                 "AAAAAAAAAAAAAAAAAAAA!A", "abc", ""):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="uuid"):
             wire.uuid_from_text(bad)
     with pytest.raises(ValueError, match="must be text"):
         wire.uuid_from_text(5)

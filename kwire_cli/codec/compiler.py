@@ -41,11 +41,11 @@ class Plan:
     spec: MessageSpec
     version: int
     flexible: bool
-    decode: Callable[[bytes, int, int], tuple[dict, int]]
-    encode: Callable[[dict, bytearray], None]
-    default: Callable[[], dict]
+    decode: Decoder
+    encode: Callable[[dict[str, Any], bytearray], None]
+    default: Callable[[], dict[str, Any]]
     source: str
-    py_decode: Callable[[bytes, int, int], tuple[dict, int]] | None = None  # the generated Python decoder
+    py_decode: Decoder | None = None  # the generated Python decoder
 
     @property
     def native(self) -> bool:
@@ -54,6 +54,13 @@ class Plan:
 
 
 # ----------------------------------------------------------------------------- code generator
+
+def _struct_of(f: FieldSpec | None) -> StructSpec:
+    """The struct of the struct (or array-of-structs) field being generated."""
+    if f is None:
+        raise AssertionError("a struct type without its field")
+    return f.struct_spec
+
 
 class _Gen:
     def __init__(self, spec: MessageSpec, version: int, records_mode: str, root_tags: bool = True):
@@ -114,16 +121,10 @@ class _Gen:
     def compact(self, f: FieldSpec) -> bool:
         return f.compact_in(self.v, self.flexible)
 
-    def label(self) -> str:
-        kind = self.spec.type
-        if kind in ("request", "response"):
-            return f"{self.spec.api_name} v{self.v} {kind}"
-        return f"{self.spec.name} v{self.v}"
-
     def default_expr(self, f: FieldSpec) -> str:
         d = f.default
         if f.type.kind == "struct":
-            return "None" if d is None else f"dflt{self.struct_id(f.struct)}()"
+            return "None" if d is None else f"dflt{self.struct_id(f.struct_spec)}()"
         if isinstance(d, list):
             return "[]"
         if isinstance(d, float):
@@ -180,9 +181,8 @@ class _Gen:
         allowed = frozenset([f.name for f in present] + (["_unknown_tags", "_explicit_tags"] if self.flexible else []))
         self.emit(0, f"def enc{sid}(v, out):")
         self.emit(1, "if v.__class__ is not dict: raise _not_dict(v)")
-        self.emit(1, f"if not v.keys() <= {self.const(allowed, '_keys')}: "
-                     f"raise _badkeys(v, {self.const(allowed, '_keys')}, {self.const(all_fields, '_all')}, "
-                     f"{self.label()!r})")
+        keys = self.const(allowed, "_keys")
+        self.emit(1, f"if not v.keys() <= {keys}: raise _badkeys(v, {keys}, {self.const(all_fields, '_all')})")
         group = []
         for f in regular:
             if f.type.kind in R.FMT:
@@ -238,7 +238,7 @@ class _Gen:
         for f in s.fields:
             if self.v in f.versions:
                 k = f.type.kind
-                if k == "struct" or (k == "array" and f.type.element.kind == "struct"):
+                if k == "struct" or (k == "array" and f.type.item.kind == "struct"):
                     return False
         return True
 
@@ -264,7 +264,7 @@ class _Gen:
         g = self.name("g")
         refs = [f"{g}_{i}" for i in range(len(group))]
         self.emit(ind, f"{', '.join(refs)}, = {un}(buf, pos)")
-        for f, r in zip(group, refs):
+        for f, r in zip(group, refs, strict=True):
             if f.type.kind == "bool":
                 r = f"{r} != 0"
             elif f.type.kind == "uuid":
@@ -295,7 +295,7 @@ class _Gen:
         self.emit(ind, "except (_serr, TypeError, ValueError, _EE):")
         self.emit(ind + 1, f"raise _pack_err(v, {self.const(spec, '_grp')})")
 
-    def flat_struct(self, s: StructSpec) -> tuple | None:
+    def flat_struct(self, s: StructSpec) -> tuple[int, str, list[str], list[str]] | None:
         """(element size, iter_unpack, field names, value expressions) when every field of `s` in
         this version is fixed-size and untagged; None otherwise. Flexible versions add the tag count
         byte to the format: the fast path is taken only when all of them are zero."""
@@ -371,7 +371,7 @@ class _Gen:
                 self.emit(body + 1, "raise _DE(str(x), pos)")
             self.emit(body, "pos = e")
         elif k == "struct":
-            sid = self.struct_id(f.struct if f else None)
+            sid = self.struct_id(_struct_of(f))
             if nullable:
                 self.emit(ind, f"if pos >= {end}: raise _short('struct presence byte', 1, pos, {end})")
                 self.emit(ind, "pos += 1")
@@ -380,7 +380,7 @@ class _Gen:
             else:
                 self.emit(ind, f"{target}, pos = dec{sid}(buf, pos, {end}, depth + 1)")
         elif k == "array":
-            el = ft.element
+            el = ft.item
             if compact and el.kind in R.ARRAY_FMT:
                 # short numeric arrays: one byte of length, one precompiled unpack; anything else
                 # (null, long, cut short) takes the general path below, which names the problem
@@ -423,7 +423,7 @@ class _Gen:
                 self.emit(body, "pos += cnt")
             else:
                 lst = self.name("lst")
-                flat = self.flat_struct(f.struct) if el.kind == "struct" else None
+                flat = self.flat_struct(_struct_of(f)) if el.kind == "struct" else None
                 if flat is not None:
                     # every element has the same fixed size (and, when flexible, no tagged fields):
                     # one iter_unpack over the whole run; otherwise the element loop below
@@ -431,7 +431,7 @@ class _Gen:
                     cond = f"cnt * {size} <= {end} - pos"
                     if self.flexible:
                         cond += f" and not any(buf[pos + {size - 1}:pos + cnt * {size}:{size}])"
-                    items = ", ".join(f"{n!r}: {x}" for n, x in zip(names, exprs))
+                    items = ", ".join(f"{n!r}: {x}" for n, x in zip(names, exprs, strict=True))
                     vars_ = ", ".join(f"h{j}" for j in range(len(names))) + (", _" if self.flexible else ",")
                     self.emit(body, f"if {cond}:")
                     self.emit(body + 1, f"{target} = [{{{items}}} for {vars_} in {it}(buf[pos:pos + cnt * {size}])]")
@@ -444,8 +444,8 @@ class _Gen:
                 self.emit(body, "try:")
                 self.emit(body + 1, f"for {iv} in range(cnt):")
                 if (el.kind == "struct" and not self.in_tags and end == "end"
-                        and self.leaf_struct(f.struct)):
-                    self.dec_body(f.struct, body + 2, "x")  # inlined: no call per element
+                        and self.leaf_struct(_struct_of(f))):
+                    self.dec_body(_struct_of(f), body + 2, "x")  # inlined: no call per element
                 else:
                     self.read_value(el, False, compact, "x", body + 2, end, f)
                 self.emit(body + 2, f"{lst}.append(x)")
@@ -468,7 +468,7 @@ class _Gen:
         self.emit(b + 1, "e2 = pos + sz")
         self.emit(b + 1, "if e2 > end: raise _short('tagged field ' + str(tag), sz, pos, end)")
         first = True
-        for f in sorted(tagged, key=lambda f: f.tag):
+        for f in sorted(tagged, key=lambda f: f.tag_number):
             self.emit(b + 1, f"{'if' if first else 'elif'} tag == {f.tag}:")
             first = False
             self.emit(b + 2, "try:")
@@ -549,12 +549,12 @@ class _Gen:
             self.write_len("len(bb)", compact, k, b, out)
             self.emit(b, f"{out} += bb")
         elif k == "struct":
-            sid = self.struct_id(f.struct)
+            sid = self.struct_id(_struct_of(f))
             if nullable:
                 self.emit(b, f"{out}.append(1)")
             self.emit(b, f"enc{sid}({var}, {out})")
         elif k == "array":
-            el = ft.element
+            el = ft.item
             self.emit(b, f"if {var}.__class__ is not list: {var} = _list({var})")
             self.write_len(f"len({var})", compact, "array", b, out)
             if el.kind in R.ARRAY_FMT and el.kind != "float64":
@@ -581,6 +581,14 @@ class _Gen:
                 self.emit(b, "except _EE as e:")
                 self.emit(b + 1, "raise e.prefix('[%d]' % i)")
 
+    def _struct_default_factory(self, sid: int) -> Callable[[], dict[str, Any]]:
+        """The default of a struct-valued tagged field: a fresh dict from the struct's generated dflt
+        function (looked up when called: it is defined once the generated code has run)."""
+        def make() -> dict[str, Any]:
+            made: dict[str, Any] = self.ns[f"dflt{sid}"]()
+            return made
+        return make
+
     def write_tags(self, tagged: list[FieldSpec], ind: int) -> None:
         known = frozenset(f.tag for f in tagged)
         if not tagged:
@@ -593,7 +601,7 @@ class _Gen:
             return
         self.emit(ind, "tg = []")
         self.emit(ind, "expl = v.get('_explicit_tags') or ()")
-        for f in sorted(tagged, key=lambda f: f.tag):
+        for f in sorted(tagged, key=lambda f: f.tag_number):
             fn, dvar = self.tag_names(f)
             # a small encoder for this field, used for the value and (once) for its default
             saved = self.lines
@@ -605,8 +613,7 @@ class _Gen:
             self.lines[:0] = fn_lines  # define before use (module level)
             default = f.default
             if f.type.kind == "struct" and default is not None:
-                sid = self.struct_id(f.struct)
-                default = (lambda sid=sid: self.ns[f"dflt{sid}"]())
+                default = self._struct_default_factory(self.struct_id(f.struct_spec))
             self.tag_defaults.append((dvar, fn, default))
             self.emit(ind, f"x = v.get({f.name!r}, _M)")
             self.emit(ind, "if x is not _M:")

@@ -18,7 +18,7 @@ SUBSCRIPTION = "ConsumerProtocolSubscription"
 ASSIGNMENT = "ConsumerProtocolAssignment"
 
 
-def decode_embedded(schema: str, data: bytes) -> dict:
+def decode_embedded(schema: str, data: bytes) -> dict[str, Any]:
     """Decode `data` (version int16 + body). A version newer than the spec knows is read with the
     newest known version, as Kafka's clients do; bytes it does not know are kept."""
     spec = registry().schema(schema)
@@ -42,7 +42,7 @@ def decode_embedded(schema: str, data: bytes) -> dict:
     return out
 
 
-def _try(schema: str, hexdata: Any) -> dict | None:
+def _try(schema: str, hexdata: Any) -> dict[str, Any] | None:
     if not isinstance(hexdata, str) or not hexdata:
         return None
     try:
@@ -51,13 +51,14 @@ def _try(schema: str, hexdata: Any) -> dict | None:
         return {"schema": schema, "error": str(e)}
 
 
-def consumer_protocol(api_name: str, kind: str, body: dict, protocol_type: str | None = None) -> list[dict]:
+def consumer_protocol(api_name: str, kind: str, body: dict[str, Any],
+                      protocol_type: str | None = None) -> list[dict[str, Any]]:
     """The embedded consumer-protocol values of a JoinGroup/SyncGroup message, with their paths.
 
     `protocol_type` is the group's protocol type when the message itself does not carry it
     (JoinGroup responses before v7, SyncGroup before v5): take it from the paired request.
     """
-    found: list[dict] = []
+    found: list[dict[str, Any]] = []
     ptype = body.get("ProtocolType", protocol_type)
     if ptype != "consumer":
         return found

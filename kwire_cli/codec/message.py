@@ -13,9 +13,8 @@ from typing import Any
 from kwire_cli.codec.compiler import Plan, compile_plan
 from kwire_cli.codec.framing import frame, unframe
 from kwire_cli.codec.headers import request_header_version, response_header_version
-from kwire_cli.errors import (DecodeError, EncodeError, KwireError, TrailingBytes, UnknownApiKey,
-                              UnknownVersion)
-from kwire_cli.spec.registry import Api, registry
+from kwire_cli.errors import DecodeError, EncodeError, KwireError, TrailingBytes, UnknownApiKey, UnknownVersion
+from kwire_cli.spec.registry import Api, Registry, registry
 
 _PEEK = struct.Struct(">hh")
 KINDS = ("request", "response")
@@ -27,8 +26,8 @@ class Message:
     api_name: str
     api_version: int
     kind: str
-    header: dict | None
-    body: dict
+    header: dict[str, Any] | None
+    body: dict[str, Any]
     size: int  # bytes of header + body, without the size prefix
 
     def to_json(self) -> dict[str, Any]:
@@ -43,7 +42,7 @@ def check_version(api: Api, version: int, kind: str) -> None:
     spec = api.spec(kind)
     if version not in spec.valid_versions:
         raise UnknownVersion(f"{api.name} v{version} is not a valid version "
-                          f"(valid: {spec.valid_versions}; api key {api.key})")
+                             f"(valid: {spec.valid_versions}; api key {api.key})")
 
 
 def body_plan(api: Api, version: int, kind: str, records: str | None = None) -> Plan:
@@ -60,7 +59,7 @@ def message_label(api: Api, version: int, kind: str) -> str:
     return f"{api.name} v{version} {kind}"
 
 
-def _run(plan: Plan, data: bytes, pos: int, end: int, label: str) -> tuple[dict, int]:
+def _run(plan: Plan, data: bytes, pos: int, end: int, label: str) -> tuple[dict[str, Any], int]:
     try:
         return plan.decode(data, pos, end)
     except DecodeError as e:
@@ -79,10 +78,11 @@ def _finish(pos: int, end: int, label: str, msg: Message) -> Message:
     return msg
 
 
-_targets: dict[tuple, tuple] = {}
+_Target = tuple[Api, Plan, Plan, str, str]
+_targets: dict[tuple[int, int, str, str | None], tuple[Registry, _Target]] = {}
 
 
-def _target(key: int, version: int, kind: str, records: str | None, registry_now) -> tuple:
+def _target(key: int, version: int, kind: str, records: str | None, registry_now: Registry) -> _Target:
     """(api, header plan, body plan, label, header label) for a message, looked up once and then cached."""
     t = _targets.get((key, version, kind, records))
     if t is not None and t[0] is registry_now:
@@ -156,15 +156,15 @@ def _encode(plan: Plan, value: Any, out: bytearray, label: str) -> None:
         raise EncodeError("value nested too deep", context=label) from None
 
 
-def encode_body(api_key: int | str, api_version: int, kind: str, body: dict | None) -> bytes:
+def encode_body(api_key: int | str, api_version: int, kind: str, body: dict[str, Any] | None) -> bytes:
     api = registry().api(api_key)
     out = bytearray()
     _encode(body_plan(api, api_version, kind), body, out, message_label(api, api_version, kind))
     return bytes(out)
 
 
-def _encode_message(api: Api, api_version: int, kind: str, header_version: int, header: dict,
-                    body: dict | None, size_prefix: bool) -> bytes:
+def _encode_message(api: Api, api_version: int, kind: str, header_version: int, header: dict[str, Any],
+                    body: dict[str, Any] | None, size_prefix: bool) -> bytes:
     try:
         check_version(api, api_version, kind)
     except UnknownVersion as e:
@@ -176,7 +176,7 @@ def _encode_message(api: Api, api_version: int, kind: str, header_version: int, 
     return frame(bytes(out)) if size_prefix else bytes(out)
 
 
-def encode_request(api_key: int | str, api_version: int, header: dict | None, body: dict | None, *,
+def encode_request(api_key: int | str, api_version: int, header: dict[str, Any] | None, body: dict[str, Any] | None, *,
                    size_prefix: bool = True) -> bytes:
     """Header fields RequestApiKey/RequestApiVersion are filled in (and checked when given)."""
     api = registry().api(api_key)
@@ -191,7 +191,7 @@ def encode_request(api_key: int | str, api_version: int, header: dict | None, bo
     return _encode_message(api, api_version, "request", hv, h, body, size_prefix)
 
 
-def encode_response(api_key: int | str, api_version: int, header: dict | None, body: dict | None, *,
+def encode_response(api_key: int | str, api_version: int, header: dict[str, Any] | None, body: dict[str, Any] | None, *,
                     size_prefix: bool = True) -> bytes:
     api = registry().api(api_key)
     return _encode_message(api, api_version, "response", response_header_version(api, api_version),

@@ -11,6 +11,7 @@ turns it (and the records package's own native fast path) off at call time.
 """
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Callable
@@ -23,13 +24,19 @@ from kwire_cli.spec.model import FieldSpec, FieldType, StructSpec
 
 __all__ = ["NATIVE_KIND", "PlanSource", "describe", "extension", "speedups_available", "use_speedups", "wrap"]
 
-extension: ModuleType | None
-try:  # pure Python without it
+
+
+def _load() -> ModuleType | None:
+    """The built extension, or None (not built, or turned off with KWIRE_NO_SPEEDUPS=1)."""
     if os.environ.get("KWIRE_NO_SPEEDUPS", "") not in ("", "0"):
-        raise ImportError("disabled by KWIRE_NO_SPEEDUPS")
-    from kwire_cli.codec import _speedups as extension
-except ImportError:
-    extension = None
+        return None
+    try:
+        return importlib.import_module("kwire_cli.codec._speedups")
+    except ImportError:
+        return None
+
+
+extension = _load()  # the loaded plan interpreter, or None: pure Python
 
 NATIVE_KIND = {"bool": 1, "int8": 2, "int16": 3, "uint16": 4, "int32": 5, "uint32": 6, "int64": 7,
                "float64": 8, "uuid": 9, "string": 10, "bytes": 11, "records": 12, "struct": 13,

@@ -9,7 +9,8 @@ the tests that check it agrees with the compiled codec) use it.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field as dc_field
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 from typing import Any
 
 from kwire_cli import wire
@@ -32,13 +33,13 @@ def default_value(f: FieldSpec, version: int) -> Any:
     if f.type.kind == "struct":
         if f.default is None:
             return None
-        return struct_default(f.struct, version)
+        return struct_default(f.struct_spec, version)
     if isinstance(f.default, list):
         return []
     return f.default
 
 
-def struct_default(s: StructSpec, version: int) -> dict:
+def struct_default(s: StructSpec, version: int) -> dict[str, Any]:
     return {f.name: default_value(f, version) for f in s.fields if version in f.versions}
 
 
@@ -82,13 +83,13 @@ class Walker:
         return n, pos
 
     # -- structs and values
-    def struct(self, s: StructSpec, buf: bytes, pos: int, end: int, d: dict, depth: int) -> int:
+    def struct(self, s: StructSpec, buf: bytes, pos: int, end: int, d: dict[str, Any], depth: int) -> int:
         """Fill `d` (already in the tree) with the fields of `s`; return the new position."""
         if depth > R.MAX_DEPTH:
             raise R.too_deep(pos)
         v = self.v
         present = [f for f in s.fields if v in f.versions]
-        tagged = {f.tag: f for f in present if f.tagged_in(v)}
+        tagged = {f.tag_number: f for f in present if f.tagged_in(v)}
         read: set[str] = set()
         try:
             for f in present:
@@ -98,7 +99,8 @@ class Walker:
                 try:
                     pos = self.value(f.type, f.nullable_in(v), self.compact(f), buf, pos, end, d, f.name, f, depth)
                 except DecodeError as e:
-                    raise e.prefix(f.name)
+                    e.prefix(f.name)
+                    raise
             if self.flexible:
                 pos = self.tags(tagged, buf, pos, end, d, depth, read)
         except DecodeError:
@@ -109,7 +111,7 @@ class Walker:
             raise
         return pos
 
-    def tags(self, tagged: dict[int, FieldSpec], buf: bytes, pos: int, end: int, d: dict, depth: int,
+    def tags(self, tagged: dict[int, FieldSpec], buf: bytes, pos: int, end: int, d: dict[str, Any], depth: int,
              read: set[str]) -> int:
         nt, pos = self.uvarint(buf, pos, end, "tagged field count")
         if not nt:
@@ -117,8 +119,8 @@ class Walker:
         if nt * 2 > end - pos:
             raise DecodeError("%d tagged fields need at least %d bytes, %d left at offset %d"
                               % (nt, nt * 2, end - pos, pos), pos)
-        unk: dict | None = None
-        expl: list | None = None
+        unk: dict[str, Any] | None = None
+        expl: list[Any] | None = None
         for _ in range(nt):
             tag, pos = wire.read_uvarint(buf, pos, end)
             sz, pos = wire.read_uvarint(buf, pos, end)
@@ -134,7 +136,8 @@ class Walker:
                     if pos != e2:
                         raise R.tag_size(f.name, tag, sz, sz - (e2 - pos), pos)
                 except DecodeError as e:
-                    raise e.prefix(f.name)
+                    e.prefix(f.name)
+                    raise
                 if d[f.name] == default_value(f, self.v):  # a peer wrote the default explicitly
                     if expl is None:
                         expl = []
@@ -151,7 +154,7 @@ class Walker:
         return pos
 
     def value(self, ft: FieldType, nullable: bool, compact: bool, buf: bytes, pos: int, end: int,
-              into: dict | list, key: Any, f: FieldSpec | None, depth: int) -> int:
+              into: dict[str, Any] | list[Any], key: Any, f: FieldSpec | None, depth: int) -> int:
         """Read one value and store it as into[key] (or append it when `into` is a list)."""
 
         def put(x: Any) -> None:
@@ -197,11 +200,12 @@ class Walker:
                 if buf[pos - 1] >= 128:
                     put(None)
                     return pos
-            d: dict = {}
+            d: dict[str, Any] = {}
             put(d)
-            return self.struct(f.struct, buf, pos, end, d, depth + 1)
+            assert f is not None
+            return self.struct(f.struct_spec, buf, pos, end, d, depth + 1)
         if k == "array":
-            el = ft.element
+            el = ft.item
             if compact:
                 cnt, pos = self.uvarint(buf, pos, end, "array length")
                 cnt -= 1
@@ -220,13 +224,14 @@ class Walker:
             ms = max(1, R.min_size(el, compact))
             if cnt * ms > end - pos:
                 raise R.big_array(cnt, ms, pos, end)
-            lst: list = []
+            lst: list[Any] = []
             put(lst)
             for i in range(cnt):
                 try:
                     pos = self.value(el, False, compact, buf, pos, end, lst, None, f, depth)
                 except DecodeError as e:
-                    raise e.prefix("[%d]" % i)
+                    e.prefix("[%d]" % i)
+                    raise
             return pos
         raise AssertionError(k)  # pragma: no cover
 
@@ -238,12 +243,12 @@ class PartialMessage:
     api_version: int
     kind: str
     header_version: int | None
-    header: dict | None
-    body: dict | None
+    header: dict[str, Any] | None
+    body: dict[str, Any] | None
     size: int
     error: DecodeError | None = None
     offset: int = 0  # where the message starts in the input (4 with a size prefix)
-    extra: dict = dc_field(default_factory=dict)
+    extra: dict[str, Any] = dc_field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         out = {"api_key": self.api.key, "api_name": self.api.name, "api_version": self.api_version,
@@ -256,7 +261,7 @@ class PartialMessage:
 
 
 def _walk(walker: Walker, root: StructSpec, data: bytes, pos: int, end: int, label: str,
-          d: dict) -> tuple[int, DecodeError | None]:
+          d: dict[str, Any]) -> tuple[int, DecodeError | None]:
     try:
         return walker.struct(root, data, pos, end, d, 0), None
     except DecodeError as e:
@@ -294,6 +299,8 @@ def walk_message(data: bytes, kind: str, api_key: int | str | None = None, api_v
         except KwireError:
             raise UnknownApiKey(f"unknown API key {key} in the request header at offset {start}", start) from None
     else:
+        if api_key is None or api_version is None:
+            raise KwireError("a response (or a bare body) needs its api key and version")
         api = registry().api(api_key)
         version = api_version
     check_version(api, version, kind)

@@ -84,7 +84,7 @@ def short(what: str, need: int, pos: int, end: int) -> DecodeError:
 def short_group(names: tuple[str, ...], sizes: tuple[tuple[str, int], ...], pos: int, end: int) -> DecodeError:
     """A group of fixed-size fields read with one unpack did not fit: name the first one that did not."""
     p = pos
-    for name, (kind, size) in zip(names, sizes):
+    for name, (kind, size) in zip(names, sizes, strict=True):
         if p + size > end:
             e = short(kind, size, p, end)
             e.prefix(name)
@@ -125,7 +125,7 @@ def short_repr(v: Any) -> str:
     return r if len(r) <= 40 else r[:37] + "..."
 
 
-def bad_keys(v: dict[Any, Any], allowed: frozenset[str], all_fields: dict[str, str], label: str) -> EncodeError:
+def bad_keys(v: dict[Any, Any], allowed: frozenset[str], all_fields: dict[str, str]) -> EncodeError:
     """A field the version lacks; the message reads '<message> [<path>] has no field X (versions ...)'."""
     for k in v:
         if k not in allowed:

@@ -101,10 +101,9 @@ from kwire_cli.errors import RecordsError
 
 from .compression import Compression, codec_label
 from .decode import decode_records
-from .forms import show_bytes
 from .encode import encode_records, to_bytes
-from .limits import (DEFAULT_MAX_DECOMPRESSED, FrameBudget, FrameLimits, frame_budget, frame_limits,
-                     set_frame_limits)
+from .forms import show_bytes
+from .limits import DEFAULT_MAX_DECOMPRESSED, FrameBudget, FrameLimits, frame_budget, frame_limits, set_frame_limits
 
 __all__ = [
     "Compression",

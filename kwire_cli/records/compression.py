@@ -42,7 +42,6 @@ from kwire_cli.errors import CompressionError, DecompressedTooLarge
 from kwire_cli.records.limits import DECOMPRESSED_OPTION, current_budget
 
 
-
 class Compression(IntEnum):
     """Kafka's compression codecs, by their id in the batch / message attributes (bits 0-2)."""
 
@@ -430,7 +429,7 @@ def _gzip(data: bytes) -> bytes:
     return c.compress(data) + c.flush()
 
 
-def _snappy(data: bytes, magic: int, framing: str | None) -> bytes:
+def _snappy(data: bytes, _magic: int, framing: str | None) -> bytes:
     if framing == "raw":
         return bytes(cramjam.snappy.compress_raw(data))
     return _xerial(data)
@@ -438,6 +437,10 @@ def _snappy(data: bytes, magic: int, framing: str | None) -> bytes:
 
 def _lz4(data: bytes, magic: int, framing: str | None) -> bytes:
     return _lz4_frame(data, framing == "frame-kafka-legacy-hc" or (framing is None and magic == 0))
+
+
+def _unzstd(payload: bytes, cap: int) -> bytes:
+    return _grow_into(cramjam.zstd.decompress_into, payload, cap, "zstd")
 
 
 def _none_decompress(payload: bytes, cap: int) -> tuple[bytes, str | None]:
@@ -459,6 +462,6 @@ _CODECS: dict[Compression, _Codec] = {
                              lambda data, magic, framing: _gzip(data), (), True),
     Compression.SNAPPY: _Codec(_unsnappy, _snappy, ("xerial", "raw"), True),
     Compression.LZ4: _Codec(_unlz4, _lz4, ("frame", "frame-kafka-legacy-hc", "frame-bad-hc"), True),
-    Compression.ZSTD: _Codec(lambda payload, cap: (_grow_into(cramjam.zstd.decompress_into, payload, cap, "zstd"), None),
+    Compression.ZSTD: _Codec(lambda payload, cap: (_unzstd(payload, cap), None),
                              lambda data, magic, framing: bytes(cramjam.zstd.compress(data)), (), False),
 }

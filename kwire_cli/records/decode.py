@@ -6,7 +6,9 @@ See the package docstring (``kwire_cli.records``) for the output shape.
 
 from __future__ import annotations
 
-from gc import disable as _gc_disable, enable as _gc_enable, isenabled as _gc_isenabled
+from gc import disable as _gc_disable
+from gc import enable as _gc_enable
+from gc import isenabled as _gc_isenabled
 
 from kwire_cli.errors import RecordsError
 
@@ -19,7 +21,7 @@ _NOGC_MIN_BYTES = 4096   # smaller records fields make too few containers for th
 
 
 def decode_records(data, *, max_decompressed: int | None = None,
-                   max_frame_decompressed: int | None = None) -> dict:
+                   max_frame_decompressed: int | None = None) -> dict | None:
     """Decode a ``records`` field (record batches and/or legacy messages). See the package docstring.
 
     ``max_decompressed`` caps each batch; all batches together are capped by the enclosing

@@ -14,10 +14,11 @@ import zlib
 
 from crc32c import crc32c as _crc32c
 
-from .compression import Compression, CompressionError, codec_labels, compress
-from .layout import V2_CRC_AT, V2_CRC_FROM, V2_HEADER
 from kwire_cli.errors import RecordsError
 from kwire_cli.wire import varlong_bytes as _varint  # zig-zag varint/varlong bytes
+
+from .compression import Compression, CompressionError, codec_labels, compress
+from .layout import V2_CRC_AT, V2_CRC_FROM, V2_HEADER
 
 _LEGACY_PREFIX = struct.Struct(">qiI")   # offset, message size, crc
 _I32 = struct.Struct(">i")
@@ -249,9 +250,9 @@ def _encode_v2(b: dict, path: str) -> bytes:
             body.append(_varint(len(value)))
             body.append(value)
         body.append(_headers(r.get("Headers"), rp + ".Headers"))
-        body = b"".join(body)
-        parts.append(_varint(len(body)))
-        parts.append(body)
+        record = b"".join(body)
+        parts.append(_varint(len(record)))
+        parts.append(record)
         ts = base_ts + tsd
         if max_ts is None or ts > max_ts:
             max_ts = ts
@@ -341,13 +342,13 @@ def _legacy(m: dict, path: str, magic: int, nested: bool, default_offset: int, d
         else:
             body.append(_I32.pack(len(x)))
             body.append(x)
-    body = b"".join(body)
+    message = b"".join(body)
     stored = _int(m, "Crc", None, path, *_U32)
     if stored is not None and m.get("CrcValid") is False:
         crc = stored
     else:
-        crc = zlib.crc32(body)
-    return _LEGACY_PREFIX.pack(offset, len(body) + 4, crc) + body
+        crc = zlib.crc32(message)
+    return _LEGACY_PREFIX.pack(offset, len(message) + 4, crc) + message
 
 
 def _encode_batch(b, path: str, index: int) -> bytes:

@@ -115,7 +115,7 @@ def decode_legacy(buf, pos, end, index, cap):
     budget = current_budget()
     if budget is not None:
         if budget.items_left <= 0:
-            offset, size, crc, magic, attrs = LEGACY_HEADER.unpack_from(buf, pos)
+            offset, size, _crc, magic, attrs = LEGACY_HEADER.unpack_from(buf, pos)
             return batch_error({"ByteOffset": pos, "Offset": offset, "MessageSize": size, "Magic": magic,
                                  "Attributes": attrs}, index, pos, end, buf,
                                 f"the frame's cap of {budget.max_items} records and headers is reached "
@@ -124,7 +124,7 @@ def decode_legacy(buf, pos, end, index, cap):
     try:
         m = _legacy_message(buf, pos, end, cap, False)
     except Bad as e:
-        offset, size, crc, magic, attrs = LEGACY_HEADER.unpack_from(buf, pos)
+        offset, size, _crc, magic, attrs = LEGACY_HEADER.unpack_from(buf, pos)
         batch = {"ByteOffset": pos, "Offset": offset, "MessageSize": size, "Magic": magic,
                  "Attributes": attrs}
         return batch_error(batch, index, pos, end, buf, str(e))

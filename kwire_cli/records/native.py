@@ -7,18 +7,24 @@ calls it together with the codec's own switch.
 """
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-extension: ModuleType | None
-try:
+
+def _load() -> ModuleType | None:
+    """The built extension, or None (not built, or turned off with KWIRE_NO_SPEEDUPS=1)."""
     if os.environ.get("KWIRE_NO_SPEEDUPS", "") not in ("", "0"):
-        raise ImportError("disabled by KWIRE_NO_SPEEDUPS")
-    from kwire_cli.records import _native as extension
-except ImportError:
-    extension = None
+        return None
+    try:
+        return importlib.import_module("kwire_cli.records._native")
+    except ImportError:
+        return None
+
+
+extension = _load()
 
 # v2_records(rb, count, base_offset, base_ts, room, show_bytes, header_key) -> list | None |
 # NotImplemented (see _native.c), or None without the extension

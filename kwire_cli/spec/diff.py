@@ -7,11 +7,13 @@ message-level facts: flexible or not, and the header version.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field as dc_field
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 from typing import Any
 
 from kwire_cli.spec.headers import request_header_version, response_header_version
 from kwire_cli.spec.model import FieldSpec, FieldType, MessageSpec, StructSpec
+from kwire_cli.spec.registry import Api
 
 _FIXED_NAMES = {"bool": "BOOLEAN", "int8": "INT8", "int16": "INT16", "uint16": "UINT16", "int32": "INT32",
                 "uint32": "UINT32", "int64": "INT64", "float64": "FLOAT64", "uuid": "UUID"}
@@ -30,6 +32,7 @@ def wire_type(ft: FieldType, nullable: bool, compact: bool) -> str:
     if k == "struct":
         return ("NULLABLE " if nullable else "") + (ft.struct_name or "STRUCT")
     if k == "array":
+        assert ft.element is not None
         inner = wire_type(ft.element, False, compact)
         name = ("COMPACT_ARRAY" if compact else "ARRAY") + f"({inner})"
         return ("NULLABLE " + name) if nullable else name
@@ -122,7 +125,7 @@ def struct_changes(s: StructSpec, v1: int, v2: int, flex1: bool, flex2: bool, pr
     return out
 
 
-def kind_diff(api, kind: str, v1: int, v2: int) -> KindDiff:
+def kind_diff(api: Api, kind: str, v1: int, v2: int) -> KindDiff:
     spec: MessageSpec = api.spec(kind)
     hv = request_header_version if kind == "request" else response_header_version
     f1, f2 = spec.flexible(v1), spec.flexible(v2)
@@ -131,12 +134,12 @@ def kind_diff(api, kind: str, v1: int, v2: int) -> KindDiff:
     return kd
 
 
-def schema_diff(api, v1: int, v2: int, kinds: tuple[str, ...] = ("request", "response")) -> SchemaDiff:
+def schema_diff(api: Api, v1: int, v2: int, kinds: tuple[str, ...] = ("request", "response")) -> SchemaDiff:
     """The changes between versions `v1` and `v2` of an API (both must be valid)."""
     return SchemaDiff(api.key, api.name, v1, v2, [kind_diff(api, k, v1, v2) for k in kinds])
 
 
-# --------------------------------------------------------------------------- bytes
+# --------------------------------------------------------------------------- a value at another version
 
 def prune(s: StructSpec, value: Any, version: int, path: str = "", dropped: list[str] | None = None) -> Any:
     """A copy of `value` without the fields `version` lacks (their paths go to `dropped`)."""
@@ -160,8 +163,5 @@ def prune(s: StructSpec, value: Any, version: int, path: str = "", dropped: list
             else:
                 v = prune(f.struct, v, version, f"{path}{k}.", dropped)
         out[k] = v
-    if dropped is not None:
-        # de-duplicate paths from array elements, keep order
-        seen: set[str] = set()
-        dropped[:] = [p for p in dropped if not (p in seen or seen.add(p))]
+    dropped[:] = list(dict.fromkeys(dropped))  # de-duplicate paths from array elements, keep order
     return out

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from kwire_cli.errors import SpecError
 
@@ -44,7 +45,7 @@ def strip_comments(text: str) -> str:
     return "".join(out)
 
 
-def loads_jsonc(text: str, source: str = "<spec>") -> dict:
+def loads_jsonc(text: str, source: str = "<spec>") -> dict[str, Any]:
     try:
         value = json.loads(strip_comments(text))
     except json.JSONDecodeError as e:

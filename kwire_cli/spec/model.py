@@ -8,12 +8,13 @@ and the field.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field as dc_field
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 from typing import Any
 
 from kwire_cli.errors import SpecError
-from kwire_cli.wire import uuid_from_text, uuid_to_text
 from kwire_cli.spec.versions import NONE, Versions
+from kwire_cli.wire import uuid_from_text, uuid_to_text
 
 PRIMITIVE_SIZES = {"bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4,
                    "int64": 8, "float64": 8, "uuid": 16}
@@ -30,7 +31,7 @@ _KNOWN_TYPES = ("message", "request", "response", "header", "data", "metadata", 
 @dataclass(frozen=True)
 class FieldType:
     kind: str                      # a primitive name, "array" or "struct"
-    element: "FieldType | None" = None   # for arrays
+    element: FieldType | None = None   # for arrays
     struct_name: str | None = None       # for structs and arrays of structs
 
     @property
@@ -40,6 +41,13 @@ class FieldType:
     @property
     def is_struct_array(self) -> bool:
         return self.kind == "array" and self.element is not None and self.element.is_struct
+
+    @property
+    def item(self) -> FieldType:
+        """The element type of an array type (ValueError for any other type)."""
+        if self.element is None:
+            raise ValueError(f"{self} is not an array type")
+        return self.element
 
     def __str__(self) -> str:
         if self.kind == "array":
@@ -52,7 +60,7 @@ class FieldType:
 @dataclass
 class StructSpec:
     name: str
-    fields: list["FieldSpec"]
+    fields: list[FieldSpec]
     versions: Versions | None = None  # common structs may carry their own
 
 
@@ -72,6 +80,20 @@ class FieldSpec:
     entity_type: str | None = None
     zero_copy: bool = False
     struct: StructSpec | None = None  # for struct and array-of-struct types
+
+    @property
+    def struct_spec(self) -> StructSpec:
+        """The struct of a struct or array-of-structs field (ValueError for any other field)."""
+        if self.struct is None:
+            raise ValueError(f"{self.name} is not a struct field")
+        return self.struct
+
+    @property
+    def tag_number(self) -> int:
+        """The tag of a tagged field (ValueError for a field without one)."""
+        if self.tag is None:
+            raise ValueError(f"{self.name} has no tag")
+        return self.tag
 
     def present_in(self, v: int) -> bool:
         return v in self.versions
@@ -121,7 +143,7 @@ class MessageSpec:
 
 # --------------------------------------------------------------------------- parsing
 
-def parse_type(text: str, where: str) -> FieldType:
+def parse_type(text: Any, where: str) -> FieldType:
     if not isinstance(text, str) or not text:
         raise SpecError(f"{where}: missing type")
     if text.startswith("[]"):
@@ -192,10 +214,10 @@ def parse_default(f: FieldSpec, where: str) -> Any:
 
 
 class _Builder:
-    def __init__(self, raw: dict, source: str):
+    def __init__(self, raw: dict[str, Any], source: str):
         self.raw = raw
         self.source = source
-        self.common_raw: dict[str, dict] = {}
+        self.common_raw: dict[str, dict[str, Any]] = {}
         self.common: dict[str, StructSpec] = {}
         self.inline_names: set[str] = set()
 
@@ -208,9 +230,8 @@ class _Builder:
         if mtype not in _KNOWN_TYPES:
             raise SpecError(f"{src}: {name}: unknown message type {mtype!r}")
         api_key = raw.get("apiKey")
-        if mtype in ("request", "response"):
-            if not isinstance(api_key, int) or api_key < 0:
-                raise SpecError(f"{src}: {name}: a {mtype} needs a non-negative integer apiKey")
+        if mtype in ("request", "response") and (not isinstance(api_key, int) or api_key < 0):
+            raise SpecError(f"{src}: {name}: a {mtype} needs a non-negative integer apiKey")
         if "validVersions" not in raw:
             raise SpecError(f"{src}: {name}: missing validVersions")
         valid = Versions.parse(raw["validVersions"], f"{src}: {name}: validVersions")
@@ -308,9 +329,10 @@ class _Builder:
                       map_key=bool(r.get("mapKey", False)), entity_type=r.get("entityType"),
                       zero_copy=bool(r.get("zeroCopy", False)))
         f.default = parse_default(f, w)
+        element = ftype.element
         sname = ftype.struct_name if ftype.is_struct else (
-            ftype.element.struct_name if ftype.is_struct_array else None)
-        if ftype.kind == "array" and ftype.element.kind == "array":
+            element.struct_name if element is not None and element.is_struct else None)
+        if element is not None and element.kind == "array":
             raise SpecError(f"{w}: arrays of arrays are not supported by the message format")
         if sname is not None:
             sub = r.get("fields")
@@ -332,5 +354,5 @@ class _Builder:
         return f
 
 
-def build_message_spec(raw: dict, source: str = "<spec>") -> MessageSpec:
+def build_message_spec(raw: dict[str, Any], source: str = "<spec>") -> MessageSpec:
     return _Builder(raw, source).build()

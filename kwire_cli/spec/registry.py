@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from kwire_cli.errors import KwireError, SpecError
@@ -42,8 +42,9 @@ class Registry:
         self.folder = folder
         self.by_name = specs
         self.apis: dict[int, Api] = {}
-        requests = {s.api_key: s for s in specs.values() if s.type == "request"}
-        responses = {s.api_key: s for s in specs.values() if s.type == "response"}
+        # (the loader gives every request and response spec an api key)
+        requests = {s.api_key: s for s in specs.values() if s.type == "request" and s.api_key is not None}
+        responses = {s.api_key: s for s in specs.values() if s.type == "response" and s.api_key is not None}
         for key, req in sorted(requests.items()):
             resp = responses.get(key)
             if resp is None:
@@ -80,7 +81,7 @@ class Registry:
             raise KwireError(f"no spec named {name} in {self.folder}") from None
 
 
-def load_folder(folder: str | os.PathLike) -> Registry:
+def load_folder(folder: str | os.PathLike[str]) -> Registry:
     path = Path(folder)
     if not path.is_dir():
         raise KwireError(f"specs folder {folder} does not exist")
@@ -102,7 +103,7 @@ def load_folder(folder: str | os.PathLike) -> Registry:
     return Registry(specs, str(path))
 
 
-@lru_cache(maxsize=None)
+@cache
 def bundled_folder() -> Path:
     here = Path(__file__).resolve().parent.parent
     for candidate in (here / "_bundled_specs", here.parent / "specs"):
@@ -122,7 +123,7 @@ def use_specs(folder: str | None) -> None:
     _current = None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load(folder: str) -> Registry:
     return load_folder(folder)
 

@@ -14,7 +14,7 @@ class Versions:
     hi: int  # inclusive; OPEN for "N+"; lo > hi means empty ("none")
 
     @classmethod
-    def parse(cls, text: object, what: str = "versions") -> "Versions":
+    def parse(cls, text: object, what: str = "versions") -> Versions:
         if isinstance(text, int):
             text = str(text)
         if not isinstance(text, str):
@@ -47,11 +47,11 @@ class Versions:
     def __contains__(self, v: int) -> bool:
         return self.lo <= v <= self.hi
 
-    def intersect(self, other: "Versions") -> "Versions":
+    def intersect(self, other: Versions) -> Versions:
         lo, hi = max(self.lo, other.lo), min(self.hi, other.hi)
         return Versions(lo, hi) if lo <= hi else NONE
 
-    def issubset(self, other: "Versions") -> bool:
+    def issubset(self, other: Versions) -> bool:
         return self.empty or (other.lo <= self.lo and self.hi <= other.hi)
 
     def __str__(self) -> str:
