@@ -19,6 +19,7 @@ from kwire_cli.capture.rows import DECODE_ERROR, INTERNAL_ERROR, UNPAIRED_RESPON
 from kwire_cli.capture.summary import damage_entry
 from kwire_cli.codec.embedded import consumer_protocol
 from kwire_cli.codec.message import decode_request, decode_response
+from kwire_cli.codec.secrets import CONTEXT_APIS, ENVELOPE, SASL_HANDSHAKE, envelope_inner, redact_message
 from kwire_cli.errors import KwireError
 from kwire_cli.spec.registry import registry
 
@@ -69,11 +70,18 @@ class Conversation:
     id, group protocol type: what their responses need), and the topic names learned so far.
 
     ``on_topic_name(topic_id, name)``, if given, is called for each topic id this conversation
-    learns a name for the first time (spark-decode gathers them across connections)."""
+    learns a name for the first time (spark-decode gathers them across connections).
+
+    Secrets are redacted in every row (``kwire_cli.codec.secrets``) unless ``show_secrets``; for
+    that a conversation also keeps, per connection, the SASL mechanism its last SaslHandshake
+    named, and the request an open Envelope forwards."""
 
     def __init__(self, records_mode: str | None = None,
-                 on_topic_name: Callable[[str, str], None] | None = None) -> None:
+                 on_topic_name: Callable[[str, str], None] | None = None, show_secrets: bool = False) -> None:
         self.records_mode = records_mode
+        self.show_secrets = show_secrets
+        self._mechanisms: dict[str, str | None] = {}
+        self._envelopes: OrderedDict[tuple[str, int], tuple[int, int]] = OrderedDict()
         self.damage: list[dict] = []  # the Damage events seen by ``rows``, as the summary lists them
         self._names: dict[str, str] = {}
         self._open: dict[str, OrderedDict[int, tuple[Any, Any]]] = {}
@@ -99,6 +107,29 @@ class Conversation:
         if od is None:
             return _NO_REQUEST
         return od.pop(corr, _NO_REQUEST)
+
+    def sasl_mechanism(self, conn: str) -> str | None:
+        """The SASL mechanism the last SaslHandshake request on ``conn`` named (None: none seen)."""
+        return self._mechanisms.get(conn)
+
+    def _protect(self, rec: dict, f: KafkaFrame, body: Any) -> None:
+        """Redact the row's body (an API of the redaction table), with what this connection knows."""
+        key, conn = rec["api_key"], f.conn
+        if key == SASL_HANDSHAKE:
+            if f.kind == "request":
+                self._mechanisms[conn] = body.get("Mechanism")
+            return
+        inner = None
+        if key == ENVELOPE and f.kind == "response":
+            inner = self._envelopes.pop((conn, rec["correlation_id"]), None)
+        redact_message(key, f.kind, body, show=self.show_secrets, mechanism=self._mechanisms.get(conn),
+                       inner=inner, records=self.records_mode)
+        if key == ENVELOPE and f.kind == "request":
+            fwd = envelope_inner(body)
+            if fwd is not None:
+                self._envelopes[(conn, rec["correlation_id"])] = fwd
+                if len(self._envelopes) > MAX_OPEN:
+                    self._envelopes.popitem(last=False)
 
     def topic_name(self, topic_id: str) -> str | None:
         return self._names.get(topic_id)
@@ -174,6 +205,8 @@ class Conversation:
             if f.kind == "request":
                 rec["client_id"] = decoded.header.get("ClientId")
         body = rec["body"]
+        if rec["api_key"] in CONTEXT_APIS:
+            self._protect(rec, f, body)
         rec["error_codes"] = error_codes(body)
         name = rec["api_name"]
         if f.kind == "response" and name in TOPIC_NAMING_APIS:
