@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from kwire_cli.cli.app import read_frames
-from kwire_cli.cli.options import FORMATS, complete_api, emit, limit_options
+from kwire_cli.cli.options import FORMATS, complete_api, emit, limit_options, show_secrets_option
 from kwire_cli.cli.target import resolve_target
 from kwire_cli.errors import DecodeError, KwireError, TrailingBytes
 
@@ -30,10 +30,11 @@ from kwire_cli.errors import DecodeError, KwireError, TrailingBytes
 @click.option("--partial", is_flag=True,
               help="On a decode error, show the tree up to the failure, then the error (exit 1).")
 @limit_options()
+@show_secrets_option()
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="pretty", show_default=True,
               help="Output: a tree (pretty), or one JSON / YAML object.")
 def decode(input, api_name, api_version, kind, request_input, no_header, size_prefix, binary, records_mode,
-           partial, fmt, limits):
+           partial, fmt, limits, show_secrets):
     """Decode Kafka requests and responses from hex or any dump of them.
 
     INPUT is hex (spaces, colons, newlines, quotes and 0x prefixes are fine), @FILE or - for
@@ -51,6 +52,12 @@ def decode(input, api_name, api_version, kind, request_input, no_header, size_pr
     header, body and size (bytes after the size prefix); of several, each also has input (its
     lines, form, direction, and the frame it answers).
 
+    Secrets (a SASL password, token or SCRAM proof, SCRAM salted passwords, delegation token
+    HMACs, sensitive config values) are shown as {"redacted": REASON, "bytes": N} unless
+    --show-secrets. A SaslAuthenticate's AuthBytes is decoded into Sasl beside it (the mechanism
+    from a SaslHandshake earlier in the input, else recognised from the bytes), an Envelope's
+    forwarded request into Request.
+
     \b
     Examples:
       kwire decode @fixtures/hex/metadata-request-v12.hex
@@ -61,12 +68,14 @@ def decode(input, api_name, api_version, kind, request_input, no_header, size_pr
       kwire decode @fixtures/hex/dumps/kafkajs-produce.follow-tcp-hex.txt
       kwire decode @fixtures/hex/dumps/kafkajs-packets-4-9.tcpdump-X.txt --format json
     """
+    from kwire_cli.codec.secrets import redact_message
+
     frames = read_frames(input, binary=binary, chained=not no_header and size_prefix is not False)
     target = resolve_target(api_name, api_version, kind, request_input, no_header, size_prefix,
                             input_on_stdin=input in (None, "-"))
     if len(frames) > 1:
         with limits.apply():
-            _decode_frames(frames, target, records_mode, fmt)
+            _decode_frames(frames, target, records_mode, fmt, show_secrets)
         return
     data = frames[0].data
     with limits.apply():
@@ -74,22 +83,49 @@ def decode(input, api_name, api_version, kind, request_input, no_header, size_pr
             msg = target.decode(data, records=records_mode)
         except DecodeError as e:
             if partial:
-                _show_partial(data, target, records_mode, fmt, e)
+                _show_partial(data, target, records_mode, fmt, e, show_secrets)
             raise
+        redact_message(msg.api_key, msg.kind, msg.body, show=show_secrets, records=records_mode,
+                       inner=_envelope_request(msg, target, records_mode))
     if fmt == "pretty":
         _print_tree(msg.api_key, msg.api_name, msg.api_version, msg.kind, msg.header, msg.body, msg.size)
     else:
         emit(msg.to_json(), fmt)
 
 
-def _decode_frames(frames, target, records_mode: str, fmt: str) -> None:
+def _envelope_request(msg, target, records_mode) -> tuple[int, int] | None:
+    """(api key, version) an Envelope response's forwarded request had, from --request."""
+    from kwire_cli.codec.secrets import ENVELOPE, envelope_inner, redact_message
+
+    rq = target.request_msg
+    if msg.api_key != ENVELOPE or msg.kind != "response" or rq is None:
+        return None
+    redact_message(rq.api_key, rq.kind, rq.body, records=records_mode)  # decodes its RequestData
+    return envelope_inner(rq.body)
+
+
+def _decode_frames(frames, target, records_mode: str, fmt: str, show_secrets: bool = False) -> None:
     """Several frames: decoded one after another (responses with the request they answer, when
     the input holds it), printed as trees with a heading each, a JSON list or YAML documents.
     A frame that does not decode is shown with its error; the command then fails (exit 1)."""
     from kwire_cli.cli.target import decode_frames
+    from kwire_cli.codec.secrets import ENVELOPE, SASL_HANDSHAKE, envelope_inner, redact_message
 
     decoded = decode_frames(frames, target, records_mode)
     n = len(decoded)
+    mechanism = None  # the input is one conversation: the last SaslHandshake names the mechanism
+    for d in decoded:
+        m = d.message
+        if m is None:
+            continue
+        if m.api_key == SASL_HANDSHAKE and m.kind == "request":
+            mechanism = m.body.get("Mechanism")
+        inner = None
+        if m.api_key == ENVELOPE and m.kind == "response" and d.request is not None:
+            req = decoded[d.request].message
+            inner = envelope_inner(req.body) if req is not None else None
+        redact_message(m.api_key, m.kind, m.body, show=show_secrets, mechanism=mechanism, inner=inner,
+                       records=records_mode)
     if fmt == "pretty":
         for i, d in enumerate(decoded, start=1):
             _print_heading(i, n, d)
@@ -148,9 +184,10 @@ def _print_tree(api_key, api_name, version, kind, header, body, size, error: str
                                   header_version=hv, body_struct=api.spec(kind).struct, error=error))
 
 
-def _show_partial(data, target, records_mode, fmt, err) -> None:
+def _show_partial(data, target, records_mode, fmt, err, show_secrets=False) -> None:
     """Print what decoded before `err` (the caller then raises it: one line on stderr, exit 1)."""
     from kwire_cli.codec.partial import walk_message
+    from kwire_cli.codec.secrets import redact_message
 
     t = target
     size_prefixed = t.size_prefix
@@ -165,6 +202,7 @@ def _show_partial(data, target, records_mode, fmt, err) -> None:
         return  # failed before anything decoded: there is no tree to show
     if size_prefixed is not t.size_prefix:
         pm.error = err  # the size prefix is what is wrong, whatever the walk stopped at
+    redact_message(pm.api.key, pm.kind, pm.body, show=show_secrets, records=records_mode)
     if fmt == "pretty":
         _print_tree(pm.api.key, pm.api.name, pm.api_version, pm.kind, pm.header, pm.body, pm.size,
                     error=str(pm.error or err))

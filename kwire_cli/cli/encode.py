@@ -25,7 +25,9 @@ def encode(file, api_name, api_version, kind, raw, size_prefix, no_header, outpu
     version, kind (request or response, default request), an optional header (CorrelationId,
     ClientId) and the body. Fields left out take the spec's defaults; a field the version does
     not have is an error that names the versions that have it. kwire decode's JSON output is
-    accepted as is, so decode | edit | encode round-trips.
+    accepted as is, so decode | edit | encode round-trips (the Sasl, Request and Response it
+    adds are left out; a value it redacted is an error: decode with --show-secrets to re-encode).
+    The output is made from your own input, so nothing in it is redacted.
 
     Bytes fields are hex strings (quote them: 00 is a number in YAML), uuids Kafka's base64 text
     form or dashed hex, non-finite floats "NaN", "Infinity", "-Infinity". Output is one line
@@ -38,12 +40,15 @@ def encode(file, api_name, api_version, kind, raw, size_prefix, no_header, outpu
       kwire encode fixtures/yaml/apiversions-request-v3.yaml --raw -o /tmp/apiversions.bin
       kwire decode @fixtures/hex/metadata-request-v12.hex --format json | kwire encode -
     """
+    from kwire_cli.codec.secrets import for_encode
     from kwire_cli.inputs.messages import message_docs
 
     if api_name is not None:
         resolve_api(api_name)  # an unknown --api is a usage error, whatever FILE says
     text, name = read_text_source(file)
     docs = message_docs(text, name, api=api_name, version=api_version, kind=kind)
+    for d in docs:  # what kwire decode added (Sasl, an Envelope's Request): not fields
+        for_encode(d.api.key, d.body, f"{d.where}: body")
     blobs = [d.encode(size_prefix=size_prefix and not no_header, header=not no_header) for d in docs]
     if raw:
         payload = b"".join(blobs)

@@ -165,3 +165,15 @@ def limit_options(capture: bool = False) -> Callable:
             command = opt(command)
         return command
     return decorate
+
+
+# --------------------------------------------------------------------------- secrets
+
+def show_secrets_option() -> Callable:
+    """Decorator: --show-secrets, handed to the command as ``show_secrets`` (secrets are redacted
+    by default: ``kwire_cli.codec.secrets``)."""
+    return click.option(
+        "--show-secrets", "show_secrets", is_flag=True,
+        help="Show secrets (SASL passwords, SCRAM proofs and signatures, bearer and GSSAPI tokens, SCRAM "
+             "salted passwords, delegation token HMACs, sensitive config values), which are shown as "
+             '{"redacted": REASON, "bytes": N} by default.')

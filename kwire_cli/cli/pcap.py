@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from kwire_cli.cli.app import KwireUsageError, std_binary
-from kwire_cli.cli.options import DecodeLimits, limit_options
+from kwire_cli.cli.options import DecodeLimits, limit_options, show_secrets_option
 from kwire_cli.errors import KwireError
 from kwire_cli.render.jsonlines import gc_tuned, line_encoder
 
@@ -117,25 +117,29 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
 @click.option("--raw-records", is_flag=True, help="Keep records fields as hex instead of decoding batches.")
 @click.option("--strict", is_flag=True, help="Exit 1 when any frame did not decode or the capture is damaged.")
 @limit_options(capture=True)
+@show_secrets_option()
 def pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | None, ports: tuple[int, ...],
-         raw_records: bool, strict: bool, limits: DecodeLimits) -> None:
+         raw_records: bool, strict: bool, limits: DecodeLimits, show_secrets: bool) -> None:
     """Decode Kafka conversations from pcap/pcapng FILES (a directory: every file under it, in
     path order, so tcpdump's rotated files come in sequence).
 
     Every Kafka frame becomes one output row: requests decode from their header, responses by pairing
     with their request through the correlation id on the same connection. Damaged captures still
     give every intact frame, and the summary accounts for the rest.
+
+    Secrets are redacted in every output unless --show-secrets; SASL exchanges are decoded (Sasl
+    beside AuthBytes) and the summary lists each connection's authentication.
     """
     from kwire_cli.capture.inputs import files_under
     files = tuple(f for spec in files for f in (files_under(spec) if os.path.isdir(spec) else [spec]))
     if not files:
         raise KwireUsageError("FILES: the directories given hold no files")
     with gc_tuned(), limits.apply():
-        _pcap(files, fmt, summary, filter_expr, ports, raw_records, strict, limits.frame_size())
+        _pcap(files, fmt, summary, filter_expr, ports, raw_records, strict, limits.frame_size(), show_secrets)
 
 
 def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | None, ports: tuple[int, ...],
-          raw_records: bool, strict: bool, max_frame: int) -> None:
+          raw_records: bool, strict: bool, max_frame: int, show_secrets: bool = False) -> None:
     from kwire_cli.capture import CaptureStats
     from kwire_cli.capture.filter import compile_filter
     from kwire_cli.capture.rows import json_ordered, table_cells, table_header
@@ -148,7 +152,7 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
 
     keep = compile_filter(filter_expr)
     stats = CaptureStats()
-    conv = Conversation(records_mode="hex" if raw_records else None)
+    conv = Conversation(records_mode="hex" if raw_records else None, show_secrets=show_secrets)
     summ = Summary()
     failures: list[str] = []
     out = sys.stdout

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from kwire_cli.cli.options import limit_options
+from kwire_cli.cli.options import limit_options, show_secrets_option
 from kwire_cli.errors import KwireError
 
 EPILOG = """\b
@@ -84,21 +84,25 @@ def _conf(_ctx, _param, values):
 @click.option("--strict", is_flag=True, help="Exit 1 when a file failed, a frame did not decode or "
               "the capture is damaged.")
 @limit_options(capture=True)
+@show_secrets_option()
 def spark_decode(inputs, out, fmt, master, ports, partitions, split_size, raw_records, overwrite, conf,
-                 ship_code, summary_format, strict, limits):
+                 ship_code, summary_format, strict, limits, show_secrets):
     """Decode Kafka conversations from captures with Spark (same codec and capture code as
     `kwire pcap`).
 
     DIR (recursively), FILE or GLOB: pcap, pcapng, gzip-compressed pcap. Connections split
     across rotated files (tcpdump -C/-G) are reassembled as one; large files are read in
     parallel byte ranges cut at record boundaries.
+
+    Secrets are redacted in the rows and the summary unless --show-secrets (as in kwire pcap).
     """
     require_pyspark()
     from kwire_cli.spark.job import run
     res = run(inputs, out, fmt=fmt, master=master, ports=ports, partitions=partitions,
               split_size=split_size << 20, raw_records=raw_records, overwrite=overwrite, conf=conf,
               progress=not os.environ.get("KWIRE_NO_PROGRESS"),
-              ship={"auto": None, "always": True, "never": False}[ship_code], limits=tuple(limits))
+              ship={"auto": None, "always": True, "never": False}[ship_code], limits=tuple(limits),
+              show_secrets=show_secrets)
     if summary_format == "table":
         from kwire_cli.render.summary import print_summary
         print_summary(res.summary)

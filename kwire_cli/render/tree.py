@@ -58,9 +58,22 @@ def _hex_text(h: str) -> Text:
     return Text(h[: MAX_BYTES_SHOWN * 2]) + Text(f"…  ({n} bytes; --format json shows all)", style=S_TYPE)
 
 
+def redacted_text(value: Any) -> Text | None:
+    """A redacted value (``{"redacted": REASON, "bytes": N}``, kwire_cli.codec.secrets) as one
+    line; None for any other value."""
+    if isinstance(value, dict) and len(value) == 2 and "redacted" in value and "bytes" in value:
+        return Text(f"<redacted: {value['redacted']}, {value['bytes']} bytes; --show-secrets shows it>",
+                    style=S_NOTE)
+    return None
+
+
 def scalar_text(value: Any, ft: FieldType | None = None, name: str = "") -> Text:
     if value is None:
         return Text("null", style=S_NULL)
+    if isinstance(value, dict):
+        red = redacted_text(value)
+        if red is not None:
+            return red
     if isinstance(value, bool):
         return Text("true" if value else "false")
     if isinstance(value, int):
@@ -153,6 +166,10 @@ def add_field(node: Tree, f: FieldSpec, v: Any, version: int) -> None:
 def add_value(node: Tree, name: str, v: Any, typ: str | None = None) -> None:
     """A value without a spec (records batches, extra keys): dicts and lists as subtrees."""
     if isinstance(v, dict):
+        red = redacted_text(v)
+        if red is not None:
+            node.add(_label(name, red, typ))
+            return
         if set(v) == {"text"} and isinstance(v["text"], str):
             node.add(_label(name, Text(json.dumps(v["text"], ensure_ascii=False)), typ))
             return

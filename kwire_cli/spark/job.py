@@ -103,12 +103,13 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
         ports: Iterable[int] = (), partitions: int | None = None, split_size: int = DEFAULT_SPLIT,
         raw_records: bool = False, overwrite: bool = False, conf: Iterable[tuple[str, str]] = (),
         spark=None, progress: bool = True, ship: bool | None = None,
-        limits: tuple = (None, None, None)) -> JobResult:
+        limits: tuple = (None, None, None), show_secrets: bool = False) -> JobResult:
     """Decode captures with Spark; write rows to ``out`` (partitioned by api_name) and the summary.
 
     ``limits``: the largest frame reassembled, and per frame the decompressed bytes and the records
     and headers decoded (kwire pcap's --max-frame-size, --max-decompressed, --max-records; None:
-    the default)."""
+    the default). Secrets are redacted in the rows and the summary unless ``show_secrets``
+    (``kwire_cli.codec.secrets``)."""
     t0 = time.monotonic()
     if fmt not in ("parquet", "jsonl"):
         raise SparkJobError(f"unknown output format {fmt!r} (parquet or jsonl)")
@@ -120,14 +121,15 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
         spark, created = get_session(master, conf, progress)
     try:
         return _run(spark, paths, out, fmt, tuple(ports), partitions, split_size,
-                    "hex" if raw_records else None, t0, time.monotonic() - t0, ship, tuple(limits))
+                    "hex" if raw_records else None, t0, time.monotonic() - t0, ship, tuple(limits),
+                    show_secrets)
     finally:
         if created:
             spark.stop()
 
 
 def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0, startup,
-         ship=None, limits=(None, None, None)) -> JobResult:
+         ship=None, limits=(None, None, None), show_secrets=False) -> JobResult:
     from kwire_cli.spark.summary import final_summary
     sc = spark.sparkContext
     specs_name = ship_code(sc, ship)
@@ -183,8 +185,8 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
         by_conn = pk.repartitionAndSortWithinPartitions(nparts, partitionFunc=lambda k: k[0])
         names_acc = sc.accumulator({}, names_param())
         frames = by_conn.mapPartitionsWithIndex(
-            lambda i, it, ports=ports, rm=records_mode, sn=specs_name, n=nparts, na=names_acc:
-            assemble_partition(i, it, ports, rm, sn, n, na, limits))
+            lambda i, it, ports=ports, rm=records_mode, sn=specs_name, n=nparts, na=names_acc, ss=show_secrets:
+            assemble_partition(i, it, ports, rm, sn, n, na, limits, ss))
         # one more partition than the frames go to: running a job on that empty one makes Spark
         # reassemble every connection (and write the shuffle) without decoding anything, so that the
         # topic ids learned on all connections are known before the decode stage, which then reuses
@@ -193,8 +195,8 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
         sc.runJob(spread, lambda it: [], [nparts])
         bnames = sc.broadcast(dict(names_acc.value))
         rows = spread.mapPartitions(
-            lambda it, labels=labels, fmt=fmt, rm=records_mode, sn=specs_name, acc=acc, bn=bnames:
-            decode_partition(it, labels, fmt, rm, sn, acc, bn.value, limits))
+            lambda it, labels=labels, fmt=fmt, rm=records_mode, sn=specs_name, acc=acc, bn=bnames, ss=show_secrets:
+            decode_partition(it, labels, fmt, rm, sn, acc, bn.value, limits, ss))
         df = rows_dataframe(spark, rows, fmt)
         # rows go to one open file per api_name instead of being sorted by it first
         # (jsonl only: a parquet writer buffers a row group, so parquet rows are sorted instead)

@@ -5,11 +5,11 @@
 2. ``assemble_partition``: the packets of some connections, sorted by (file order, packet number),
    each connection through its own ``StreamAssembler`` (a connection split across rotated files is
    reassembled as one). Frames that need per-connection context (non-Produce requests,
-   Metadata-like answers, unpaired responses) are turned into rows here by the connection's
-   ``Conversation``; the others (Produce requests and the other responses: the bulk of the bytes)
-   leave as frames with the context they need (the request's client id and protocol type) and are
-   spread evenly over the decode partitions. Topic names learned from answers on every connection
-   go to an accumulator.
+   Metadata-like answers, SASL and Envelope answers, unpaired responses) are turned into rows here
+   by the connection's ``Conversation``; the others (Produce requests and the other responses: the
+   bulk of the bytes) leave as frames with the context they need (the request's client id and
+   protocol type) and are spread evenly over the decode partitions. Topic names learned from
+   answers on every connection go to an accumulator.
 3. ``decode_partition``: frames -> rows, their topic ids named from the names every connection
    learned before them; each row counted into the task's partial ``Summary``; damage, counters and
    failures added to the task's ``Totals`` (an accumulator of result tasks: each counted exactly once).
@@ -27,6 +27,7 @@ from typing import Any, cast
 from kwire_cli.capture import DEFAULT_MAX_FRAME, CaptureStats, Damage, KafkaFrame, Packet, StreamAssembler, conn_key
 from kwire_cli.capture.session import Conversation
 from kwire_cli.capture.summary import damage_entry
+from kwire_cli.codec.secrets import CONTEXT_APIS
 from kwire_cli.errors import KwireError
 from kwire_cli.spark.reading import FilePlan, read_range
 from kwire_cli.spark.rows import to_row
@@ -35,6 +36,9 @@ from kwire_cli.spark.totals import Totals
 
 PRODUCE = 0
 TOPIC_MAP_APIS = frozenset({3, 19, 75})  # Metadata, CreateTopics, DescribeTopicPartitions (session.TOPIC_NAMING_APIS)
+# answers decoded by their connection's Conversation: those that name topics, and those whose
+# redaction needs the connection (SaslAuthenticate: the mechanism; Envelope: the forwarded request)
+CONTEXT_RESPONSE_APIS = TOPIC_MAP_APIS | CONTEXT_APIS
 END = 1 << 62  # position of events at the end of a file (after its last packet)
 META = ("",)   # the connection of meta items (damage, failures, counters of a read task)
 _FILE_AT = KafkaFrame._fields.index("file")
@@ -94,7 +98,7 @@ def _request_client_id(data: bytes) -> tuple[bool, Any]:
 
 def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records_mode: str | None,
                        specs_name: str | None, nout: int = 1, names_acc=None,
-                       limits: tuple = (None, None, None)) -> Iterator[tuple]:
+                       limits: tuple = (None, None, None), show_secrets: bool = False) -> Iterator[tuple]:
     """Stage 2: sorted packets of some connections -> frames (with context), rows, damage.
 
     Each item leaves keyed (file rank, packet, this partition, seq, decode partition): the first
@@ -138,7 +142,7 @@ def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records
                     yield key(ev.file, ev.packet, 64 + ev.size), ("frm", tuple(ev), None)
                 else:
                     yield key(ev.file, ev.packet), ("row", conv.row(ev))
-            elif ev.api_key is None or ev.api_key in TOPIC_MAP_APIS:
+            elif ev.api_key is None or ev.api_key in CONTEXT_RESPONSE_APIS:
                 rec = conv.row(ev)
                 k = key(ev.file, ev.packet)
                 for tid, name in fresh:
@@ -162,7 +166,8 @@ def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records
             first = k[3]
             asm = StreamAssembler(broker_ports=ports or None, stats=stats,
                                   max_frame=limits[0] or DEFAULT_MAX_FRAME)
-            conv = Conversation(records_mode, on_topic_name=lambda tid, name: fresh.append((tid, name)))
+            conv = Conversation(records_mode, on_topic_name=lambda tid, name: fresh.append((tid, name)),
+                                show_secrets=show_secrets)
             feed = asm.feed
         ev = feed(Packet(k[2], k[3], *v))
         if ev:
@@ -176,7 +181,7 @@ def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records
 
 def decode_partition(items: Iterator[tuple], labels: list[str], fmt: str, records_mode: str | None,
                      specs_name: str | None, acc, names: dict | None = None,
-                     limits: tuple = (None, None, None)) -> Iterator[tuple]:
+                     limits: tuple = (None, None, None), show_secrets: bool = False) -> Iterator[tuple]:
     """Stage 3: frames -> output rows (``spark.rows.to_row``); everything else -> the accumulator.
 
     ``names``: every topic id the job learned, ``{id: (position, name)}``; a row's ids are named
@@ -185,7 +190,7 @@ def decode_partition(items: Iterator[tuple], labels: list[str], fmt: str, record
     from kwire_cli.render.jsonlines import gc_tuned
     executor_setup(specs_name, limits)
     with gc_tuned():
-        yield from _decode_partition(items, labels, fmt, records_mode, acc, names or {})
+        yield from _decode_partition(items, labels, fmt, records_mode, acc, names or {}, show_secrets)
 
 
 def _name_topics(rec: dict, pos: tuple, names: dict) -> None:
@@ -199,7 +204,7 @@ def _name_topics(rec: dict, pos: tuple, names: dict) -> None:
                     tn[tid] = known[1]
 
 
-def _decode_partition(items, labels, fmt, records_mode, acc, names):
+def _decode_partition(items, labels, fmt, records_mode, acc, names, show_secrets=False):
     tot = Totals()
     tot.executor_code.add(code_location())
     summ = tot.summary  # positions: the sort key, kwire pcap's row order across all tasks
@@ -209,7 +214,8 @@ def _decode_partition(items, labels, fmt, records_mode, acc, names):
             t = list(v[1])
             t[_FILE_AT] = labels[t[_FILE_AT]]
             f = KafkaFrame(*t)
-            conv = Conversation(records_mode)  # knows only this frame's request (client id, protocol type)
+            # knows only this frame's request (client id, protocol type)
+            conv = Conversation(records_mode, show_secrets=show_secrets)
             if v[2] is not None:
                 conv.remember_request(f.conn, f.correlation_id, *v[2])
             rec = conv.row(f)
