@@ -15,6 +15,7 @@ a row carries as JSON, so that a key added later is not lost there.
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -194,11 +195,24 @@ def _note(r: dict, _t0: float | None) -> str:
                                             (b["crc_invalid"], "batch(es) with a bad CRC")) if n]
         if bad:
             note = (note + "; " if note else "") + ", ".join(bad)
+    if r["api_key"] == 36 and r.get("body") is not None:  # SaslAuthenticate: what the SASL message says
+        note = (note + "; " if note else "") + _sasl_note(r["body"].get("Sasl"))
     names = r.get("topic_names")
     if names and not r["error"]:
         shown = ", ".join(f"{k}={v or '?'}" for k, v in names.items())
         note = (note + "; " if note else "") + "topics " + shown
     return note
+
+
+def _sasl_note(s: Any) -> str:
+    if not isinstance(s, dict):
+        return "SASL"
+    out = f"SASL {s.get('Mechanism') or '?'} {s.get('Message') or ''}".rstrip()
+    for key, label in (("User", "user"), ("AuthorizationId", "authzid"), ("Error", "error")):
+        v = s.get(key)
+        if v:
+            out += f" {label} {v if isinstance(v, str) else json.dumps(v)}"
+    return out
 
 
 def _opt(v: Any) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from kwire_cli.capture.auth import AuthSummary
 from kwire_cli.capture.events import Damage
 from kwire_cli.capture.rows import DECODE_ERROR
 from kwire_cli.errors import KwireError
@@ -103,6 +104,7 @@ class Summary:
         # where things were first / last seen, so that partial summaries merge exactly (``merge``)
         self.error_first: dict[str, Any] = {}
         self.advertised_at: dict[str, Any] = {}
+        self.auth = AuthSummary()  # SASL authentications per connection (the "auth" section)
 
     def add(self, r: dict, pos: Any = None) -> None:
         """Count one row. ``pos``: its place in the capture's row order (default: the order of
@@ -111,6 +113,7 @@ class Summary:
         if pos is None:
             pos = self.frames
         self.frames += 1
+        self.auth.add(r, pos)
         if r.get("error") is not None:
             k = r.get("error_kind") or DECODE_ERROR
             self.undecodable[k] = self.undecodable.get(k, 0) + 1
@@ -161,6 +164,7 @@ class Summary:
         ``add`` would have built over both parts' rows in position order."""
         self.frames += o.frames
         self.decoded += o.decoded
+        self.auth.merge(o.auth)
         for k, n in o.undecodable.items():
             self.undecodable[k] = self.undecodable.get(k, 0) + n
         for key, b in o.apis.items():
@@ -255,6 +259,9 @@ class Summary:
             "record_batches": dict(self.record_batches,
                                    compression=dict(sorted(self.record_batches["compression"].items()))),
         }
+        auth = self.auth.to_dict()
+        if auth is not None:
+            out["auth"] = auth
         if stats is not None:
             out["capture"] = stats
         if damage is not None:

@@ -40,6 +40,8 @@ def print_summary(s: dict, console: Console | None = None) -> None:
     for cid, c in s["clients"].items():
         t.add_row(cid, str(c["requests"]), ", ".join(f"{k} {'/'.join(map(str, v))}" for k, v in c["versions"].items()))
     con.print(t)
+    if s.get("auth"):
+        print_auth(s["auth"], con)
     audit = s["negotiation_audit"]
     if s["advertised_by"]:
         if audit:
@@ -71,3 +73,30 @@ def print_summary(s: dict, console: Console | None = None) -> None:
         for d in s.get("damage_events", [])[:20]:
             where = f" packet {d['frame']}" if d["frame"] is not None else ""  # None: no one packet
             con.print(f"  {d['file']}{where} {d['conn'] or ''}: {d['kind']}: {d['detail']}")
+
+
+def print_auth(a: dict, con: Console) -> None:
+    """The summary's ``auth`` section (``kwire_cli.capture.auth``): totals, then one line per
+    connection and the failures."""
+    mechs = ", ".join(f"{k} {v}" for k, v in a["mechanisms"].items())
+    con.print(f"SASL authentications {a['authentications']} ({mechs}): succeeded {a['succeeded']}, "
+              f"failed {a['failed']}, incomplete {a['incomplete']}, re-authentications {a['reauthentications']}, "
+              f"on {a['connections']} connections")
+    t = Table(title="Authentication per connection", title_justify="left")
+    for c in ("client", "broker", "mechanism", "principal", "result", "auths", "failed", "re-auths",
+              "session lifetime ms"):
+        t.add_column(c, justify="right" if c in ("auths", "failed", "re-auths", "session lifetime ms") else "left")
+    opt = lambda x: "" if x is None else str(x)  # noqa: E731
+    for c in a["by_connection"]:
+        t.add_row(c["client"], c["broker"], opt(c["mechanism"]), opt(c["principal"]), c["result"],
+                  str(c["authentications"]), str(c["failed"]), str(c["reauthentications"]),
+                  opt(c["session_lifetime_ms"]))
+    con.print(t)
+    if a["failures"]:
+        t = Table(title="Authentication failures", title_justify="left")
+        for c in ("client", "broker", "mechanism", "principal", "error", "message"):
+            t.add_column(c)
+        for f in a["failures"]:
+            t.add_row(f["client"], f["broker"], opt(f["mechanism"]), opt(f["principal"]), opt(f["error"]),
+                      opt(f["message"]))
+        con.print(t)
