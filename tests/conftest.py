@@ -47,6 +47,7 @@ SLOW_TESTS = {
         "test_will_this_client_work_with_this_broker_is_one_command",
         "test_a_bootstrap_by_another_name_lists_the_advertised_brokers",
     },
+    "test_secrets.py": {"test_spark_decode_of_the_sasl_captures_hides_and_shows_secrets"},
     "test_spark.py": {
         "test_rows_equal_kwire_pcap_over_each_file",  # the module's Spark session starts here
         "test_files_cut_into_byte_ranges_give_the_same_rows",

@@ -350,7 +350,9 @@ def decode_token(data: bytes, mechanism: str | None, side: Side) -> SaslMessage:
         msg = SaslMessage({"Message": "empty"}, None)
     else:
         try:
-            if family == PLAIN and side == "client":
+            if family == PLAIN:
+                if side == "server":
+                    raise _NotThis("a PLAIN server sends no data")
                 msg = _plain(data)
             elif family == SCRAM:
                 msg = _scram(data, side)

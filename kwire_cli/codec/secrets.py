@@ -316,6 +316,7 @@ def _envelope(kind: str, reason: str, ctx: _Ctx) -> Callable[[dict[str, Any], st
             sub = _Ctx(ctx.show, None, None, ctx.records, ctx.depth + 1)
             _redact(m.api_key, kind, m.body, sub)
             hide = sub.hidden > 0
+            ctx.hidden += sub.hidden
             inner = {"api_key": m.api_key, "api_name": m.api_name, "api_version": m.api_version,
                      "header": m.header, "body": m.body, "size": m.size}
         except KwireError as e:
