@@ -174,15 +174,19 @@ def frame_pairs(path: str, port: int) -> list[tuple[KafkaFrame, bytes | None]]:
     return out
 
 
+def framed(data: bytes) -> str:
+    return (len(data).to_bytes(4, "big") + data).hex()
+
+
 def decode_all(pairs, *extra: str, fmts=("json", "yaml", "pretty"), only_table: bool = False) -> str:
     texts = []
     for f, req in pairs:
         if only_table and f.api_key not in APIS:
             continue
-        args = ["decode", f.data.hex()]
+        args = ["decode", framed(f.data)]  # as on the wire: with the 4-byte size
         if f.kind == "response":
-            args += ["--request", req.hex()] if req is not None else ["--api", str(f.api_key), "--version",
-                                                                      str(f.api_version)]
+            args += ["--request", framed(req)] if req is not None else ["--api", str(f.api_key), "--version",
+                                                                        str(f.api_version)]
         for fmt in fmts:
             r = kwire(*args, "--format", fmt, *extra)
             if f.api_key in APIS or fmt == "json":
@@ -659,11 +663,11 @@ def test_violations_are_named_and_text_kept():
 def test_decode_json_with_redactions_refuses_to_encode_and_round_trips_with_show_secrets():
     f = MANIFEST["fixtures"]["sasl-plain-kafka-python"]
     req = next(fr for fr, _ in frame_pairs(f["files"]["capture"], f["port"]) if fr.api_key == 36)
-    hidden = kwire("decode", req.data.hex(), "--format", "json")
+    hidden = kwire("decode", framed(req.data), "--format", "json")
     r = kwire("encode", "-", input=hidden.out)
     assert r.code == 1 and "body.AuthBytes is redacted (sasl-password, 35 bytes)" in r.err
     assert "--show-secrets" in r.err and "Traceback" not in r.err
-    shown = kwire("decode", req.data.hex(), "--format", "json", "--show-secrets")
+    shown = kwire("decode", framed(req.data), "--format", "json", "--show-secrets")
     r = kwire("encode", "-", "--no-size-prefix", input=shown.out)
     assert r.code == 0 and r.out.strip() == req.data.hex()
     body = json.loads(shown.out)["body"]
@@ -676,11 +680,11 @@ def test_decode_json_with_redactions_refuses_to_encode_and_round_trips_with_show
 def test_tree_shows_a_redacted_value_on_one_line():
     f = MANIFEST["fixtures"]["sasl-plain-kafka-python"]
     req = next(fr for fr, _ in frame_pairs(f["files"]["capture"], f["port"]) if fr.api_key == 36)
-    out = kwire("decode", req.data.hex()).out
+    out = kwire("decode", framed(req.data)).out
     assert "AuthBytes: <redacted: sasl-password, 35 bytes; --show-secrets shows it>" in out
     assert "Password: <redacted: sasl-password, 23 bytes; --show-secrets shows it>" in out
     assert 'User: "alice"' in out and "alice-plain-Secret" not in out
-    out = kwire("decode", req.data.hex(), "--show-secrets").out
+    out = kwire("decode", framed(req.data), "--show-secrets").out
     assert 'Password: "alice-plain-Secret-4d2f"' in out
 
 
@@ -760,3 +764,19 @@ def test_spark_decode_of_the_sasl_captures_hides_and_shows_secrets(spark, tmp_pa
                     a["by_connection"].sort(key=lambda c: (c["client"], c["broker"]))
                     a["failures"].sort(key=lambda c: (c["client"], c["broker"]))
                 assert json.loads(json.dumps(auth)) == mine
+
+
+def test_decode_of_a_conversation_takes_the_mechanism_from_its_handshake():
+    f = MANIFEST["fixtures"]["sasl-scram-sha-256-kafka-python"]
+    pairs = frame_pairs(f["files"]["capture"], f["port"])
+    conn = pairs[0][0].conn
+    text = "\n".join(framed(fr.data) for fr, _ in pairs if fr.conn == conn) + "\n"
+    for show in (False, True):
+        r = kwire("decode", "-", "--format", "json", *(["--show-secrets"] if show else []), input=text)
+        assert r.code == 0, r
+        sasl = [d["body"]["Sasl"] for d in r.json() if d.get("api_name") == "SaslAuthenticate"]
+        assert [s["Message"] for s in sasl] == ["client-first", "server-first", "client-final", "server-final"]
+        assert {(s["Mechanism"], s["MechanismSource"]) for s in sasl} == {("SCRAM-SHA-256", "handshake")}
+        # this connection's proof and signature (the fixture's other connections have their own)
+        found = {k for k, _ in leaks(r.out, "sasl-scram-sha-256-kafka-python")}
+        assert found == ({"scram-client-proof", "scram-server-signature"} if show else set())

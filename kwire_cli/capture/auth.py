@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from kwire_cli.codec.sasl import principal as sasl_principal
-from kwire_cli.protocol_errors import error_name
+from kwire_cli.spec.error_codes import error_name
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 MAX_FACTS = 10_000          # per connection (the first by position are kept)
