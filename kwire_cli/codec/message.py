@@ -17,7 +17,6 @@ from kwire_cli.errors import DecodeError, EncodeError, KwireError, TrailingBytes
 from kwire_cli.spec.registry import Api, Registry, registry
 
 _PEEK = struct.Struct(">hh")
-KINDS = ("request", "response")
 
 
 @dataclass

@@ -7,6 +7,11 @@ Sans-io: bytes in, values out, and back.
     value = decode_records(data, max_decompressed=DEFAULT_MAX_DECOMPRESSED)
     data = encode_records(value)
 
+Modules: ``decode`` (the decode_records driver), ``v2`` (record batches), ``legacy`` (message
+sets v0/v1), ``forms`` (key/value forms), ``layout`` (byte layouts, batch errors), ``encode``,
+``compression`` (the ``Compression`` registry), ``limits`` (per-frame limits and budgets),
+``native`` (the optional C fast path, ``_native.c``).
+
 Decoded shape
 -------------
 ``{"batches": [...], "partial_trailing_batch": None | {"offset": n, "bytes": n, "hex": "..."}}``

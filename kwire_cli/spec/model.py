@@ -39,10 +39,6 @@ class FieldType:
         return self.kind == "struct"
 
     @property
-    def is_struct_array(self) -> bool:
-        return self.kind == "array" and self.element is not None and self.element.is_struct
-
-    @property
     def item(self) -> FieldType:
         """The element type of an array type (ValueError for any other type)."""
         if self.element is None:
@@ -94,9 +90,6 @@ class FieldSpec:
         if self.tag is None:
             raise ValueError(f"{self.name} has no tag")
         return self.tag
-
-    def present_in(self, v: int) -> bool:
-        return v in self.versions
 
     def tagged_in(self, v: int) -> bool:
         return self.tag is not None and v in self.tagged_versions
