@@ -21,6 +21,8 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cli_run import kwire
 from kwire_cli.capture import KafkaFrame, iter_capture
@@ -780,3 +782,24 @@ def test_decode_of_a_conversation_takes_the_mechanism_from_its_handshake():
         # this connection's proof and signature (the fixture's other connections have their own)
         found = {k for k, _ in leaks(r.out, "sasl-scram-sha-256-kafka-python")}
         assert found == ({"scram-client-proof", "scram-server-signature"} if show else set())
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(st.binary(max_size=160),
+                 st.builds(lambda a, b: a + b, st.sampled_from([b"n,,", b"n,a=x,", b"y,,", b"p=cb,,", b"c=", b"r=",
+                                                                b"v=", b"e=", b"{", b"\x00", b"n,,\x01auth=Bearer "]),
+                           st.binary(max_size=80))),
+       st.sampled_from([None, "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI", "OTHER"]),
+       st.sampled_from(["client", "server"]))
+def test_any_bytes_decode_without_error_and_whatever_holds_a_secret_hides_the_bytes(data, mech, side):
+    msg = S.decode_token(data, mech, side)
+    secrets = [v for v in msg.fields.values() if isinstance(v, S.Secret)]
+    assert (msg.secret is not None) == bool(secrets)
+    fields, reason = decode_sasl(data, mech, side)
+    text = json.dumps(fields)  # plain JSON values only
+    assert reason == msg.secret
+    for sec in secrets:
+        assert fields[next(k for k, v in msg.fields.items() if v is sec)] == {"redacted": sec.reason,
+                                                                              "bytes": sec.nbytes}
+    if reason == "sasl-token" and len(data) >= 4:
+        assert data.hex() not in text
