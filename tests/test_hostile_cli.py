@@ -235,3 +235,42 @@ def test_hexdump_repeat_marker_before_a_far_offset_is_refused_not_expanded(tmp_p
     r = kwire("decode", "@" + str(g), "--format", "json")
     assert r.code == 0, r
     assert r.json()["body"]["Topics"] == [{"Name": "t" * 80}]
+
+
+# issue 14: the dump recognisers on mutated real dumps (fixtures/hex/dumps): every input ends in
+# blocks and frames or in a one-line error, never an internal error or a regular expression that
+# backtracks for ever (an xxd -i array with a bracket inside its length line once did)
+DUMP_TEXTS = sorted(p.read_text() for p in (Path(__file__).resolve().parents[1] / "fixtures" / "hex" / "dumps"
+                                            ).glob("*.txt"))
+
+
+@fuzz(300)
+@given(text=st.sampled_from(DUMP_TEXTS), rnd=st.randoms(use_true_random=False))
+def test_mutated_dumps_read_or_fail_in_one_line(text, rnd):
+    from kwire_cli.errors import KwireError
+    from kwire_cli.inputs import read_blocks
+    from kwire_cli.inputs.frames import pair_frames, split_frames
+
+    t = list(text)
+    for _ in range(rnd.randint(1, 6)):
+        pos = rnd.randrange(len(t) + 1)
+        op = rnd.random()
+        if op < 0.4 and t:
+            del t[min(pos, len(t) - 1):min(pos, len(t) - 1) + rnd.randint(1, 20)]
+        elif op < 0.8:
+            t.insert(pos, rnd.choice("0123456789abcdefx:[]{}()'\"\\ \t\n*>-=,/#.<|"))
+        else:
+            t[pos:pos] = t[pos:pos + rnd.randint(1, 80)]
+    try:
+        pair_frames(split_frames(read_blocks("".join(t))))
+    except KwireError as e:
+        assert "\n" not in str(e)
+
+
+def test_a_bracket_in_an_xxd_i_length_line_does_not_backtrack_for_ever():
+    from kwire_cli.inputs import NotADump, read_blocks
+
+    text = ("unsigned char a[] = {\n" + "  0x00, 0x00, 0x00, 0x46, 0x00, 0x03, 0x00, 0x0c,\n" * 8
+            + "};\nunsigned int metadata_request_v]12_bin_len = 74;\n int metadata_request_v12_bin_len = 74;\n")
+    with pytest.raises(NotADump):
+        read_blocks(text)

@@ -32,7 +32,7 @@ _ITEM = re.compile(r"^(?:(?P<hex>0[xX][0-9A-Fa-f]{1,2})|(?P<dec>[+-]?\d{1,3})|(?
 _NODE_JSON = re.compile(r'\{\s*"type"\s*:\s*"Buffer"\s*,\s*"data"\s*:\s*(?=\[)')
 _LEN = re.compile(r"\b\w+_len\s*=\s*(\d+)\s*;")
 #: what may stand around the lists: names, declarations, empty [] and {} and (), = := ; , . ! & *
-_DECORATION = re.compile(r"^(?:[A-Za-z_]\w*|\[\s*\]|\{\s*\}|:=|[\s()=;,.!&*<>+-])*$")
+_DECORATION = re.compile(r"^(?:[A-Za-z_]\w*\b|\[\s*\]|\{\s*\}|:=|[\s()=;,.!&*<>+-])*$")
 
 
 def recognise(text: Text) -> list[Block] | None:
