@@ -48,6 +48,10 @@ SLOW_TESTS = {
         "test_a_bootstrap_by_another_name_lists_the_advertised_brokers",
     },
     "test_secrets.py": {"test_spark_decode_of_the_sasl_captures_hides_and_shows_secrets"},
+    "test_capture_midstream.py": {
+        "test_cut_at_every_packet_every_capture",
+        "test_cut_at_every_packet_secure_plaintext_fixtures",
+    },
     "test_spark.py": {
         "test_rows_equal_kwire_pcap_over_each_file",  # the module's Spark session starts here
         "test_files_cut_into_byte_ranges_give_the_same_rows",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from kwire_cli.codec.peek import peek_request_field
 from kwire_cli.errors import KwireError
@@ -30,11 +31,33 @@ _I32 = struct.Struct(">i")
 
 # Candidate request starts: size < 2^27 (first byte 0..7), api_key 0..127 (0x00, 0x00-0x7f),
 # api_version 0..31 (0x00, 0x00-0x1f). Verified precisely in Python afterwards.
-_REQ_CANDIDATE = re.compile(rb"[\x00-\x07][\x00-\xff]{3}\x00[\x00-\x7f]\x00[\x00-\x1f]", re.DOTALL)
+REQUEST_CANDIDATE = re.compile(rb"[\x00-\x07][\x00-\xff]{3}\x00[\x00-\x7f]\x00[\x00-\x1f]", re.DOTALL)
+_REQ_CANDIDATE = REQUEST_CANDIDATE
 _PRINTABLE = bytes(range(0x20, 0x7F))
 
 # Callable the caller may pass to tighten resync: (api_key, api_version) -> bool
 ApiCheck = Callable[[int, int], bool]
+
+
+class FrameCheck(Protocol):
+    """What resynchronisation may ask about a candidate frame (``check.CodecCheck`` answers with the
+    codec). Frames are given without their size prefix."""
+
+    def api_ok(self, api_key: int, api_version: int) -> bool: ...
+
+    def response_header_version(self, api_key: int, api_version: int) -> int: ...
+
+    def layouts(self) -> list[tuple[int, int]]: ...  # every (api key, version) worth trying blind
+
+    def request(self, data: bytes) -> int: ...  # 2: decodes exactly, 1: with trailing bytes, 0: not
+
+    def response(self, data: bytes, api_key: int, api_version: int) -> int: ...  # as request
+
+    def rare_response(self, data: bytes, api_key: int, api_version: int) -> int: ...  # as response, uncompiled
+
+    def request_prefix(self, prefix: bytes, size: int) -> bool: ...  # could these bytes begin one?
+
+    def response_prefix(self, prefix: bytes, size: int, api_key: int, api_version: int) -> bool: ...
 
 
 def _plausible_at(buf, i: int, max_frame: int, api_check: ApiCheck | None) -> int:

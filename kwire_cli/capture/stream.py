@@ -55,7 +55,9 @@ from .kafka import (
     DEFAULT_MAX_FRAME,
     MAX_FRAME_OPTION,
     PRODUCE,
+    REQUEST_CANDIDATE,
     ApiCheck,
+    FrameCheck,
     _plausible_at,
     broker_side,
     find_request_start,
@@ -69,8 +71,59 @@ _M = 0xFFFFFFFF
 _HALF = 0x80000000
 _I32 = struct.Struct(">i").unpack_from
 _PREFIX = struct.Struct(">hhi").unpack_from
+_H16 = struct.Struct(">h").unpack_from
+_I32P = struct.Struct(">i").pack
 _EMPTY: tuple = ()
 _tnew = tuple.__new__
+_INF = float("inf")
+API_VERSIONS = 18
+EPHEMERAL = 32768  # the lowest port Linux (and IANA: 49152) hands out to clients
+
+
+def _first(t: tuple):
+    return t[0]
+
+
+def _cover(wait: list, i: int, plausible) -> int | None:
+    """The end of the furthest-reaching candidate still waiting that starts before ``i`` and whose
+    frame would hold it: a frame found inside a frame not yet judged waits for that judgement.
+    Waiting candidates whose first bytes already contradict the spec (``plausible(offset, extra)``
+    is False) are dropped from ``wait`` here (only a candidate that holds up another is examined)."""
+    cover = None
+    k = 0
+    while k < len(wait):
+        e, w, x, m = wait[k]
+        if w < i < e:
+            # examined again once it has twice the bytes it had at the last look (m < 0: -bytes then)
+            if m >= 0 or plausible.bytes_at(w) >= -2 * m:
+                if not plausible(w, x):
+                    del wait[k]
+                    continue
+                wait[k] = (e, w, x, -max(1, plausible.bytes_at(w)))
+            if cover is None or e > cover:
+                cover = e
+        k += 1
+    return cover
+
+
+class _Plausible:
+    """``(offset, extra) -> bool``: could the waiting candidate at ``offset`` still be a frame? Its
+    first bytes are decoded (zero-padded to its size) by ``test``; candidates larger than
+    ``window`` are not examined (padding them would cost what waiting for them does)."""
+
+    __slots__ = ("buf", "n", "window", "test")
+
+    def __init__(self, buf, n: int, window: int, test) -> None:
+        self.buf, self.n, self.window, self.test = buf, n, window, test
+
+    def bytes_at(self, i: int) -> int:
+        return self.n - i
+
+    def __call__(self, i: int, x) -> bool:
+        size = _I32(self.buf, i)[0]
+        if size > self.window:
+            return True
+        return self.test(i, size, x)
 
 
 class _Dir:
@@ -78,7 +131,7 @@ class _Dir:
 
     __slots__ = ("base", "nxt", "ooo", "heap", "ooo_bytes", "fin_off", "last_packet", "ack_seq", "ack_packet",
                  "fin_packet", "buf", "start_packet", "resync", "skip", "skip_acc", "skip_from", "verify",
-                 "is_request", "src", "dst", "need")
+                 "is_request", "src", "dst", "need", "marks", "hoff", "scan", "scan_ver", "wait")
 
     def __init__(self) -> None:
         self.base: int | None = None     # sequence number of stream offset 0
@@ -102,6 +155,12 @@ class _Dir:
         self.need = 0                    # buffered bytes needed before the pending frame completes
         self.src = ""
         self.dst = ""
+        # hunting (resync confirmed by a FrameCheck): where each buffered packet's bytes start
+        self.marks: list = []            # (offset in the hunt, packet, ts, file), ascending
+        self.hoff = 0                    # offset in the hunt of buf[0]
+        self.scan = 0                    # buf offset from which candidates are still to be judged
+        self.scan_ver = -1               # the connection's ``opened`` count when ``scan`` was set
+        self.wait: list = []             # candidates waiting for their frame: (end, offset, extra)
 
     def finished(self) -> bool:
         return self.fin_off is not None and self.nxt >= self.fin_off and not self.ooo
@@ -111,7 +170,7 @@ class Connection:
     """One TCP connection: two directions, the broker side, the open requests."""
 
     __slots__ = ("keys", "ends", "dirs", "broker", "reason", "label", "open", "noreply", "syn_from",
-                 "last_ts", "file", "gen", "kafka", "reset", "fin_seen")
+                 "last_ts", "file", "gen", "kafka", "reset", "fin_seen", "apis", "opened", "cid")
 
     def __init__(self, src: tuple, dst: tuple, gen: int = 1) -> None:
         self.ends = (src, dst)
@@ -129,6 +188,9 @@ class Connection:
         self.kafka = True
         self.reset = False
         self.fin_seen = False
+        self.apis: set = set()   # (api key, version) of the requests seen (bounded)
+        self.opened = 0          # requests opened so far (resync rescans when it changes)
+        self.cid = False         # a client id of this connection is in known_clients
 
 
 class StreamAssembler:
@@ -138,12 +200,20 @@ class StreamAssembler:
     by ``kafka.broker_side``. ``strict=True`` drops connections whose broker side could only be
     guessed (SYN receiver / lower port, with no request header seen) as non-Kafka.
     ``api_check(api_key, api_version) -> bool`` may tighten request resynchronisation.
+
+    ``check`` (a ``kafka.FrameCheck``, e.g. ``check.CodecCheck()``): resynchronisation then accepts
+    only frames the codec confirms (see the module docstring); a candidate whose frame is not
+    complete yet is waited for while it is at most ``resync_window`` bytes (larger ones need
+    stronger evidence), and up to ``resync_window`` bytes before a response's confirmed start are
+    kept to find the responses to requests the capture never showed. Without it, resync trusts a
+    plausible header (the behaviour kept for hand-made test streams).
     """
 
     def __init__(self, *, broker_ports: Iterable[int] | None = None, max_frame: int = DEFAULT_MAX_FRAME,
                  max_buffered: int = 4 << 20, max_open: int = 10000, idle_timeout: float | None = 1800.0,
                  stats: CaptureStats | None = None, api_check: ApiCheck | None = None,
-                 strict: bool = False) -> None:
+                 strict: bool = False, check: FrameCheck | None = None,
+                 resync_window: int = 1 << 20) -> None:
         self.broker_ports = frozenset(broker_ports) if broker_ports is not None else frozenset({9092})
         self.max_frame = max_frame
         self.max_buffered = max_buffered
@@ -152,6 +222,15 @@ class StreamAssembler:
         self.stats = stats if stats is not None else CaptureStats()
         self.api_check = api_check
         self.strict = strict
+        self.check = check
+        self.resync_window = min(resync_window, max_frame)
+        if check is not None and api_check is None:
+            self.api_check = check.api_ok
+        self.known_clients: set = set()  # client ids (bytes) of requests seen, for large candidates; bounded
+        self.max_pending = 4 << 20       # bytes set aside to tile at the end (``_stash``), at most
+        self._pending: list = []
+        self._pending_bytes = 0
+        self._apis_closed: set = set()   # (api key, version) of the requests of closed connections; bounded
         self.known_brokers: dict = {}    # (ip, port) -> True, learned; bounded
         self._flows: dict = {}           # (src ip, src port, dst ip, dst port) -> (Connection, dir index)
         self._closed: dict = {}          # same key -> (close ts, generation)
@@ -277,6 +356,8 @@ class StreamAssembler:
                 continue
             seen.add(id(conn))
             self._close(conn, conn.file, "end of capture")
+        if self._pending:
+            self._resolve_pending()
         out = self._out
         self._out = []
         return out
@@ -296,7 +377,18 @@ class StreamAssembler:
         self._out.append(Damage(file, packet, conn.label, kind, nbytes, detail, ts))
 
     def _decide(self, conn: Connection, di: int, payload: bytes, file, packet, ts) -> None:
-        req_from = di if looks_like_request(payload, self.max_frame, self.api_check) else None
+        ports = self.broker_ports
+        pa, pb = conn.ends[0][1], conn.ends[1][1]
+        if (pa in ports) != (pb in ports):
+            req_from = None  # the port decides
+        elif conn.syn_from is None and self.check is not None and (pa < EPHEMERAL) != (pb < EPHEMERAL):
+            # caught mid-stream, one side on an ephemeral port: that is the client (its first bytes
+            # may be an answer that happens to read as a request, and the lower port decides)
+            req_from = None
+        elif looks_like_request(payload, self.max_frame, self.api_check) and self._vouch(payload, conn):
+            req_from = di
+        else:
+            req_from = None
         syn_recv = None if conn.syn_from is None else 1 - conn.syn_from
         b, reason = broker_side(conn.ends[0], conn.ends[1], self.broker_ports,
                                 known_brokers=self.known_brokers, request_from=req_from,
@@ -319,6 +411,20 @@ class StreamAssembler:
             if len(self.known_brokers) >= 65536:
                 self.known_brokers.pop(next(iter(self.known_brokers)))
             self.known_brokers[broker] = True
+
+    def _vouch(self, payload: bytes, conn) -> bool:
+        """With a check: does the payload start with a whole request the codec confirms? A capture
+        that starts mid-stream may begin with a broker's bytes that only look like a header (a
+        SaslAuthenticate answer reads as a Produce v2 request with no topics): without the SYN,
+        the request must also name a client."""
+        check = self.check
+        if check is None:
+            return True
+        e = 4 + _I32(payload, 0)[0]
+        if e > len(payload) or (conn.syn_from is None and _H16(payload, 12)[0] <= 0):
+            return False
+        r = check.request(bytes(payload[4:e]))
+        return r == 2 or (r == 1 and e == len(payload))
 
     def _segment(self, conn, d: _Dir, seq, payload, wire_len, file, packet, ts) -> None:
         st = self.stats
@@ -492,6 +598,11 @@ class StreamAssembler:
             if n - pos < 4 or 0 < _I32(data, pos)[0] <= maxf:
                 return
         else:
+            if d.resync and self.check is not None:
+                d.marks.append((d.hoff + len(buf), packet, ts, file))
+                buf += data
+                self._hunt(conn, d, file, packet, ts)
+                return
             if not buf:
                 d.start_packet = packet
             buf += data
@@ -505,6 +616,10 @@ class StreamAssembler:
         first = True
         while True:
             if d.resync:
+                if self.check is not None:
+                    self._begin_hunt(d, file, packet, ts)
+                    self._hunt(conn, d, file, packet, ts)
+                    return
                 if d.skip_from is None:
                     d.skip_from = packet
                 if d.is_request:
@@ -565,11 +680,439 @@ class StreamAssembler:
         d.skip_acc = 0
         d.skip_from = None
 
+    # ------------------------------------------------------------------ hunting (with a FrameCheck)
+    def _begin_hunt(self, d: _Dir, file, packet, ts) -> None:
+        """Enter hunting with what ``d.buf`` holds (the bytes of a frame that lost sync)."""
+        if not d.marks:
+            d.hoff = 0
+            if d.buf:
+                d.marks.append((0, d.start_packet if d.start_packet is not None else packet, ts, file))
+        d.scan = 0
+        d.wait = []
+        d.scan_ver = -1
+        d.need = 0
+        if d.skip_from is None:
+            d.skip_from = d.marks[0][1] if d.marks else packet
+
+    def _mark(self, d: _Dir, off: int) -> tuple:
+        """(offset, packet, ts, file) of the packet that delivered ``d.buf[off]``."""
+        marks = d.marks
+        i = bisect_right(marks, (d.hoff + off, _INF)) - 1
+        return marks[i if i >= 0 else 0]
+
+    def _drop(self, d: _Dir, k: int, skipped: bool = True) -> None:
+        """Forget ``d.buf[:k]`` while hunting (``skipped``: those bytes are resync-skip)."""
+        if k <= 0:
+            return
+        del d.buf[:k]
+        if skipped:
+            d.skip_acc += k
+        d.hoff += k
+        d.scan = max(0, d.scan - k)
+        if d.wait:
+            d.wait = [(e - k, i - k, x, m) for e, i, x, m in d.wait if i >= k]
+        marks = d.marks
+        i = bisect_right(marks, (d.hoff, _INF)) - 1
+        if i > 0:
+            del marks[:i]
+
+    def _hunt(self, conn, d: _Dir, file, packet, ts, final: bool = False) -> None:
+        """Resynchronise on confirmed frames only: find the first frame start the check confirms in
+        ``d.buf``, report the bytes before it, emit it and the frames after it; until then wait.
+        ``final``: the stream ends, candidates still waiting for bytes will never have them."""
+        while True:
+            if d.is_request:
+                at, keep = self._hunt_request(d, final)
+                tiles: list = []
+            else:
+                at, keep, tiles = self._hunt_response(conn, d, final)
+            if at is None:
+                self._drop(d, keep)
+                if d.skip_from is None:
+                    d.skip_from = packet
+                return
+            first = tiles[0][0] if tiles else at
+            if d.is_request or not self._stash(conn, d, first, _I32(d.buf, first + 4)[0]):
+                self._drop(d, first)
+            self._end_resync(conn, d, file, self._mark(d, 0)[1] if d.buf else packet, ts)
+            d.resync = False
+            d.verify = False
+            for a, e in tiles:
+                self._emit_marked(conn, d, a - first, e - first)
+            self._drop(d, at - first, skipped=False)
+            if not self._frames_marked(conn, d, packet):
+                return
+
+    @staticmethod
+    def _rejudge(wait: list, n: int, judge, plausible, final: bool) -> tuple:
+        """Judge again the candidates waiting for bytes (``(end, offset, extra, seen)``, by offset):
+        those whose frame is all here, all of them at the end of the stream.
+        Returns (the first confirmed ``(offset, extra)`` no earlier waiting candidate's frame holds,
+        or None; the candidates still waiting)."""
+        still: list = []
+        for ent in wait:
+            e, i, x, seen = ent
+            if e <= n or final:
+                r, e2 = judge(i, x)
+                seen = n - i
+                if r < 0 and final:
+                    r = 0
+            else:
+                still.append(ent)
+                continue
+            if r == 1:
+                cover = _cover(still, i, plausible)
+                if cover is None:
+                    return (i, x), still
+                still.append((cover, i, x, seen))
+            elif r < 0:
+                still.append((e2, i, x, seen))
+        return None, still
+
+    def _hunt_request(self, d: _Dir, final: bool = False) -> tuple:
+        """(offset of the first confirmed request, 0) or (None, bytes that can never start one).
+
+        Candidates whose frame has not fully arrived wait (``d.wait``); a later candidate that the
+        check confirms wins over them unless one of them would hold it."""
+        buf = d.buf
+        n = len(buf)
+
+        def judge(i: int, _x) -> tuple:
+            return self._judge_request(buf, i, n)
+
+        check = self.check
+        assert check is not None
+        plausible = _Plausible(buf, n, self.resync_window,
+                               lambda i, size, _x: check.request_prefix(bytes(buf[i + 4:n]), size))
+        if d.wait:
+            won, d.wait = self._rejudge(d.wait, n, judge, plausible, final)
+            if won is not None:
+                d.wait = []
+                return won[0], 0
+        wait = d.wait
+        i = d.scan
+        search = REQUEST_CANDIDATE.search
+        while True:
+            m = search(buf, i)
+            if m is None:
+                break
+            i = m.start()
+            r, e = self._judge_request(buf, i, n)
+            if r < 0 and final:
+                r = 0
+            if r == 1:
+                cover = _cover(wait, i, plausible)
+                if cover is None:
+                    d.wait = []
+                    return i, 0
+                r, e = -1, cover
+            if r < 0 and len(wait) < 64:
+                wait.append((e, i, None, n - i))
+            i += 1
+        d.scan = max(i, n - 13)
+        keep = d.scan
+        if wait:
+            keep = min(keep, wait[0][1])
+        return None, keep
+
+    def _emit_marked(self, conn, d: _Dir, a: int, e: int) -> None:
+        """Emit the frame at ``d.buf[a:e]`` (size prefix included), its packets from the marks."""
+        sp = self._mark(d, a)[1]
+        _o, ep, ets, efile = self._mark(d, e - 1)
+        self._emit(conn, d, bytes(d.buf[a + 4:e]), efile, ep, ets, sp)
+
+    def _frames_marked(self, conn, d: _Dir, packet) -> bool:
+        """In sync at ``d.buf[0]`` after hunting: emit the whole frames buffered (packets from the
+        marks) and leave hunting. True: a size went out of bounds and hunting goes on."""
+        buf = d.buf
+        maxf = self.max_frame
+        while len(buf) >= 4:
+            size = _I32(buf, 0)[0]
+            if size <= 0 or size > maxf:
+                _o, p, t, f = self._mark(d, 0)
+                why = (f"is over the frame cap of {maxf} bytes ({MAX_FRAME_OPTION} raises it)" if size > maxf
+                       else f"outside 1..{maxf}")
+                self._damage(f, p, conn, OVERSIZE_FRAME, 0,
+                             f"packet {p}: {d.src}->{d.dst} frame size {size} {why}; resynchronising", t)
+                d.resync = True
+                d.skip_from = p
+                d.scan = 0
+                d.wait = []
+                self._drop(d, 1)
+                return True
+            total = 4 + size
+            if len(buf) < total:
+                d.need = total
+                break
+            self._emit_marked(conn, d, 0, total)
+            self._drop(d, total, skipped=False)
+        d.start_packet = self._mark(d, 0)[1] if buf else packet
+        d.marks = []
+        d.hoff = 0
+        d.scan = 0
+        d.wait = []
+        return False
+
+    def _judge_request(self, buf, i: int, n: int) -> tuple[int, int]:
+        """(1, _): a confirmed request starts at ``buf[i]``; (0, _): none does; (-1, end): judge
+        again when ``end`` bytes are here (its header or its frame is not all here yet)."""
+        check = self.check
+        assert check is not None
+        p = _plausible_at(buf, i, self.max_frame, check.api_ok)
+        if p == 0:
+            return 0, 0
+        if p == -1:  # the header (size .. client id) is not all here
+            return -1, i + 14 + (max(0, _H16(buf, i + 12)[0]) if n - i >= 14 else 0)
+        size = _I32(buf, i)[0]
+        e = i + 4 + size
+        if e <= n:
+            r = check.request(bytes(buf[i + 4:e]))
+            if r != 1:
+                return (1 if r else 0), 0
+            # a complete request and bytes the spec does not explain: the stream must go on with
+            # another plausible request right there (or end there, the client waiting for an answer)
+            if e == n:
+                return 1, 0
+            q = _plausible_at(buf, e, self.max_frame, check.api_ok)
+            return (1, 0) if q == 1 else (0, 0) if q == 0 else (-1, e + 14)
+        if size <= self.resync_window:
+            return -1, e
+        # larger: worth waiting for only with a client id already seen in the capture
+        cl = _H16(buf, i + 12)[0]
+        return (-1, e) if cl > 0 and bytes(buf[i + 14:i + 14 + cl]) in self.known_clients else (0, 0)
+
+    def _hunt_response(self, conn, d: _Dir, final: bool = False) -> tuple:
+        """(anchor, 0, tiles): the first response to a request still open on the connection,
+        confirmed, and the frames (offset, end) that tile the bytes before it exactly; or
+        (None, bytes to forget, ()) while none is confirmed (up to ``resync_window`` bytes are kept).
+        Candidates whose frame has not fully arrived wait; a later confirmed one wins over them
+        unless one of them would hold it."""
+        buf = d.buf
+        n = len(buf)
+        window = self.resync_window
+        keep = n - window if n > window else 0
+        if not conn.open and not conn.noreply:
+            d.wait = []
+            return None, keep, ()
+        if d.scan_ver != conn.opened:  # other requests are open now: look at everything again
+            d.scan = 0
+            d.wait = []
+            d.scan_ver = conn.opened
+
+        def judge(i: int, cr) -> tuple:
+            r = self._judge_response(conn, d, i, n, cr[0], cr[1])
+            return r, i + 4 + _I32(buf, i)[0]
+
+        check = self.check
+        assert check is not None
+        plausible = _Plausible(buf, n, self.resync_window,
+                               lambda i, size, cr: check.response_prefix(bytes(buf[i + 4:n]), size,
+                                                                         cr[1][0], cr[1][1]))
+        if d.wait:
+            won, d.wait = self._rejudge(d.wait, n, judge, plausible, final)
+            if won is not None:
+                d.wait = []
+                return won[0], 0, self._tile(conn, buf, won[0], won[1][0])
+        wait = d.wait
+        start = d.scan
+        cands = []
+        find = buf.find
+        for table in (conn.open, conn.noreply):
+            for corr, req in table.items():
+                pat = _I32P(corr)
+                j = find(pat, start + 4)
+                hits = 0
+                while j != -1 and hits < 256:
+                    cands.append((j - 4, corr, req))
+                    hits += 1
+                    j = find(pat, j + 1)
+        cands.sort(key=_first)
+        for i, corr, req in cands:
+            r = self._judge_response(conn, d, i, n, corr, req)
+            if r < 0 and final:
+                r = 0
+            if r == 1:
+                cover = _cover(wait, i, plausible)
+                if cover is None:
+                    d.wait = []
+                    return i, 0, self._tile(conn, buf, i, corr)
+                if len(wait) < 64:
+                    wait.append((cover, i, (corr, req), n - i))
+            elif r < 0 and len(wait) < 64:
+                wait.append((i + 4 + _I32(buf, i)[0], i, (corr, req), n - i))
+        d.scan = max(0, n - 7)
+        if wait:
+            keep = min(keep, wait[0][1])
+        return None, keep, ()
+
+    def _judge_response(self, conn, d: _Dir, i: int, n: int, corr: int, req: tuple) -> int:
+        """1: the answer to ``req`` starts at ``d.buf[i]``; 0: it does not; -2: wait for its bytes."""
+        check = self.check
+        assert check is not None
+        buf = d.buf
+        ak, av = req[0], req[1]
+        size = _I32(buf, i)[0]
+        if size < 4 + check.response_header_version(ak, av) or size > self.max_frame:
+            return 0
+        if self._mark(d, i)[2] < req[2]:
+            return 0  # its first byte was captured before the request was complete: not its answer
+        e = i + 4 + size
+        if e <= n:
+            r = check.response(bytes(buf[i + 4:e]), ak, av)
+            if r != 1:
+                return 1 if r else 0
+            # complete, with bytes the spec does not explain: another sane size must follow
+            if e == n:
+                return 1
+            if n - e < 4:
+                return -2
+            return 1 if 4 <= _I32(buf, e)[0] <= self.max_frame else 0
+        if size <= self.resync_window:
+            return -2
+        # larger: worth waiting for only as the answer to the oldest request (brokers answer in order)
+        return -2 if conn.open and corr == next(iter(conn.open)) else 0
+
+    def _tile(self, conn, buf, end: int, bound: int | None) -> list:
+        """Responses to requests the capture never showed, before a confirmed start ``end``: frames
+        (offset, end) that land exactly on each other and on ``end``, outermost first, each with a
+        correlation id below the next one's (``bound``) and decoding as one of the APIs the
+        connection uses."""
+        out: list = []
+        apis = None
+        while end >= 8:
+            if apis is None:
+                apis = self._tile_apis(conn)
+            s = self._landing(apis, buf, end, bound)
+            if s is None:
+                break
+            out.append((s, end))
+            bound = _I32(buf, s + 4)[0]
+            end = s
+        out.reverse()
+        return out
+
+    def _tile_apis(self, conn) -> list:
+        """The (api key, version) pairs a response of unknown request may answer, likeliest first:
+        the connection's own, those of the other connections, then ApiVersions (every connection's
+        first request, so often the one a capture missed)."""
+        seen = set(conn.apis)
+        out = sorted(seen)
+        others: set = set()
+        for c, _ in self._flows.values():
+            if c is not conn:
+                others |= c.apis
+                if len(others) > 256:
+                    break
+        others |= self._apis_closed
+        out += sorted(others - seen)
+        seen |= others
+        check = self.check
+        assert check is not None
+        out += [(API_VERSIONS, v) for v in range(5) if (API_VERSIONS, v) not in seen and check.api_ok(API_VERSIONS, v)]
+        return out
+
+    def _landing(self, apis: list, buf, end: int, bound: int | None) -> int | None:
+        """The smallest offset s whose size prefix ends its frame exactly at ``end`` and whose frame
+        decodes as an answer to one of ``apis`` (correlation id in 0..``bound``-1)."""
+        check = self.check
+        assert check is not None
+        find = buf.find
+        # the size at s is end - s - 4: its top three bytes are constant over blocks of 256 offsets
+        for blk in range((end - 4) >> 8, -1, -1):
+            vlo = blk << 8
+            slo = max(0, end - 4 - vlo - 255)
+            shi = end - 4 - vlo  # inclusive; a size is at least 4
+            if shi > end - 8:
+                shi = end - 8
+            if slo > shi:
+                continue
+            pat = _I32P(vlo)[:3]
+            j = find(pat, slo, shi + 3)
+            while j != -1:
+                if _I32(buf, j)[0] == end - j - 4:
+                    c = _I32(buf, j + 4)[0]
+                    if c >= 0 and (bound is None or c < bound):
+                        data = bytes(buf[j + 4:end])
+                        for ak, av in apis:
+                            if check.response(data, ak, av) == 2:
+                                return j
+                        if bound is not None and c == bound - 1:
+                            # the id right before the next one: any API of the specs may answer
+                            for ak, av in check.layouts():
+                                if (ak, av) not in apis and check.rare_response(data, ak, av) == 2:
+                                    return j
+                j = find(pat, j + 1, shi + 3)
+        return None
+
+    def _tile_at_end(self, conn, d: _Dir, file) -> None:
+        """The stream ends while hunting for a response: frames that land exactly on its end (and
+        on each other) and decode as answers to the connection's APIs are responses all the same;
+        the bytes before them wait for the end of the capture (``_stash``)."""
+        bound = min(conn.open) if conn.open else None
+        tiles = self._tile(conn, d.buf, len(d.buf), bound)
+        first = tiles[0][0] if tiles else len(d.buf)
+        if not self._stash(conn, d, first, _I32(d.buf, first + 4)[0] if tiles else bound):
+            self._drop(d, first)
+        if not tiles:
+            return
+        self._end_resync(conn, d, file, self._mark(d, 0)[1], conn.last_ts)
+        for a, e in tiles:
+            self._emit_marked(conn, d, a - first, e - first)
+        self._drop(d, len(d.buf), skipped=False)
+
+    def _stash(self, conn, d: _Dir, nbytes: int, bound: int | None) -> bool:
+        """Set ``d.buf[:nbytes]`` aside: responses the bytes before a confirmed start may hold, to
+        requests whose API only later traffic (or another connection) shows. They are looked at
+        again at the end of the capture (``finish``), when every API seen is known, and reported
+        then (frames, or skipped bytes). False when there is nothing worth it or no room."""
+        if nbytes < 8 or self._pending_bytes + nbytes > self.max_pending:
+            return False
+        hi = d.hoff + nbytes
+        marks = [m for m in d.marks if m[0] < hi]
+        self._pending.append((conn, d.src, d.dst, bytes(d.buf[:nbytes]), marks, d.hoff, bound, d.skip_from))
+        self._pending_bytes += nbytes
+        self.stats.buffered_bytes += nbytes
+        self._drop(d, nbytes, skipped=False)
+        return True
+
+    def _resolve_pending(self) -> None:
+        """End of the capture: tile the bytes set aside with every API the capture showed; what
+        does not tile is reported as skipped."""
+        pending, self._pending = self._pending, []
+        for conn, src, dst, region, marks, hoff, bound, skip_from in pending:
+            t = _Dir()
+            t.src, t.dst = src, dst
+            t.buf = bytearray(region)
+            t.marks = marks
+            t.hoff = hoff
+            t.skip_from = skip_from if skip_from is not None else marks[0][1]
+            self.stats.buffered_bytes -= len(region)
+            self._pending_bytes -= len(region)
+            tiles = self._tile(conn, t.buf, len(t.buf), bound)
+            first = tiles[0][0] if tiles else len(t.buf)
+            self._drop(t, first)
+            _o, p, ts, file = self._mark(t, 0) if t.buf else marks[-1]
+            self._end_resync(conn, t, file, p, ts)
+            for a, e in tiles:
+                self._emit_marked(conn, t, a - first, e - first)
+
+    def _learn_client(self, conn, data: bytes) -> None:
+        """Remember a request's client id (bytes), once per connection (at most 1024)."""
+        conn.cid = True
+        if len(data) >= 10 and len(self.known_clients) < 1024:
+            cl = _H16(data, 8)[0]
+            if cl > 0:
+                self.known_clients.add(bytes(data[10:10 + cl]))
+
     def _frame_gap(self, conn, d: _Dir, lost: int, file, packet, ts) -> None:
         """The framer's side of a gap of ``lost`` bytes right after what it has seen."""
         buf = d.buf
         d.need = 0
         st = self.stats
+        d.marks = []
+        d.hoff = 0
+        d.scan = 0
+        d.wait = []
         if d.resync:
             d.skip_acc += len(buf)
             buf.clear()
@@ -657,6 +1200,12 @@ class StreamAssembler:
                     self._open_request(conn, ak, av, corr, ts, packet)
                 else:
                     op[corr] = (ak, av, ts, packet)
+            conn.opened += 1
+            apis = conn.apis
+            if len(apis) < 64:
+                apis.add((ak, av))
+            if not conn.cid and self.check is not None:
+                self._learn_client(conn, data)
             self._out.append(_tnew(KafkaFrame, (file, packet, ts, d.src, d.dst, conn.label, "request", data, size,
                                                 ak, av, corr, None, None, start_packet, acks)))
             return
@@ -698,9 +1247,14 @@ class StreamAssembler:
                 if d.skip:
                     st.damage_bytes[PARTIAL_FRAME] = st.damage_bytes.get(PARTIAL_FRAME, 0) - d.skip
                     d.skip = 0
+                if d.resync and self.check is not None and d.buf:
+                    self._hunt(conn, d, file, d.last_packet, conn.last_ts, final=True)
                 if d.resync:
+                    if self.check is not None and d.buf and not d.is_request:
+                        self._tile_at_end(conn, d, file)
                     d.skip_acc += len(d.buf)
                     d.buf.clear()
+                    d.marks = []
                     self._end_resync(conn, d, file, d.last_packet, conn.last_ts)
                 elif d.buf:
                     n = len(d.buf)
@@ -716,6 +1270,8 @@ class StreamAssembler:
                              f"{len(ids)} request(s) without a response at {why} "
                              f"(correlation ids {shown})", conn.last_ts)
                 conn.open.clear()
+        if conn.apis and len(self._apis_closed) < 512:
+            self._apis_closed |= conn.apis
         for k in conn.keys:  # both the same for a connection from an ip:port to itself
             self._flows.pop(k, None)
             self._closed[k] = (conn.last_ts, conn.gen)
