@@ -326,10 +326,15 @@ def test_rotated_fixture_files_read_together():
     first = list(iter_capture(str(files[0])))
     assert [d.kind for d in first if isinstance(d, Damage)] == ["partial-frame"]
     second = list(iter_capture(str(files[1])))
-    assert {d.kind for d in second if isinstance(d, Damage)} == {"resync-skip"}
-    # lost when read apart: the big request (cut by the rotation) and its response (the second
-    # file starts mid-stream and that response answers a request it never saw)
-    assert sum(isinstance(e, KafkaFrame) for e in first + second) == len(frames) - 2
+    assert {d.kind for d in second if isinstance(d, Damage)} == {"resync-skip", "unpaired-response"}
+    # lost when read apart: the big request (cut by the rotation). Its response is wholly in the
+    # second file: found (issue 13.1) although it answers a request that file never showed, so it
+    # comes out unpaired
+    assert sum(isinstance(e, KafkaFrame) for e in first + second) == len(frames) - 1
+    answer = [e for e in second if isinstance(e, KafkaFrame) and e.correlation_id == big[0].correlation_id]
+    assert [(e.kind, e.api_key) for e in answer] == [("response", None)]
+    assert answer[0].data == next(f.data for f in frames if f.kind == "response"
+                                  and f.correlation_id == big[0].correlation_id and f.conn == big[0].conn)
 
 
 def _pair_files():

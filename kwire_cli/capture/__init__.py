@@ -8,14 +8,16 @@ and runs the second layer per group on executors):
   payload, wire_len)`` in file order, mixed with ``Damage`` events about the file itself
   (filter with ``type(x) is Packet``). Non-TCP packets are only counted (``stats.skipped``).
 * ``StreamAssembler(broker_ports=None, max_frame=100 MiB, max_buffered=4 MiB, max_open=10000,
-  idle_timeout=1800, stats=None, api_check=None, strict=False)``:
+  idle_timeout=1800, stats=None, api_check=None, strict=False, check=None, resync_window=1 MiB)``:
   ``feed(packet) -> events`` then ``finish() -> events``, or ``process(packets)`` -> iterator of
   ``KafkaFrame`` and ``Damage``. Group packets with ``conn_key(packet)``; keep each group in capture order.
 
 ``iter_capture(source, *, file_label=None, broker_ports=None, max_frame=..., stats=None,
-report_skipped=False, **assembler_options)`` chains the two for one file or a list of rotated
-files (merged by timestamp). Pass a ``CaptureStats`` to read the counters; after the iterator is
-exhausted ``stats.reconcile()["ok"]`` is True when every payload byte is accounted for.
+report_skipped=False, check=CODEC, failures=None, **assembler_options)`` chains the two for one
+file or for the files of one capture (rotated parts: ``merge.merged_packets`` merges them by
+timestamp into one reassembly), resynchronisation confirmed by the codec (``check.CodecCheck``).
+Pass a ``CaptureStats`` to read the counters; after the iterator is exhausted
+``stats.reconcile()["ok"]`` is True when every payload byte is accounted for.
 
 Whole-file failures (not a capture, unreadable) raise ``CaptureError`` (a ``KwireError``).
 
@@ -25,49 +27,58 @@ selects rows.
 """
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable, Iterator
 from typing import cast
 
 from kwire_cli.errors import CaptureError
 
 from .events import CaptureStats, Damage, KafkaFrame, Packet, conn_key, endpoint
-from .kafka import DEFAULT_MAX_FRAME, broker_side, looks_like_request, produce_acks, request_prefix
+from .kafka import DEFAULT_MAX_FRAME, FrameCheck, broker_side, looks_like_request, produce_acks, request_prefix
+from .merge import merged_packets
 from .reader import iter_packets, iter_records
 from .stream import Connection, StreamAssembler
 
 __all__ = [
     "CaptureError", "CaptureStats", "Damage", "KafkaFrame", "Packet", "conn_key", "endpoint",
     "DEFAULT_MAX_FRAME", "broker_side", "looks_like_request", "produce_acks", "request_prefix",
-    "iter_packets", "iter_records", "iter_capture", "Connection",
-    "StreamAssembler",
+    "iter_packets", "iter_records", "iter_capture", "merged_packets", "Connection",
+    "StreamAssembler", "FrameCheck", "CODEC",
 ]
 
 
-def _ts_key(item):
-    ts = item.ts
-    return ts if ts is not None else float("-inf")
+CODEC = "codec"  # iter_capture's default check: confirm resynchronisation with the codec
 
 
 def iter_capture(source, *, file_label: str | None = None, broker_ports: Iterable[int] | None = None,
                  max_frame: int = DEFAULT_MAX_FRAME, stats: CaptureStats | None = None,
-                 report_skipped: bool = False, **assembler_options) -> Iterator[KafkaFrame | Damage]:
+                 report_skipped: bool = False, check: FrameCheck | str | None = CODEC,
+                 failures: list[str] | None = None, wrap=None, reopenable=None,
+                 **assembler_options) -> Iterator[KafkaFrame | Damage]:
     """Kafka frames and damage from a capture, in capture order.
 
-    ``source``: a path, a binary file object, or a list/tuple of those (rotated files; merged by
-    timestamp, each keeps its own packet numbering and label). ``stats``: pass a ``CaptureStats``
-    to get the counters filled in (reconciled once the iterator is exhausted). Other keyword
-    options go to ``StreamAssembler`` (``max_buffered``, ``max_open``, ``idle_timeout``,
-    ``api_check``, ``strict``).
+    ``source``: a path, a binary file object, or a list/tuple of those (or of ``(source, label)``
+    pairs): the files of one capture (rotated parts, or files captured side by side), merged by
+    timestamp into one reassembly (``merge.merged_packets``: each packet keeps its file and packet
+    number; a connection that goes on in the next file is one connection). ``failures``: a list
+    where a file of the list that is not a capture is reported (else ``CaptureError``); ``wrap``
+    and ``reopenable``: see ``merged_packets``. ``stats``: pass a ``CaptureStats`` to get the
+    counters filled in (reconciled once the iterator is exhausted). ``check``: what confirms
+    resynchronisation (default: the codec, ``check.CodecCheck``; None: a plausible header is
+    enough). Other keyword options go to ``StreamAssembler`` (``max_buffered``, ``max_open``,
+    ``idle_timeout``, ``api_check``, ``strict``, ``resync_window``).
     """
     if stats is None:
         stats = CaptureStats()
+    if check == CODEC:
+        from .check import CodecCheck
+        check = CodecCheck()
     asm = StreamAssembler(broker_ports=broker_ports, max_frame=max_frame, stats=stats,
-                          **assembler_options)
+                          check=check, **assembler_options)  # type: ignore[arg-type]
     if isinstance(source, (list, tuple)):
-        streams = [iter_packets(s, file_label if len(source) == 1 else None, stats=stats,
-                                report_skipped=report_skipped) for s in source]
-        items = heapq.merge(*streams, key=_ts_key) if len(streams) > 1 else streams[0]
+        if len(source) == 1 and file_label is not None and not isinstance(source[0], tuple):
+            source = [(source[0], file_label)]
+        items = merged_packets(list(source), stats, report_skipped=report_skipped, failures=failures,
+                               wrap=wrap, reopenable=reopenable)
     else:
         items = iter_packets(source, file_label, stats=stats, report_skipped=report_skipped)
     feed = asm.feed

@@ -148,3 +148,9 @@ def read_text_source(arg: str | None, what: str = "FILE") -> tuple[str, str]:
     """(text, name) from a path, @path or - (stdin): a YAML/JSON file."""
     src = open_source(arg, what=what, forms="a YAML/JSON file or - (stdin)", paths="any")
     return src.text(), src.name
+
+
+def note_skipped(path: str, what: str) -> None:
+    """A file of a directory that is not read (a FIFO, socket or device), named on stderr."""
+    shown = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in path)
+    click.echo(f"kwire: note: skipped {shown}: a {what}, not a regular file", err=True)

@@ -7,11 +7,11 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
-from kwire_cli.cli.app import KwireUsageError, std_binary
+from kwire_cli.cli.app import KwireUsageError, note_skipped, std_binary
 from kwire_cli.cli.options import DecodeLimits, limit_options, show_secrets_option
 from kwire_cli.errors import KwireError
 from kwire_cli.render.jsonlines import gc_tuned, line_encoder
@@ -66,14 +66,33 @@ def _progress_enabled() -> bool:
     return sys.stderr.isatty() and not os.environ.get("KWIRE_NO_PROGRESS")
 
 
+def captures(paths: list[str]) -> list[list[str]]:
+    """The captures the files make: every file named once is a part of the first one (rotated
+    parts, or unrelated files: they are merged by timestamp); a file named again (the same file,
+    by its real path) is read again, as a part of the next capture."""
+    groups: list[list[str]] = []
+    seen: dict[str, int] = {}
+    for p in paths:
+        real = os.path.realpath(p)
+        k = seen.get(real, 0)
+        seen[real] = k + 1
+        while len(groups) <= k:
+            groups.append([])
+        groups[k].append(p)
+    return groups
+
+
 def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, conv: Conversation,
               failures: list[str], max_frame: int | None = None) -> Iterator[dict]:
-    """The output rows of every file in order (``conv.rows``); a file that is not a capture is
-    reported in ``failures`` and skipped."""
+    """The output rows of the files, one capture (``conv.rows``): their packets merged by
+    timestamp into one reassembly, so that connections go on across rotated files; a file that is
+    not a capture is reported in ``failures`` and left out."""
     from kwire_cli.capture import DEFAULT_MAX_FRAME, iter_capture
+    from kwire_cli.capture.inputs import is_stream
     if max_frame is None:
         max_frame = DEFAULT_MAX_FRAME
     progress = None
+    wrap = None
     if _progress_enabled():
         from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
@@ -81,25 +100,18 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
         progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
                             TransferSpeedColumn(), console=make_console(stderr=True), transient=True)
         progress.start()
+
+        def wrap(f, label: str):
+            total = None if is_stream(label) else os.path.getsize(label)
+            task = progress.add_task(os.path.basename(label), total=total)
+            return io.BufferedReader(_Counting(f, functools.partial(progress.advance, task)))
     try:
-        for path in paths:
-            try:
-                f = open(path, "rb")  # noqa: SIM115 - closed by the with below; open errors reported apart
-            except OSError as e:
-                failures.append(f"{path}: {e.strerror or e}")
-                continue
-            with f:
-                src: Any = f
-                if progress is not None:
-                    task = progress.add_task(os.path.basename(path), total=os.path.getsize(path))
-                    src = io.BufferedReader(_Counting(f, functools.partial(progress.advance, task)))
-                try:
-                    events = iter_capture(src, file_label=path, broker_ports=ports or None, stats=stats,
-                                          max_frame=max_frame)
-                    yield from conv.rows(events)
-                except KwireError as e:
-                    msg = str(e)
-                    failures.append(msg if path in msg else f"{path}: {msg}")
+        for group in captures(paths):
+            events = iter_capture(group, broker_ports=ports or None, stats=stats, max_frame=max_frame,
+                                  failures=failures, wrap=wrap, reopenable=lambda p: not is_stream(p))
+            yield from conv.rows(events)
+    except KwireError as e:
+        failures.append(str(e))
     finally:
         if progress is not None:
             progress.stop()
@@ -130,12 +142,18 @@ def pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | Non
     Secrets are redacted in every output unless --show-secrets; SASL exchanges are decoded (Sasl
     beside AuthBytes) and the summary lists each connection's authentication.
     """
-    from kwire_cli.capture.inputs import files_under
-    files = tuple(f for spec in files for f in (files_under(spec) if os.path.isdir(spec) else [spec]))
+    files = _expand(files)
     if not files:
         raise KwireUsageError("FILES: the directories given hold no files")
     with gc_tuned(), limits.apply():
         _pcap(files, fmt, summary, filter_expr, ports, raw_records, strict, limits.frame_size(), show_secrets)
+
+
+def _expand(specs: tuple[str, ...]) -> tuple[str, ...]:
+    """FILES as read: a directory stands for its regular files (rotation order; FIFOs, sockets and
+    devices in it are skipped with a note)."""
+    from kwire_cli.capture.inputs import files_under
+    return tuple(f for spec in specs for f in (files_under(spec, note_skipped) if os.path.isdir(spec) else [spec]))
 
 
 def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | None, ports: tuple[int, ...],

@@ -97,12 +97,13 @@ def spark_decode(inputs, out, fmt, master, ports, partitions, split_size, raw_re
     Secrets are redacted in the rows and the summary unless --show-secrets (as in kwire pcap).
     """
     require_pyspark()
+    from kwire_cli.cli.app import note_skipped
     from kwire_cli.spark.job import run
     res = run(inputs, out, fmt=fmt, master=master, ports=ports, partitions=partitions,
               split_size=split_size << 20, raw_records=raw_records, overwrite=overwrite, conf=conf,
               progress=not os.environ.get("KWIRE_NO_PROGRESS"),
               ship={"auto": None, "always": True, "never": False}[ship_code], limits=tuple(limits),
-              show_secrets=show_secrets)
+              show_secrets=show_secrets, on_skip=note_skipped)
     if summary_format == "table":
         from kwire_cli.render.summary import print_summary
         print_summary(res.summary)

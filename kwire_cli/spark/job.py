@@ -24,7 +24,7 @@ import os
 import time
 from collections.abc import Iterable
 
-from kwire_cli.capture.inputs import files_under
+from kwire_cli.capture.inputs import file_kind, files_under, rotation_order
 from kwire_cli.errors import SparkJobError
 from kwire_cli.spark.reading import DEFAULT_SPLIT, FilePlan, index_range, nominal_ranges, plan_file, stitch
 from kwire_cli.spark.rows import rows_dataframe
@@ -40,17 +40,31 @@ WRITE_CONF = {"spark.sql.optimizer.plannedWrite.enabled": "false",
 
 
 # ------------------------------------------------------------------------------------ inputs
-def expand_inputs(inputs: Iterable[str]) -> list[str]:
-    """Files named by DIR (recursively; hidden files skipped), FILE or GLOB, in a stable order."""
+def expand_inputs(inputs: Iterable[str], on_skip=None) -> list[str]:
+    """Files named by DIR (recursively; hidden files skipped), FILE or GLOB, in a stable order
+    (rotation order: ``cap2`` before ``cap10``). In a directory or a glob, what is not a regular
+    file (a FIFO, socket or device: a range reader would block on it) is skipped and reported to
+    ``on_skip(path, what)``; named explicitly, it is an error (Spark reads files by byte range)."""
     out: list[str] = []
     seen = set()
     for spec in inputs:
         if os.path.isdir(spec):
-            paths = files_under(spec)
+            paths = files_under(spec, on_skip)
         elif os.path.exists(spec):
+            what = file_kind(spec)
+            if what is not None:
+                raise SparkJobError(f"{spec}: a {what}, not a regular file: spark-decode reads files by "
+                                    "byte range (kwire pcap reads a FIFO as a stream)")
             paths = [spec]
         else:
-            paths = sorted(p for p in glob.glob(spec, recursive=True) if os.path.isfile(p))
+            paths = []
+            for p in glob.glob(spec, recursive=True):
+                what = file_kind(p)
+                if what is None and os.path.isfile(p):
+                    paths.append(p)
+                elif what not in (None, "directory") and on_skip is not None:
+                    on_skip(p, what)
+            paths = rotation_order(paths)
             if not paths:
                 raise SparkJobError(f"{spec}: no such file, directory or matching files")
         for p in paths:
@@ -103,8 +117,11 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
         ports: Iterable[int] = (), partitions: int | None = None, split_size: int = DEFAULT_SPLIT,
         raw_records: bool = False, overwrite: bool = False, conf: Iterable[tuple[str, str]] = (),
         spark=None, progress: bool = True, ship: bool | None = None,
-        limits: tuple = (None, None, None), show_secrets: bool = False) -> JobResult:
+        limits: tuple = (None, None, None), show_secrets: bool = False, on_skip=None) -> JobResult:
     """Decode captures with Spark; write rows to ``out`` (partitioned by api_name) and the summary.
+
+    ``on_skip(path, what)``: told about each FIFO, socket or device found in a directory or glob
+    (skipped).
 
     ``limits``: the largest frame reassembled, and per frame the decompressed bytes and the records
     and headers decoded (kwire pcap's --max-frame-size, --max-decompressed, --max-records; None:
@@ -113,7 +130,7 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
     t0 = time.monotonic()
     if fmt not in ("parquet", "jsonl"):
         raise SparkJobError(f"unknown output format {fmt!r} (parquet or jsonl)")
-    paths = expand_inputs(inputs)
+    paths = expand_inputs(inputs, on_skip)
     if os.path.exists(out) and os.listdir(out) and not overwrite:
         raise SparkJobError(f"output directory {out} exists and is not empty (use --overwrite)")
     created = False

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from typing import Any, cast
 
 from kwire_cli.capture import DEFAULT_MAX_FRAME, CaptureStats, Damage, KafkaFrame, Packet, StreamAssembler, conn_key
+from kwire_cli.capture.check import CodecCheck
 from kwire_cli.capture.session import Conversation
 from kwire_cli.capture.summary import damage_entry
 from kwire_cli.codec.secrets import CONTEXT_APIS
@@ -110,6 +111,7 @@ def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records
     (the earliest position wins, so a recomputed task adds nothing new): the decode stage names the
     ids of every frame from all connections' answers seen before it, as kwire pcap does."""
     executor_setup(specs_name, limits)
+    check = CodecCheck()  # resynchronisation confirmed by the codec, as in kwire pcap
     stats = CaptureStats()
     seq = 0
     cur = None
@@ -165,7 +167,7 @@ def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records
             cur = conn
             first = k[3]
             asm = StreamAssembler(broker_ports=ports or None, stats=stats,
-                                  max_frame=limits[0] or DEFAULT_MAX_FRAME)
+                                  max_frame=limits[0] or DEFAULT_MAX_FRAME, check=check)
             conv = Conversation(records_mode, on_topic_name=lambda tid, name: fresh.append((tid, name)),
                                 show_secrets=show_secrets)
             feed = asm.feed
