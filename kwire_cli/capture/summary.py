@@ -18,8 +18,9 @@ from kwire_cli.spec.registry import registry
 
 
 def batch_stats(body: Any, into: dict) -> dict:
-    """Add the record batches of a decoded body to ``into`` (see ``new_batch_stats``): batches,
-    records, compression codecs, batches whose CRC does not match, batches that did not decode, and
+    """Add the record batches of a decoded body to ``into`` (see ``new_batch_stats``): batches
+    (a legacy message set's top-level messages count as batches), records (``records_in``: legacy
+    messages included), compression codecs, batches whose CRC does not match, batches that did not decode, and
     records fields ending in a partial batch (normal in Fetch answers). Records kept as hex
     (--raw-records) are not counted."""
 
@@ -40,7 +41,7 @@ def batch_stats(body: Any, into: dict) -> dict:
         codecs = into["compression"]
         for b in field["batches"]:
             into["batches"] += 1
-            into["records"] += len(b.get("Records") or b.get("Messages") or ())
+            into["records"] += records_in(b)
             c = b.get("Compression")
             if c is not None:
                 codecs[c] = codecs.get(c, 0) + 1
@@ -51,6 +52,27 @@ def batch_stats(body: Any, into: dict) -> dict:
 
     walk(body)
     return into
+
+
+def records_in(batch: dict) -> int:
+    """The records an entry of a decoded records field holds: a record batch (magic 2) its
+    ``Records``; a legacy message (magic 0/1) is one record, or, as a compressed wrapper, holds its
+    inner ``Messages`` (wrappers within wrappers counted through); an entry that did not decode
+    holds none."""
+    n = 0
+    todo = [batch]
+    while todo:
+        b = todo.pop()
+        recs = b.get("Records")
+        if recs is not None:
+            n += len(recs)
+            continue
+        inner = b.get("Messages")
+        if inner is not None:
+            todo.extend(m for m in inner if isinstance(m, dict))
+        elif b.get("Magic") in (0, 1) and "error" not in b:
+            n += 1
+    return n
 
 
 def new_batch_stats() -> dict:
