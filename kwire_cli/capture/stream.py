@@ -12,9 +12,16 @@ Per connection and direction:
   offset; retransmissions and overlaps are trimmed (bytes already delivered win; among buffered
   segments the one with the lower offset wins). A hole is declared a *gap* (bytes lost, packet
   numbers on both sides) when the peer acknowledged past it (the capture missed bytes the peer
-  got), when buffered data exceeds ``max_buffered``, when the connection closes, or at the end.
-  Bytes a snap length cut off (``Packet.wire_len``) are a gap at once.
-* A connection first seen mid-stream (no SYN) starts at its first payload byte, in resync mode.
+  got) and the hole is ``hold_time`` old or ``hold_packets`` packets of the connection went by
+  since (until then a late segment, e.g. two segments the capture shows swapped with the ACK of
+  the later one between them, still fills it), when buffered data exceeds ``max_buffered``, when
+  the connection closes, or at the end. Bytes a snap length cut off (``Packet.wire_len``) are a
+  gap at once.
+* A connection first seen mid-stream (no SYN) starts at its first payload byte, in resync mode:
+  its first four bytes are not trusted as a size. With a ``check`` (``check.CodecCheck``, as
+  kwire pcap and spark-decode use) a frame start is accepted only when the codec confirms it (see
+  the hunting methods: ``_hunt_request``, ``_hunt_response``, ``_tile``); without one, a
+  plausible header is enough.
 * Framing: 4-byte big-endian size, then the frame. After a gap, if the size of the frame in
   progress is known, the reader skips exactly the rest of that frame and checks that a plausible
   frame follows; otherwise (and on a mid-stream start, or a size outside 1..``max_frame``) it
@@ -131,7 +138,7 @@ class _Dir:
 
     __slots__ = ("base", "nxt", "ooo", "heap", "ooo_bytes", "fin_off", "last_packet", "ack_seq", "ack_packet",
                  "fin_packet", "buf", "start_packet", "resync", "skip", "skip_acc", "skip_from", "verify",
-                 "is_request", "src", "dst", "need", "marks", "hoff", "scan", "scan_ver", "wait")
+                 "is_request", "src", "dst", "need", "marks", "hoff", "scan", "scan_ver", "wait", "held")
 
     def __init__(self) -> None:
         self.base: int | None = None     # sequence number of stream offset 0
@@ -161,6 +168,7 @@ class _Dir:
         self.scan = 0                    # buf offset from which candidates are still to be judged
         self.scan_ver = -1               # the connection's ``opened`` count when ``scan`` was set
         self.wait: list = []             # candidates waiting for their frame: (end, offset, extra)
+        self.held: int | None = None     # a hole the peer acknowledged, held open up to this offset
 
     def finished(self) -> bool:
         return self.fin_off is not None and self.nxt >= self.fin_off and not self.ooo
@@ -170,7 +178,8 @@ class Connection:
     """One TCP connection: two directions, the broker side, the open requests."""
 
     __slots__ = ("keys", "ends", "dirs", "broker", "reason", "label", "open", "noreply", "syn_from",
-                 "last_ts", "file", "gen", "kafka", "reset", "fin_seen", "apis", "opened", "cid")
+                 "last_ts", "file", "gen", "kafka", "reset", "fin_seen", "apis", "opened", "cid", "held",
+                 "hold_pkts")
 
     def __init__(self, src: tuple, dst: tuple, gen: int = 1) -> None:
         self.ends = (src, dst)
@@ -191,6 +200,8 @@ class Connection:
         self.apis: set = set()   # (api key, version) of the requests seen (bounded)
         self.opened = 0          # requests opened so far (resync rescans when it changes)
         self.cid = False         # a client id of this connection is in known_clients
+        self.held = False        # a direction holds an acknowledged hole open (late segments)
+        self.hold_pkts = 0       # packets of the connection since then
 
 
 class StreamAssembler:
@@ -200,6 +211,9 @@ class StreamAssembler:
     by ``kafka.broker_side``. ``strict=True`` drops connections whose broker side could only be
     guessed (SYN receiver / lower port, with no request header seen) as non-Kafka.
     ``api_check(api_key, api_version) -> bool`` may tighten request resynchronisation.
+
+    ``hold_time`` (capture seconds) / ``hold_packets``: how long a hole the peer acknowledged stays
+    open for a late segment before it is declared a gap.
 
     ``check`` (a ``kafka.FrameCheck``, e.g. ``check.CodecCheck()``): resynchronisation then accepts
     only frames the codec confirms (see the module docstring); a candidate whose frame is not
@@ -213,7 +227,7 @@ class StreamAssembler:
                  max_buffered: int = 4 << 20, max_open: int = 10000, idle_timeout: float | None = 1800.0,
                  stats: CaptureStats | None = None, api_check: ApiCheck | None = None,
                  strict: bool = False, check: FrameCheck | None = None,
-                 resync_window: int = 1 << 20) -> None:
+                 resync_window: int = 1 << 20, hold_time: float = 0.2, hold_packets: int = 64) -> None:
         self.broker_ports = frozenset(broker_ports) if broker_ports is not None else frozenset({9092})
         self.max_frame = max_frame
         self.max_buffered = max_buffered
@@ -224,6 +238,8 @@ class StreamAssembler:
         self.strict = strict
         self.check = check
         self.resync_window = min(resync_window, max_frame)
+        self.hold_time = hold_time
+        self.hold_packets = hold_packets
         if check is not None and api_check is None:
             self.api_check = check.api_ok
         self.known_clients: set = set()  # client ids (bytes) of requests seen, for large candidates; bounded
@@ -308,7 +324,7 @@ class StreamAssembler:
                 assert r.base is not None  # data was buffered: the direction has started
                 a = r.nxt + (((ack - r.base - r.nxt) + _HALF) & _M) - _HALF
                 if a >= r.heap[0]:
-                    self._gaps(conn, r, file, a)
+                    self._acked_hole(conn, r, file, a, ts)
         if payload or wire_len:
             if d.base is None:
                 d.base = seq
@@ -337,6 +353,8 @@ class StreamAssembler:
                 d.fin_off = end
                 d.fin_packet = packet
             conn.fin_seen = True
+        if conn.held:
+            self._expire_holds(conn, file, ts)
         if flags & RST:
             conn.reset = True
             self._close(conn, file, "reset")
@@ -472,7 +490,7 @@ class StreamAssembler:
             assert d.base is not None
             a = nxt + (((d.ack_seq - d.base - nxt) + _HALF) & _M) - _HALF
             if a >= d.heap[0]:
-                self._gaps(conn, d, file, a)
+                self._acked_hole(conn, d, file, a, ts)
         while d.ooo_bytes > self.max_buffered:
             self._gaps(conn, d, file, None, one=True)
 
@@ -542,6 +560,40 @@ class StreamAssembler:
                 self._deliver(conn, d, data, file, cf, ct)
             if lost_tail and e + lost_tail > d.nxt:
                 self._lost(conn, d, e + lost_tail - d.nxt, file, fr, fr, t, "cut by the snap length")
+
+    def _acked_hole(self, conn, d: _Dir, file, a: int, ts) -> None:
+        """The peer acknowledged bytes past a hole (up to offset ``a``): the capture missed them, or
+        they come late (a capture can show two segments swapped, the ACK of the later one between
+        them). A hole already ``hold_time`` old (capture time since the data past it arrived) is
+        declared lost now; a younger one is held open until it is that old or ``hold_packets``
+        packets of the connection have gone by, so that a late segment still fills it (a gap,
+        once reported, cannot be taken back)."""
+        if ts - d.ooo[d.heap[0]][2] >= self.hold_time:
+            self._gaps(conn, d, file, a)
+            return
+        if d.held is None or a > d.held:
+            d.held = a
+        conn.held = True
+
+    def _expire_holds(self, conn, file, ts) -> None:
+        """After each packet of a connection with a hole held open: declare what is old enough."""
+        conn.hold_pkts += 1
+        held = False
+        for d in conn.dirs:
+            a = d.held
+            if a is None:
+                continue
+            if not d.heap or d.heap[0] > a:  # filled (or only later holes, not acknowledged)
+                d.held = None
+                continue
+            if conn.hold_pkts > self.hold_packets or ts - d.ooo[d.heap[0]][2] >= self.hold_time:
+                d.held = None
+                self._gaps(conn, d, file, a)
+                continue
+            held = True
+        if not held:
+            conn.held = False
+            conn.hold_pkts = 0
 
     def _gaps(self, conn, d: _Dir, file, upto, one: bool = False) -> None:
         """Declare holes lost: the one before the first buffered segment (``one``), or all holes
