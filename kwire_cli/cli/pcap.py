@@ -132,8 +132,8 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
 @show_secrets_option()
 def pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | None, ports: tuple[int, ...],
          raw_records: bool, strict: bool, limits: DecodeLimits, show_secrets: bool) -> None:
-    """Decode Kafka conversations from pcap/pcapng FILES (a directory: every file under it, in
-    path order, so tcpdump's rotated files come in sequence).
+    """Decode Kafka conversations from pcap/pcapng FILES (a directory: the regular files under it,
+    in rotation order: cap, cap1, cap2 ... cap10).
 
     Every Kafka frame becomes one output row: requests decode from their header, responses by pairing
     with their request through the correlation id on the same connection. Damaged captures still
@@ -141,6 +141,13 @@ def pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | Non
 
     Secrets are redacted in every output unless --show-secrets; SASL exchanges are decoded (Sasl
     beside AuthBytes) and the summary lists each connection's authentication.
+
+    The files of one run are one capture: their packets are merged by timestamp, so connections go
+    on across tcpdump's rotated files (-C, -G); each row keeps its file and packet number. A file
+    named twice is read twice. FIFOs, sockets and devices in a directory are skipped with a note; a
+    FIFO named explicitly is read as a stream. A connection caught mid-stream resynchronises only on
+    frames the codec confirms (nothing is made of payload bytes); a segment that arrives after the
+    ACK of later bytes still fills its hole (held 0.2 s or 64 packets) instead of being a gap.
     """
     files = _expand(files)
     if not files:
