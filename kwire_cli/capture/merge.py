@@ -65,8 +65,10 @@ def merged_packets(sources: list, stats: CaptureStats, *, report_skipped: bool =
         src, label = s if isinstance(s, tuple) else (s, _label(s))
         p = _Part(src, label, order)
         p.reopen = isinstance(src, (str, bytes, os.PathLike)) and (reopenable is None or reopenable(src))
-        if _peek(p, report_skipped, failures):
+        if _peek(p, stats, report_skipped, failures):
             parts.append(p)
+        elif p.head:
+            parts.append(p)  # failed, but what it said about itself before failing is reported
     parts.sort(key=lambda p: (_NEG if p.first_ts is None else p.first_ts, p.order))
     return _merge(parts, stats, report_skipped, failures, wrap)
 
@@ -99,20 +101,27 @@ def _guarded(p: _Part, stats: CaptureStats, report_skipped: bool, failures, wrap
             f.close()
 
 
-def _peek(p: _Part, report_skipped: bool, failures) -> bool:
-    """Read up to the file's first packet for its time. False: the file failed and is left out."""
+def _peek(p: _Part, stats: CaptureStats, report_skipped: bool, failures) -> bool:
+    """Read up to the file's first packet for its time. False: the file failed and is left out
+    (its counters go to ``stats`` and its damage events, if any, stay in ``p.head``: the file is
+    not read again)."""
     if p.reopen:
         mine: list[str] = []
-        it = _guarded(p, CaptureStats(), report_skipped, mine, None)
+        seen = CaptureStats()
+        it = _guarded(p, seen, report_skipped, mine, None)
+        head = []
         for item in it:  # (a generator: closed below, which closes the file)
             if item.__class__ is Packet:
                 p.first_ts = item.ts
                 break
+            head.append(item)
         it.close()
         if mine:
             if failures is None:
                 raise CaptureError(mine[0])
             failures += mine
+            stats.merge(seen)
+            p.head = head
             return False
         return True
     return True  # read once: its first packet's time is learnt when the merge opens it
@@ -123,7 +132,9 @@ def _merge(parts: list[_Part], stats: CaptureStats, report_skipped: bool, failur
     heap: list = []
     waiting: list[_Part] = []
     for p in parts:
-        if p.reopen:
+        if p.head:  # a file that failed at its start: only the damage it reported
+            yield from p.head
+        elif p.reopen:
             waiting.append(p)
         else:
             it = _guarded(p, stats, report_skipped, failures, wrap)
