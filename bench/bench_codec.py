@@ -48,17 +48,17 @@ import struct
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata as importlib_metadata
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from kwire_cli.codec import (compile_plan, decode_request, decode_response,  # noqa: E402
-                             encode_request, encode_response)
+from kwire_cli.codec import compile_plan, decode_request, decode_response, encode_request, encode_response  # noqa: E402
 from kwire_cli.codec import primitives as P  # noqa: E402
 from kwire_cli.spec import registry  # noqa: E402
 
@@ -110,7 +110,7 @@ def metadata_body() -> dict:
 
 def api_versions_body() -> dict:
     """ApiVersionsResponse v3 as a KRaft broker sends it: 60 API ranges plus feature tags."""
-    keys = list(range(0, 52)) + [55, 57, 60, 61, 64, 65, 66, 68]
+    keys = list(range(52)) + [55, 57, 60, 61, 64, 65, 66, 68]
     return {
         "ErrorCode": 0,
         "ApiKeys": [{"ApiKey": k, "MinVersion": 0, "MaxVersion": 3 + k % 11} for k in keys],
@@ -177,7 +177,7 @@ def _norm(x: Any) -> Any:
         return bytes(x)
     if hasattr(x, "total_seconds"):  # kio reads *Ms fields as timedelta
         return round(x.total_seconds() * 1000)
-    if hasattr(x, "value") and isinstance(getattr(x, "value"), int):  # kio's ErrorCode enum
+    if hasattr(x, "value") and isinstance(x.value, int):  # kio's ErrorCode enum
         return x.value
     return x
 
@@ -500,8 +500,8 @@ def table(results: list, level: str, op: str) -> str:
             "kwire/kafka-python", "kwire/kio"]
     rows = []
     for r in results:
-        g = lambda lib: r["rates"][(level, op, lib)]  # noqa: E731
-        kw, kp, ki = g("kwire"), g("kafka-python"), g("kio")
+        rates = r["rates"]
+        kw, kp, ki = (rates[(level, op, lib)] for lib in ("kwire", "kafka-python", "kio"))
         star = "*" if r["records"] == "decode" else ""
         name = r["message"] + ({"bytes": " (records: bytes)", "hex": " (records: hex)",
                                 "decode": " (records: decoded)", None: ""}[r["records"]])
@@ -509,11 +509,12 @@ def table(results: list, level: str, op: str) -> str:
                      _fmt_rate(kw), _fmt_rate(kp), _fmt_rate(ki),
                      f"{kw / kp:.2f}x{star}", f"{kw / ki:.2f}x{star}"])
     widths = [max(len(x[i]) for x in [head] + rows) for i in range(len(head))]
-    lines = ["| " + " | ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(head, widths))) + " |",
+    lines = ["| " + " | ".join(h.ljust(w) if i == 0 else h.rjust(w)
+                               for i, (h, w) in enumerate(zip(head, widths, strict=True))) + " |",
              "|" + "|".join("-" * (w + 1) + ("-" if i == 0 else ":") for i, w in enumerate(widths)) + "|"]
     for row in rows:
         lines.append("| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                                       for i, (c, w) in enumerate(zip(row, widths))) + " |")
+                                       for i, (c, w) in enumerate(zip(row, widths, strict=True))) + " |")
     return "\n".join(lines)
 
 
@@ -562,7 +563,8 @@ def main(argv=None) -> int:
     elapsed = time.perf_counter() - t0
     print(f"\ntotal benchmark time {elapsed:.1f} s")
     if args.json:
-        doc = {"versions": vers, "clock": args.clock, "run_time": args.run_time, "repeat": args.repeat, "elapsed_s": round(elapsed, 1),
+        doc = {"versions": vers, "clock": args.clock, "run_time": args.run_time, "repeat": args.repeat,
+               "elapsed_s": round(elapsed, 1),
                "notes": out["notes"], "results": []}
         for r in out["results"]:
             d = {k: v for k, v in r.items() if k != "rates"}

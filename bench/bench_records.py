@@ -22,8 +22,8 @@ Two levels, each timed for both libraries on the same bytes:
     kafka-python FetchResponse.decode(frame, version=11, header=True, framed=True), then the records
                  level above on each partition's records.
 
-With kwire's optional native decoders built (kwire_cli/codec/_speedups.c, kwire_cli/records/_native.c), kwire is also timed with
-it switched off (compiler.use_speedups(False)), as the row "kwire (py)": the pure-Python decoders on
+With kwire's optional native decoders built (kwire_cli/codec/_speedups.c, kwire_cli/records/_native.c), kwire is
+also timed with it switched off (compiler.use_speedups(False)), as the row "kwire (py)": the pure-Python decoders on
 the same bytes. KWIRE_NO_SPEEDUPS=1 times the pure-Python decoders only.
 
 Both sides are checked to read the same records first. Timing: a clock around a loop of calls
@@ -56,12 +56,13 @@ from kafka.record.memory_records import MemoryRecords  # noqa: E402
 from kwire_cli.records import decode_records, to_bytes  # noqa: E402
 
 try:
-    from kwire_cli.codec import compiler as kwire_compiler  # noqa: E402
+    from kwire_cli.codec import compiler as kwire_compiler
 except ImportError:
     kwire_compiler = None
 try:
-    from kwire_cli.codec import decode_response, encode_response  # noqa: E402
-    from kafka.protocol.consumer import FetchResponse as KpFetchResponse  # noqa: E402
+    from kafka.protocol.consumer import FetchResponse as KpFetchResponse
+
+    from kwire_cli.codec import decode_response, encode_response
 except ImportError:  # the message codec is optional here: the records level runs without it
     decode_response = encode_response = KpFetchResponse = None
 

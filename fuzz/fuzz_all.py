@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import fuzzlib  # noqa: E402
+import fuzzlib
 
 
 def run_target(name: str, seconds: float, seed: int, out_dir: Path, verbose: bool) -> tuple[int, dict]:

@@ -6,8 +6,8 @@
     python fuzz/fuzz_atheris.py records -max_total_time=300 -rss_limit_mb=2048 -timeout=10
 
 TARGET is one of fuzzlib.TARGETS (request, response, body, partial, partial_agrees, records,
-decompress, embedded, capture, hexdump, negotiate, yaml, native_agrees). The corpus starts from the real fixtures (written to
-fuzz/corpus/TARGET/ on first use). The first two input bytes choose the decode parameters (the
+decompress, embedded, capture, hexdump, negotiate, yaml, native_agrees). The corpus starts from the real fixtures
+(written to fuzz/corpus/TARGET/ on first use). The first two input bytes choose the decode parameters (the
 (api, version, kind) of a bare body or response, the codec of a payload); the rest are the bytes.
 Anything but kwire's own one-line error is a crash: libFuzzer saves the input as crash-* and
 stops. -rss_limit_mb turns an unbounded allocation into a reported crash too.
@@ -25,20 +25,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 with atheris.instrument_imports(include=["kwire_cli"]):
-    import kwire_cli.capture  # noqa: F401
-    import kwire_cli.capture.session  # noqa: F401
-    import kwire_cli.inputs  # noqa: F401
-    import kwire_cli.inputs.messages  # noqa: F401
-    import kwire_cli.codec  # noqa: F401
-    import kwire_cli.codec.embedded  # noqa: F401
-    import kwire_cli.codec.partial  # noqa: F401
-    import kwire_cli.records  # noqa: F401
-    import kwire_cli.records.compression  # noqa: F401,F811
-    import kwire_cli.negotiation.negotiate  # noqa: F401
-    import kwire_cli.negotiation.forms  # noqa: F401
-    import kwire_cli.negotiation.render  # noqa: F401
+    import kwire_cli.capture
+    import kwire_cli.capture.session
+    import kwire_cli.codec
+    import kwire_cli.codec.embedded
+    import kwire_cli.codec.partial
+    import kwire_cli.inputs
+    import kwire_cli.inputs.messages
+    import kwire_cli.negotiation.forms
+    import kwire_cli.negotiation.negotiate
+    import kwire_cli.negotiation.render
+    import kwire_cli.records
+    import kwire_cli.records.compression  # noqa: F401
 
-import fuzzlib  # noqa: E402
+import fuzzlib
 
 NAME = sys.argv[1] if len(sys.argv) > 1 and not sys.argv[1].startswith("-") else "records"
 TARGET = fuzzlib.TARGETS[NAME]

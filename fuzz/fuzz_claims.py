@@ -20,11 +20,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kwire_cli.codec import decode_body, encode_body  # noqa: E402
-from kwire_cli.errors import KwireError  # noqa: E402
+from kwire_cli.codec import decode_body, encode_body
+from kwire_cli.errors import KwireError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import fuzzlib  # noqa: E402
+import fuzzlib
 
 CLAIMS = (b"\x7f\xff\xff\xff", b"\xff\xff\xff\xfe", b"\xff\xff\xff\xff\x0f", b"\xfe\xff\xff\xff\x07",
           b"\xff\xff\xff\xff\xff\x01")
@@ -61,7 +61,7 @@ def main() -> int:
                     before = tracemalloc.get_traced_memory()[0]
                     try:
                         quiet(data, key, v, kind)
-                    except Exception as e:  # noqa: BLE001
+                    except Exception as e:
                         bugs.append(f"{type(e).__name__}: {e} on {key} v{v} {kind} {data.hex()}")
                         break
                     peaks.append(tracemalloc.get_traced_memory()[1] - before)

@@ -15,9 +15,10 @@ import json
 import random
 import struct
 import traceback
-from functools import lru_cache
+from collections.abc import Callable
+from functools import cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
@@ -25,7 +26,7 @@ FIXTURES = ROOT / "fixtures"
 # ----------------------------------------------------------------------------------- seed corpora
 
 
-@lru_cache(maxsize=None)
+@cache
 def pairs() -> tuple[tuple[int, int, bytes, bytes | None], ...]:
     """(api_key, api_version, request frame, response frame or None) of every recorded pair."""
     out = []
@@ -37,20 +38,20 @@ def pairs() -> tuple[tuple[int, int, bytes, bytes | None], ...]:
     return tuple(out)
 
 
-@lru_cache(maxsize=None)
+@cache
 def hex_fixtures() -> tuple[bytes, ...]:
     from kwire_cli.inputs import parse_hex
     return tuple(parse_hex(p.read_text()) for p in sorted((FIXTURES / "hex").glob("*.hex")))
 
 
-@lru_cache(maxsize=None)
+@cache
 def captures() -> tuple[bytes, ...]:
     paths = sorted((FIXTURES / "captures").glob("*.pcap")) + sorted((FIXTURES / "captures" / "rotated").glob("*.pcap"))
     paths += sorted((FIXTURES / "negotiate").glob("*.pcap"))
     return tuple(p.read_bytes() for p in paths)
 
 
-@lru_cache(maxsize=None)
+@cache
 def records_fields() -> tuple[bytes, ...]:
     """The raw bytes of every non-empty records field in the recorded pairs (produce/fetch)."""
     from kwire_cli.codec import decode_request, decode_response
@@ -90,7 +91,7 @@ def records_fields() -> tuple[bytes, ...]:
     return tuple(dict.fromkeys(found))
 
 
-@lru_cache(maxsize=None)
+@cache
 def compressed_payloads() -> tuple[tuple[int, bytes], ...]:
     """(codec id, compressed payload) for every codec and framing kwire reads."""
     from kwire_cli.records.compression import compress
@@ -102,7 +103,7 @@ def compressed_payloads() -> tuple[tuple[int, bytes], ...]:
     return tuple(out)
 
 
-@lru_cache(maxsize=None)
+@cache
 def api_versions() -> tuple[tuple[int, int, str], ...]:
     """Every (api key, version, kind) the bundled specs define."""
     from kwire_cli.spec.registry import registry
@@ -263,7 +264,7 @@ def t_embedded(data: bytes, rng: random.Random) -> None:
     decode_embedded(rng.choice((SUBSCRIPTION, ASSIGNMENT)), data)
 
 
-def t_capture(data: bytes, rng: random.Random) -> None:
+def t_capture(data: bytes, _rng: random.Random) -> None:
     """The whole pcap pipeline: reader, reassembly, framing, pairing, per-frame decode, summary."""
     from kwire_cli.capture import CaptureStats, iter_capture
     from kwire_cli.capture.session import Conversation
@@ -279,7 +280,7 @@ def t_capture(data: bytes, rng: random.Random) -> None:
         raise AssertionError("summary does not reconcile")
 
 
-def t_hexdump(data: bytes, rng: random.Random) -> None:
+def t_hexdump(data: bytes, _rng: random.Random) -> None:
     """The CLI's input reader (hex, xxd, hexdump -C, tshark dumps, raw bytes)."""
     from kwire_cli.inputs import bytes_from_source
     bytes_from_source(data, binary=None)
@@ -325,7 +326,7 @@ def seeds_for(name: str) -> list[tuple[bytes, dict]]:
     raise KeyError(name)
 
 
-@lru_cache(maxsize=None)
+@cache
 def embedded_seeds_t() -> tuple[bytes, ...]:
     from kwire_cli.codec import decode_request, decode_response
     out = []
@@ -366,7 +367,7 @@ def run_one(target: Callable[..., None], data: bytes, rng: random.Random, **kw: 
         return None
     except RecursionError:
         return "RecursionError"
-    except Exception as e:  # noqa: BLE001 - this is what we are looking for
+    except Exception as e:
         tb = traceback.extract_tb(e.__traceback__)
         where = next((f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in reversed(tb)
                       if "kwire_cli" in f.filename or "<kwire" in f.filename), "?")
@@ -417,8 +418,8 @@ def t_negotiate(data: bytes, rng: random.Random) -> None:
     """`kwire negotiate` input: any broker-answer form (hex, raw bytes, kafka-broker-api-versions
     output, librdkafka log, YAML/JSON, capture), then the intersection and its renderings."""
     from kwire_cli.negotiation.client import kwire_client_ranges
-    from kwire_cli.negotiation.negotiate import negotiate
     from kwire_cli.negotiation.forms import parse_broker_input
+    from kwire_cli.negotiation.negotiate import negotiate
     from kwire_cli.negotiation.render import render_json
     if rng.random() < 0.3:
         try:
@@ -429,7 +430,7 @@ def t_negotiate(data: bytes, rng: random.Random) -> None:
     render_json(negotiate(kwire_client_ranges(), answers))
 
 
-def t_yaml_doc(data: bytes, rng: random.Random) -> None:
+def t_yaml_doc(data: bytes, _rng: random.Random) -> None:
     """`kwire encode` input: YAML/JSON message documents, then the encoder."""
     from kwire_cli.inputs.messages import message_docs
     try:

