@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kwire_cli.render.safe import escape
+
 
 class ColumnType(enum.Enum):
     """A column's value type: ``(name, Arrow type, Parquet type)``. Every value may also be null."""
@@ -235,8 +237,10 @@ _TABLE = tuple(_CELLS[h] for h in table_headings())
 
 
 def table_cells(row: dict, t0: float | None) -> list[str]:
-    """A row's cells in the pcap table (``t0``: the first row's time, times are shown from it)."""
-    return [cell(row, t0) for cell in _TABLE]
+    """A row's cells in the pcap table (``t0``: the first row's time, times are shown from it), each
+    made safe for a terminal (``kwire_cli.render.safe.escape``: client ids, topic names, addresses
+    and error messages come from the capture)."""
+    return [escape(cell(row, t0)) for cell in _TABLE]
 
 
 def markdown() -> str:

@@ -15,6 +15,7 @@ import click
 
 from kwire_cli import __version__
 from kwire_cli.errors import KwireError
+from kwire_cli.render.safe import escape
 
 # command name -> (module, attribute); a module that does not exist yet is left out of the list
 COMMANDS = {
@@ -46,7 +47,7 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, name)
 
 
-def _use_specs(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+def _use_specs(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
     if value:
         from kwire_cli.spec.registry import use_specs
         use_specs(value)
@@ -73,6 +74,9 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Run the command; every error ends here as one line on stderr, its message escaped
+    (``kwire_cli.cli.app.diagnostic``): messages quote input (names, values, file names)."""
+    from kwire_cli.cli.app import KwireUsageError, diagnostic
     try:
         cli.main(args=argv, prog_name="kwire", standalone_mode=False)
     except click.exceptions.Abort:
@@ -81,16 +85,17 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except click.ClickException as e:
+        if not isinstance(e, KwireUsageError):  # Click's own errors quote the argument; ours escape
+            e.message = escape(e.message)
         e.show()
         sys.exit(e.exit_code)
     except KwireError as e:
-        click.echo(f"kwire: error: {e}", err=True)
+        diagnostic("error", e)
         sys.exit(1)
     except BrokenPipeError:
         sys.exit(0)
     except Exception as e:  # a bug in kwire: still one line, unless debugging
         if os.environ.get("KWIRE_DEBUG"):
             raise
-        click.echo(f"kwire: internal error: {type(e).__name__}: {e} (set KWIRE_DEBUG=1 for a traceback)",
-                   err=True)
+        diagnostic("internal error", f"{type(e).__name__}: {e} (set KWIRE_DEBUG=1 for a traceback)")
         sys.exit(1)

@@ -28,6 +28,7 @@ from kwire_cli.inputs import (
 
 if TYPE_CHECKING:
     from kwire_cli.inputs.frames import Frame
+from kwire_cli.render.safe import escape
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -38,7 +39,14 @@ class KwireUsageError(click.UsageError):
     exit_code = EXIT_USAGE
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"kwire: error: {self.format_message()}", file=file or sys.stderr, err=file is None)
+        diagnostic("error", self.format_message(), file=file)
+
+
+def diagnostic(level: str, message: object, file: Any = None) -> None:
+    """One line on stderr (or ``file``): ``kwire: LEVEL: MESSAGE``, the message escaped
+    (``kwire_cli.render.safe.escape``: it often quotes input, a file name or a client id). Every
+    ``kwire: error:`` and ``kwire: warning:`` line is written here."""
+    click.echo(f"kwire: {level}: {escape(message)}", file=file or sys.stderr, err=file is None)
 
 
 def std_binary(name: str) -> Any:

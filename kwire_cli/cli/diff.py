@@ -13,6 +13,7 @@ from kwire_cli.cli.options import FORMATS, check_version, complete_api, emit, re
 from kwire_cli.cli.target import decode_frames, resolve_target
 from kwire_cli.inputs import InputError
 from kwire_cli.inputs.frames import split_frames
+from kwire_cli.render.safe import escape
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -94,7 +95,7 @@ def diff(args, kind, bytes_file, what_if, api_name, api_version, request_input, 
                                [(c.change.replace("_", " "), c.path, c.before or "", c.after or "")
                                 for c in kd.changes]))
         else:
-            parts.append(Text(", ".join(facts) + ": no field changes", style="bold"))
+            parts.append(Text(escape(", ".join(facts)) + ": no field changes", style="bold"))
         parts.append(Text(""))
     print_renderable(Group(*parts[:-1]))
 
@@ -132,7 +133,7 @@ def _bytes(api, v1: int, v2: int, path: str, kind: str | None, fmt: str) -> None
                          ["part", (f"v{v1}", "right"), (f"v{v2}", "right"), ("Δ", "right")], rows))
         for side, v in (("from", v1), ("to", v2)):
             if r["dropped"][side]:
-                out.append(Text(f"left out at v{v}: {', '.join(r['dropped'][side])}", style="dim"))
+                out.append(Text(escape(f"left out at v{v}: {', '.join(r['dropped'][side])}"), style="dim"))
     print_renderable(Group(*out))
 
 
@@ -207,7 +208,7 @@ def _what_if(args, fields_text: str, kind, api_name, api_version, request_input,
     for r in results:
         title = f"{r['source']}: {r['api_name']} v{r['version']} {r['kind']}, {r['bytes_now']} bytes"
         if not r["applicable"]:
-            out.append(Text(f"{title}: not applicable: {r['reason']}", style="bold"))
+            out.append(Text(escape(f"{title}: not applicable: {r['reason']}"), style="bold"))
             continue
         rows = [(p["path"], p["instances"], p["at_default"], p["set"], p["bytes_now"], p["bytes_tagged"],
                  saving_text(p["saving"])) for p in r["per_field"]]
@@ -218,7 +219,7 @@ def _what_if(args, fields_text: str, kind, api_name, api_version, request_input,
         out.append(table(title, ["field", ("count", "right"), ("default", "right"), ("set", "right"),
                                  ("bytes now", "right"), ("tagged", "right"), ("", "right")], rows))
     if len(results) > 1:
-        out.append(Text(f"total over {total['messages']} messages ({total['applicable']} applicable): "
-                        f"{total['bytes_now']} bytes now, {total['bytes_tagged']} with {', '.join(fields)} tagged: ",
-                        style="bold") + saving_text(total["saving"]))
+        out.append(Text(escape(f"total over {total['messages']} messages ({total['applicable']} applicable): "
+                               f"{total['bytes_now']} bytes now, {total['bytes_tagged']} with "
+                               f"{', '.join(fields)} tagged: "), style="bold") + saving_text(total["saving"]))
     print_renderable(Group(*out))

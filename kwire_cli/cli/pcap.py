@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from kwire_cli.cli.app import KwireUsageError, note_skipped, std_binary
+from kwire_cli.cli.app import KwireUsageError, diagnostic, note_skipped, std_binary
 from kwire_cli.cli.options import DecodeLimits, limit_options, show_secrets_option
 from kwire_cli.errors import KwireError
 from kwire_cli.render.jsonlines import gc_tuned, line_encoder
+from kwire_cli.render.safe import json_text
 
 if TYPE_CHECKING:
     from kwire_cli.capture import CaptureStats
@@ -97,13 +98,14 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
         from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
         from kwire_cli.render.console import make_console
-        progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+        from kwire_cli.render.safe import escape
+        progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(),
                             TransferSpeedColumn(), console=make_console(stderr=True), transient=True)
         progress.start()
 
         def wrap(f, label: str):
             total = None if is_stream(label) else os.path.getsize(label)
-            task = progress.add_task(os.path.basename(label), total=total)
+            task = progress.add_task(escape(os.path.basename(label)), total=total)
             return io.BufferedReader(_Counting(f, functools.partial(progress.advance, task)))
     try:
         for group in captures(paths):
@@ -226,20 +228,20 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
             from kwire_cli.render.summary import print_summary
             print_summary(result)
         else:
-            out.write(json.dumps(to_jsonable(result), ensure_ascii=False, allow_nan=False,
-                                 indent=2 if fmt == "json" else None) + "\n")
+            out.write(json_text(json.dumps(to_jsonable(result), ensure_ascii=False, allow_nan=False,
+                                           indent=2 if fmt == "json" else None)) + "\n")
     elif fmt == "json":
-        write(("\n], \"summary\": " + json.dumps(to_jsonable(result), ensure_ascii=False, allow_nan=False)
-                    + "}\n").encode())
+        write(("\n], \"summary\": " + json_text(json.dumps(to_jsonable(result), ensure_ascii=False,
+                                                           allow_nan=False)) + "}\n").encode())
     if bout is not None:
         bout.flush()
     out.flush()  # text output (tables, --summary) before any diagnostics
     for msg in failures:
-        click.echo(f"kwire: error: {msg}", err=True)
+        diagnostic("error", msg)
     bad = result["undecodable"]
     dmg = sum(v["events"] for v in (result.get("damage") or {}).values())
     if bad or dmg:
-        click.echo(f"kwire: warning: {bad} of {result['frames']} frames did not decode; "
-                   f"{dmg} damage events (see --summary)", err=True)
+        diagnostic("warning", f"{bad} of {result['frames']} frames did not decode; {dmg} damage events "
+                              "(see --summary)")
     if failures or (strict and (bad or dmg)):
         sys.exit(1)

@@ -7,8 +7,10 @@ import sys
 
 import click
 
+from kwire_cli.cli.app import diagnostic
 from kwire_cli.cli.options import limit_options, show_secrets_option
 from kwire_cli.errors import KwireError
+from kwire_cli.render.safe import escape
 
 EPILOG = """\b
 Examples:
@@ -109,13 +111,14 @@ def spark_decode(inputs, out, fmt, master, ports, partitions, split_size, raw_re
         print_summary(res.summary)
     elif summary_format == "json":
         from kwire_cli.render.json import to_jsonable
-        click.echo(json.dumps(to_jsonable(res.summary), ensure_ascii=False, allow_nan=False, indent=2))
+        from kwire_cli.render.safe import json_text
+        click.echo(json_text(json.dumps(to_jsonable(res.summary), ensure_ascii=False, allow_nan=False, indent=2)))
     for msg in res.failures:
-        click.echo(f"kwire: error: {msg}", err=True)
+        diagnostic("error", msg)
     dmg = sum(v["events"] for v in (res.summary.get("damage") or {}).values())
     if res.undecodable or dmg:
-        click.echo(f"kwire: warning: {res.undecodable} of {res.frames} frames did not decode; "
-                   f"{dmg} damage events (see {out}/_kwire_summary.json)", err=True)
-    click.echo(res.line(), err=True)
+        diagnostic("warning", f"{res.undecodable} of {res.frames} frames did not decode; "
+                              f"{dmg} damage events (see {out}/_kwire_summary.json)")
+    click.echo(escape(res.line()), err=True)
     if strict and (res.failures or res.undecodable or dmg):
         sys.exit(1)

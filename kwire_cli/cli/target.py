@@ -7,7 +7,7 @@ import struct
 
 import click
 
-from kwire_cli.cli.app import KwireUsageError, read_input
+from kwire_cli.cli.app import KwireUsageError, diagnostic, read_input
 from kwire_cli.cli.options import check_version, resolve_api
 from kwire_cli.errors import DecodeError, KwireError, TrailingBytes
 
@@ -51,8 +51,7 @@ class Target:
         if self.request_msg is not None and msg.header and self.request_msg.header:
             want, got = self.request_msg.header.get("CorrelationId"), msg.header.get("CorrelationId")
             if want != got:
-                click.echo(f"kwire: warning: the response's CorrelationId {got} differs from the "
-                           f"request's {want}", err=True)
+                diagnostic("warning", f"the response's CorrelationId {got} differs from the request's {want}")
         return msg
 
 

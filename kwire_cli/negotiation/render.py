@@ -1,4 +1,6 @@
-"""Show a negotiation result: a Rich table (markup off) for people, JSON/YAML for programs."""
+"""Show a negotiation result: a Rich table (markup off) for people, JSON/YAML for programs. Broker
+addresses, racks, feature names, errors, notes and file names come from the answers: every text
+of the table goes through ``kwire_cli.render.safe.escape``."""
 from __future__ import annotations
 
 import json
@@ -10,6 +12,8 @@ from typing import IO
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from kwire_cli.render.safe import escape
 
 
 def _r(v: list | None) -> str:
@@ -64,7 +68,7 @@ def render_table(result: dict, file: IO[str] | None = None, width: int | None = 
     table.add_column("API")
     table.add_column("client", justify="right")
     for a in addresses:
-        table.add_column(labels[a], justify="right")
+        table.add_column(escape(labels[a]), justify="right")
     table.add_column("common", justify="right")
     table.add_column("chosen", justify="right")
     table.add_column("why not")
@@ -73,11 +77,11 @@ def render_table(result: dict, file: IO[str] | None = None, width: int | None = 
         if not show_all and not any(v is not None for v in e["brokers"].values()):
             hidden += 1
             continue
-        row = [Text(_api_label(e)), Text(_r(e["client"]))]
+        row = [Text(escape(_api_label(e))), Text(_r(e["client"]))]
         for a in addresses:
             row.append(Text(_r(e["brokers"][a]) if a in e["brokers"] else "?"))
         row += [Text(_r(e["common"])), Text("-" if e["chosen"] is None else str(e["chosen"])),
-                Text(_short(e["reason"] or "", labels))]
+                Text(escape(_short(e["reason"] or "", labels)))]
         table.add_row(*row)
     console.print(table)
     legend = [f"{labels[a]} = {a}" for a in addresses if labels[a] != a]
@@ -86,7 +90,7 @@ def render_table(result: dict, file: IO[str] | None = None, width: int | None = 
     if hidden:
         legend.append(f"{hidden} APIs that no broker lists are not shown (--all shows them)")
     if legend:
-        console.print(Text("\n".join(legend)))
+        console.print(Text("\n".join(escape(x) for x in legend)))
     console.print()
 
     if result["features"]:
@@ -99,7 +103,7 @@ def render_table(result: dict, file: IO[str] | None = None, width: int | None = 
                 detail = ", ".join(f"{_api_label(a)} v{a['chosen']}" for a in f["apis"])
             else:
                 detail = _short(f["reason"], labels)
-            ft.add_row(Text(f["name"]), Text("yes" if f["usable"] else "no"), Text(detail))
+            ft.add_row(Text(escape(f["name"])), Text("yes" if f["usable"] else "no"), Text(escape(detail)))
         console.print(ft)
         console.print()
 
@@ -119,7 +123,7 @@ def render_table(result: dict, file: IO[str] | None = None, width: int | None = 
         if b["finalized_features"]:
             lines.append(f"  FinalizedFeatures (epoch {b['finalized_features_epoch']}): " + ", ".join(
                 f"{k} {_r(v)}" for k, v in b["finalized_features"].items()))
-        console.print(Text("\n".join(lines)))
+        console.print(Text("\n".join(escape(x) for x in lines)))
 
     apis = result["apis"]
     chosen = sum(1 for e in apis if e["chosen"] is not None)

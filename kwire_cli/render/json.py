@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from kwire_cli.render.safe import UNSAFE, json_text
+
 NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
 
 
@@ -42,15 +44,36 @@ def to_jsonable(value: Any) -> Any:
 
 
 def dumps_json(value: Any, *, indent: int | None = 2) -> str:
-    """Strict JSON (no NaN literals), one document, no trailing newline."""
-    return json.dumps(to_jsonable(value), indent=indent, ensure_ascii=False, allow_nan=False)
+    """Strict JSON (no NaN literals), one document, no trailing newline; controls and format
+    characters are ``\\uXXXX`` escapes (``kwire_cli.render.safe.json_text``: the same value)."""
+    return json_text(json.dumps(to_jsonable(value), indent=indent, ensure_ascii=False, allow_nan=False))
 
 
 class _Dumper(yaml.SafeDumper):
-    """Block style, insertion order, multi-line strings as literal blocks."""
+    """Block style, insertion order, multi-line strings as literal blocks; a string holding a
+    character a terminal must not see raw (``kwire_cli.render.safe.UNSAFE``: controls, bidi and
+    other format characters) is double-quoted with every non-ASCII character escaped (the same
+    value: YAML's ``\\e``, ``\\x9B``, ``\\u202E`` escapes)."""
+
+    def write_double_quoted(self, text: str, split: bool = True) -> None:
+        if not _has_unsafe(text):
+            super().write_double_quoted(text, split)
+            return
+        unicode = self.allow_unicode
+        self.allow_unicode = False  # PyYAML escapes what is not printable ASCII
+        try:
+            super().write_double_quoted(text, split)
+        finally:
+            self.allow_unicode = unicode
+
+
+def _has_unsafe(text: str) -> bool:
+    return any(m.group() != "\n" for m in UNSAFE.finditer(text))
 
 
 def _str_repr(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
+    if _has_unsafe(data):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style='"')
     if "\n" in data:
         return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|")
     return dumper.represent_scalar("tag:yaml.org,2002:str", data)

@@ -6,6 +6,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from kwire_cli.errors import KwireError
+from kwire_cli.render.safe import json_bytes, json_text
 
 
 def float_apis() -> frozenset:
@@ -49,6 +50,10 @@ def line_encoder():
     to orjson (when installed) or json.dumps, and only the rare ones these cannot write as
     to_jsonable would (non-finite floats, non-str keys, ints past 64 bits) take the to_jsonable
     path. orjson writes NaN as null, so rows of APIs with float64 fields never go to it.
+
+    Controls and format characters in strings (a client id's ESC, U+009B, U+202E; a file name
+    that is not UTF-8) are written as JSON ``\\uXXXX`` escapes (``kwire_cli.render.safe``): the
+    same value, nothing a terminal acts on.
     """
     floats = float_apis()
     std = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"),
@@ -56,8 +61,8 @@ def line_encoder():
 
     def careful(rec: dict) -> bytes:
         from kwire_cli.render.json import to_jsonable  # imports yaml: only when needed
-        return json.dumps(to_jsonable(rec), ensure_ascii=False, allow_nan=False,
-                          separators=(",", ":")).encode()
+        return json_text(json.dumps(to_jsonable(rec), ensure_ascii=False, allow_nan=False,
+                                    separators=(",", ":"))).encode()
 
     try:
         import orjson
@@ -67,7 +72,7 @@ def line_encoder():
     if orjson is None:
         def encode(rec: dict) -> bytes:
             try:
-                return std(rec).encode()
+                return json_text(std(rec)).encode()
             except (TypeError, ValueError):
                 return careful(rec)
         return encode
@@ -78,8 +83,8 @@ def line_encoder():
         if rec.get("api_key") in floats:
             return careful(rec)
         try:
-            return dumps(rec, default=json_default)
-        except TypeError:  # orjson.JSONEncodeError: non-str key, int past 64 bits, deep nesting
+            return json_bytes(dumps(rec, default=json_default))
+        except TypeError:  # orjson.JSONEncodeError: non-str key, int past 64 bits, deep nesting, surrogates
             return careful(rec)
     return encode
 

@@ -7,6 +7,7 @@ from typing import Any
 from rich.text import Text
 from rich.tree import Tree
 
+from kwire_cli.render.safe import escape, quoted
 from kwire_cli.spec.model import FieldSpec, MessageSpec, StructSpec
 
 
@@ -56,20 +57,20 @@ def _default_text(f: FieldSpec) -> str:
         return "null" if d is None else ""
     if f.default_text is None and d in (0, False, "", [], 0.0) and f.type.kind != "uuid":
         return ""  # the type's zero value: not worth a column
-    return json.dumps(d, ensure_ascii=False)
+    return quoted(d) if isinstance(d, str) else escape(json.dumps(d, ensure_ascii=False))
 
 
 def field_label(f: FieldSpec, version: int | None, flexible: bool | None) -> Text:
     from kwire_cli.spec.diff import field_wire_type
-    t = Text(f.name, style="bold")
+    t = Text(escape(f.name), style="bold")  # names, types and defaults from --specs DIR are input too
     if version is not None:
-        t.append("  " + field_wire_type(f, version, bool(flexible)), style="cyan")
+        t.append("  " + escape(field_wire_type(f, version, bool(flexible))), style="cyan")
         if f.nullable_in(version):
             t.append("  nullable", style="yellow")
         if f.tagged_in(version):
             t.append(f"  tag {f.tag}", style="magenta")
     else:
-        t.append("  " + str(f.type), style="cyan")
+        t.append("  " + escape(f.type), style="cyan")
         t.append(f"  v{f.versions}", style="dim")
         if not f.nullable_versions.empty:
             t.append(f"  nullable v{f.nullable_versions}", style="yellow")
@@ -95,11 +96,11 @@ def message_schema_tree(api, spec: MessageSpec, kind: str, version: int | None) 
     if version is not None:
         hv = (request_header_version if kind == "request" else response_header_version)(api, version)
         flex = spec.flexible(version)
-        title = Text(f"{spec.name} v{version}", style="bold")
+        title = Text(escape(f"{spec.name} v{version}"), style="bold")
         title.append(f"  {'flexible' if flex else 'not flexible'}, header v{hv}", style="dim")
     else:
         flex = None
-        title = Text(spec.name, style="bold")
+        title = Text(escape(spec.name), style="bold")
         title.append(f"  versions {spec.valid_versions}, flexible {spec.flexible_versions}", style="dim")
     root = Tree(title)
     add_fields(root, spec.struct, version, flex)

@@ -1,18 +1,20 @@
 """Pretty trees of decoded messages, walked along the spec so that each field shows its type.
 
-Labels are `rich.text.Text` objects, never markup, so a topic called ``[bold]`` prints as is.
+Labels are `rich.text.Text` objects, never markup, so a topic called ``[bold]`` prints as is, and
+every text taken from the message or the specs goes through ``kwire_cli.render.safe`` (controls,
+bidi and other format characters as visible escapes).
 Error codes show their Kafka names, API keys their API names, long byte strings are cut short
 (the JSON output always has all of them), and records fields show either their decoded batches
 or their hex.
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from rich.text import Text
 from rich.tree import Tree
 
+from kwire_cli.render.safe import escape, quoted
 from kwire_cli.spec.model import FieldSpec, FieldType, StructSpec
 
 MAX_BYTES_SHOWN = 64      # bytes of a bytes/records value printed before cutting short
@@ -50,6 +52,7 @@ def type_text(f: FieldSpec, version: int) -> str:
 
 
 def _hex_text(h: str) -> Text:
+    h = escape(h)  # hex when kwire wrote it; a hand-written value tree may hold anything
     n = len(h) // 2
     if n == 0:
         return Text("(empty)", style=S_NULL)
@@ -79,26 +82,26 @@ def scalar_text(value: Any, ft: FieldType | None = None, name: str = "") -> Text
     if isinstance(value, int):
         t = Text(str(value))
         if name.endswith("ErrorCode") and (ft is None or ft.kind in ("int16", "int32")):
-            t.append(" " + error_label(value), style=S_OK if value == 0 else S_ERR)
+            t.append(" " + escape(error_label(value)), style=S_OK if value == 0 else S_ERR)
         elif name in ("ApiKey", "RequestApiKey") and (ft is None or ft.kind == "int16"):
-            t.append(" " + api_label(value), style=S_NOTE)
+            t.append(" " + escape(api_label(value)), style=S_NOTE)
         return t
     if isinstance(value, float):
         return Text(repr(value))
     if isinstance(value, str):
         if ft is not None and ft.kind in ("bytes", "records"):
             return _hex_text(value)
-        return Text(json.dumps(value, ensure_ascii=False))
-    return Text(json.dumps(value, ensure_ascii=False, default=str))
+        return Text(quoted(value))
+    return Text(escape(value))
 
 
 def _label(name: str, value: Text | None, typ: str | None) -> Text:
-    t = Text(name, style=S_NAME)
+    t = Text(escape(name), style=S_NAME)
     if value is not None:
         t.append(": ")
         t.append_text(value)
     if typ:
-        t.append("  " + typ, style=S_TYPE)
+        t.append("  " + escape(typ), style=S_TYPE)
     return t
 
 
@@ -124,7 +127,7 @@ def add_struct(node: Tree, value: dict, struct: StructSpec | None, version: int)
         else:
             add_field(node, f, v, version)
     if unsent:
-        node.add(Text(f"(not sent, at their defaults: {', '.join(unsent)})", style=S_TYPE))
+        node.add(Text(escape(f"(not sent, at their defaults: {', '.join(unsent)})"), style=S_TYPE))
 
 
 def _is_default(f: FieldSpec, v: Any, version: int) -> bool:
@@ -171,7 +174,7 @@ def add_value(node: Tree, name: str, v: Any, typ: str | None = None) -> None:
             node.add(_label(name, red, typ))
             return
         if set(v) == {"text"} and isinstance(v["text"], str):
-            node.add(_label(name, Text(json.dumps(v["text"], ensure_ascii=False)), typ))
+            node.add(_label(name, Text(quoted(v["text"])), typ))
             return
         if set(v) == {"hex"} and isinstance(v["hex"], str):
             node.add(_label(name, _hex_text(v["hex"]), typ))
@@ -201,7 +204,7 @@ def message_tree(api_name: str, api_key: int, version: int, kind: str, header: d
                  header_version: int | None = None, body_struct: StructSpec | None = None,
                  error: str | None = None) -> Tree:
     """The tree `kwire decode` prints. `error` adds a last line saying where decoding stopped."""
-    title = Text(f"{api_name} v{version} {kind}", style="bold")
+    title = Text(escape(f"{api_name} v{version} {kind}"), style="bold")
     title.append(f"  api key {api_key}", style=S_TYPE)
     if size is not None:
         title.append(f", {size} bytes", style=S_TYPE)
@@ -212,7 +215,7 @@ def message_tree(api_name: str, api_key: int, version: int, kind: str, header: d
     if body is not None:
         add_struct(root.add(Text("body", style="bold")), body, body_struct, version)
     if error:
-        root.add(Text(f"✗ decoding stopped: {error}", style=S_ERR))
+        root.add(Text(f"✗ decoding stopped: {escape(error)}", style=S_ERR))
     return root
 
 
@@ -223,32 +226,32 @@ def _kv_text(v: Any) -> Text:
     if v is None:
         return Text("null", style=S_NULL)
     if isinstance(v, dict) and isinstance(v.get("text"), str):
-        return Text(json.dumps(v["text"], ensure_ascii=False))
+        return Text(quoted(v["text"]))
     if isinstance(v, dict) and isinstance(v.get("hex"), str):
         return Text("0x") + _hex_text(v["hex"])
-    return Text(json.dumps(v, ensure_ascii=False, default=str))
+    return Text(escape(v))
 
 
 def _record_label(i: int, r: dict) -> Text:
     t = Text(f"[{i}]", style=S_NAME)
     if "Offset" in r:
-        t.append(f" offset {r['Offset']}")
+        t.append(escape(f" offset {r['Offset']}"))
     if "Timestamp" in r:
-        t.append(f"  ts {r['Timestamp']}", style=S_TYPE)
+        t.append(escape(f"  ts {r['Timestamp']}"), style=S_TYPE)
     t.append("  key ")
     t.append_text(_kv_text(r.get("Key")))
     t.append("  value ")
     t.append_text(_kv_text(r.get("Value")))
     ctl = r.get("Control")
     if isinstance(ctl, dict):
-        t.append(f"  control {ctl.get('Type', ctl)}", style=S_NOTE)
+        t.append(escape(f"  control {ctl.get('Type', ctl)}"), style=S_NOTE)
     return t
 
 
 def _batch_label(i: int, b: dict) -> Text:
     t = Text(f"batch {i}", style=S_NAME)
     if "error" in b:
-        t.append(f"  {b['error']}", style=S_ERR)
+        t.append(f"  {escape(b['error'])}", style=S_ERR)
         return t
     magic = b.get("Magic")
     recs = b.get("Records")
@@ -256,16 +259,16 @@ def _batch_label(i: int, b: dict) -> Text:
         base = b.get("BaseOffset", 0)
         last = base + (b.get("LastOffsetDelta") or 0)
         n = b.get("RecordCount", len(recs) if isinstance(recs, list) else "?")
-        t.append(f"  offsets {base}..{last}, {n} record{'s' if n != 1 else ''}")
-        t.append(f", {b.get('Compression', '?')}, {b.get('TimestampType', '?')}", style=S_TYPE)
+        t.append(escape(f"  offsets {base}..{last}, {n} record{'s' if n != 1 else ''}"))
+        t.append(escape(f", {b.get('Compression', '?')}, {b.get('TimestampType', '?')}"), style=S_TYPE)
         if b.get("ProducerId", -1) != -1:
-            t.append(f", producer {b['ProducerId']} epoch {b.get('ProducerEpoch')} seq {b.get('BaseSequence')}",
-                     style=S_TYPE)
+            t.append(escape(f", producer {b['ProducerId']} epoch {b.get('ProducerEpoch')} "
+                            f"seq {b.get('BaseSequence')}"), style=S_TYPE)
         for flag, word in (("IsTransactional", "transactional"), ("IsControlBatch", "control")):
             if b.get(flag):
                 t.append(f", {word}", style=S_NOTE)
     else:
-        t.append(f"  magic {magic} message at offset {b.get('Offset')}, {b.get('Compression', 'none')}")
+        t.append(escape(f"  magic {magic} message at offset {b.get('Offset')}, {b.get('Compression', 'none')}"))
     if b.get("CrcValid") is False:
         t.append("  CRC MISMATCH", style=S_ERR)
     elif b.get("CrcValid") is True:
@@ -300,8 +303,8 @@ def add_records(node: Tree, name: str, v: dict, typ: str | None = None) -> None:
             for h in r.get("Headers") or []:
                 if isinstance(h, dict):
                     k = h.get("Key")
-                    ht = Text("header ", style=S_TYPE) + Text(json.dumps(k, ensure_ascii=False) if isinstance(k, str)
-                                                              else str(k)) + Text(": ") + _kv_text(h.get("Value"))
+                    ht = Text("header ", style=S_TYPE) + Text(quoted(k) if isinstance(k, str)
+                                                              else escape(k)) + Text(": ") + _kv_text(h.get("Value"))
                     rn.add(ht)
     tail = v.get("partial_trailing_batch")
     if tail:
