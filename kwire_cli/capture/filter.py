@@ -23,6 +23,8 @@ from kwire_cli.errors import FilterError
 _TOKEN = re.compile(r"""\s*(?:(?P<lp>\()|(?P<rp>\))|(?P<op>==|!=|>=|<=|=|>|<|~)|(?P<and>&&|,)|(?P<or>\|\|)|(?P<not>!)
                         |"(?P<q>[^"]*)"|(?P<word>[^\s()=!<>~,&|"]+))""", re.X)
 FIELDS = tuple(f.name for f in FILTER_FIELDS)
+MAX_NESTING = 100  # parentheses inside parentheses: past it a one-line error, not Python's recursion limit
+MAX_DIGITS = 30    # a number longer than this matches no row, and int() refuses 4300 digits
 _BY_NAME = {f.name: f for f in FILTER_FIELDS}
 
 Predicate = Callable[[dict], bool]
@@ -63,6 +65,13 @@ def _endpoint_match(value: str, ep: str | None) -> bool:
     return ep == value or ep.rsplit(":", 1)[0].strip("[]") == value.strip("[]")
 
 
+def _int(value: str, name: str, pos: int) -> int:
+    if len(value.lstrip("-")) > MAX_DIGITS:
+        raise FilterError(f"filter: {name} takes a number of at most {MAX_DIGITS} digits, got "
+                          f"{len(value)} characters (position {pos})")
+    return int(value)
+
+
 def _term(name: str, op: str | None, value: str | None, pos: int) -> Predicate:
     name = name.lower()
     field = _BY_NAME.get(name)
@@ -82,7 +91,8 @@ def _term(name: str, op: str | None, value: str | None, pos: int) -> Predicate:
     if match == "api":
         name_col, key_col = cols
         if value.isdigit():
-            return lambda r: _cmp(op, r.get(key_col), int(value))
+            key_value = _int(value, name, pos)
+            return lambda r: _cmp(op, r.get(key_col), key_value)
         low = value.lower()
         if op == "~":
             return lambda r: low in (r.get(name_col) or "").lower()
@@ -90,11 +100,11 @@ def _term(name: str, op: str | None, value: str | None, pos: int) -> Predicate:
     if match == "number":
         key = cols[0]
         if op in ("=", "==", "!=") and re.fullmatch(r"\d+-\d+", value):
-            lo, hi = map(int, value.split("-"))
+            lo, hi = (_int(v, name, pos) for v in value.split("-"))
             inside = lambda r: r.get(key) is not None and lo <= r[key] <= hi  # noqa: E731
             return inside if op != "!=" else (lambda r: not inside(r))
         try:
-            num: float = float(value) if COLUMNS[key].type is FLOAT64 else int(value)
+            num: float = float(value) if COLUMNS[key].type is FLOAT64 else _int(value, name, pos)
         except ValueError:
             raise FilterError(f"filter: {name} takes a number, got {value!r} (position {pos})") from None
         return lambda r: _cmp(op, r.get(key), num)
@@ -108,7 +118,7 @@ def _term(name: str, op: str | None, value: str | None, pos: int) -> Predicate:
         want = value.upper()
         if value.lstrip("-").isdigit():
             from kwire_cli.spec.error_codes import error_name
-            want = error_name(int(value))
+            want = error_name(_int(value, name, pos))
         has = lambda r: want in (r.get(col) or [])  # noqa: E731
         return has if op != "!=" else (lambda r: not has(r))
     if match == "endpoint":
@@ -122,6 +132,7 @@ class _Parser:
         self.text = text
         self.toks = _tokens(text)
         self.i = 0
+        self.depth = 0  # parentheses open around the current position
 
     def peek(self) -> tuple[str, str, int] | None:
         return self.toks[self.i] if self.i < len(self.toks) else None
@@ -160,11 +171,12 @@ class _Parser:
         return parts[0] if len(parts) == 1 else (lambda r: all(p(r) for p in parts))
 
     def not_(self) -> Predicate:
-        if self.at("not"):
+        negate = False
+        while self.at("not"):  # a run of nots: a loop (thousands of them are one negation or none)
             self.take()
-            inner = self.not_()
-            return lambda r: not inner(r)
-        return self.atom()
+            negate = not negate
+        inner = self.atom()
+        return (lambda r: not inner(r)) if negate else inner
 
     def atom(self) -> Predicate:
         t = self.peek()
@@ -173,7 +185,11 @@ class _Parser:
         kind, value, pos = t
         if kind == "lp":
             self.take()
+            self.depth += 1
+            if self.depth > MAX_NESTING:
+                raise FilterError(f"filter: parentheses nested more than {MAX_NESTING} deep at position {pos}")
             p = self.or_()
+            self.depth -= 1
             if not self.at("rp"):
                 raise FilterError(f"filter: missing ) for the ( at position {pos}")
             self.take()

@@ -94,8 +94,27 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(1)
     except BrokenPipeError:
         sys.exit(0)
+    except OSError as e:  # the system refused a read or a write (disk full, I/O error): not a bug
+        if os.environ.get("KWIRE_DEBUG"):
+            raise
+        diagnostic("error", _os_error(e))
+        sys.exit(1)
     except Exception as e:  # a bug in kwire: still one line, unless debugging
         if os.environ.get("KWIRE_DEBUG"):
             raise
+        if isinstance(e, ValueError) and "integer string conversion" in str(e):
+            # Python refuses to convert more than sys.get_int_max_str_digits() digits; the readers
+            # name the place where they can, this is the backstop for any other
+            diagnostic("error", f"the input holds a number of more than {sys.get_int_max_str_digits()} digits")
+            sys.exit(1)
         diagnostic("internal error", f"{type(e).__name__}: {e} (set KWIRE_DEBUG=1 for a traceback)")
         sys.exit(1)
+
+
+def _os_error(e: OSError) -> str:
+    """The line for an OSError: the file, when Python knows it, and the system's reason (a write to
+    stdout that fails, as on a full disk, has no file name: the reason says enough)."""
+    reason = e.strerror or str(e)
+    if isinstance(e.filename, (str, bytes)):
+        return f"{os.fsdecode(e.filename)}: {reason}"
+    return reason

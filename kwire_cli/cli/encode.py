@@ -5,6 +5,7 @@ import click
 
 from kwire_cli.cli.app import KwireUsageError, read_text_source, std_binary
 from kwire_cli.cli.options import complete_api, resolve_api
+from kwire_cli.errors import KwireError
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -53,8 +54,7 @@ def encode(file, api_name, api_version, kind, raw, size_prefix, no_header, outpu
     if raw:
         payload = b"".join(blobs)
         if output:
-            with open(output, "wb") as f:
-                f.write(payload)
+            _write_file(output, payload)
             return
         stream = std_binary("stdout")
         if stream.isatty():
@@ -64,7 +64,20 @@ def encode(file, api_name, api_version, kind, raw, size_prefix, no_header, outpu
         return
     text_out = "".join(b.hex() + "\n" for b in blobs)
     if output:
-        with open(output, "w", encoding="ascii") as f:
-            f.write(text_out)
+        _write_file(output, text_out.encode("ascii"))
     else:
         click.echo(text_out, nl=False)
+
+
+def _write_file(path: str, data: bytes) -> None:
+    """-o PATH: a path that cannot be opened for writing is a usage error (exit 2), a write that
+    fails (a full disk, /proc/version) an error (exit 1); both one line naming PATH."""
+    try:
+        f = open(path, "wb")  # noqa: SIM115 - closed below, where its errors are told apart
+    except OSError as e:
+        raise KwireUsageError(f"-o: cannot write {path}: {e.strerror or e}") from None
+    try:
+        with f:
+            f.write(data)
+    except OSError as e:
+        raise KwireError(f"-o: writing {path} failed: {e.strerror or e}") from None

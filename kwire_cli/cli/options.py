@@ -20,9 +20,18 @@ from kwire_cli.errors import KwireError
 FORMATS = ("pretty", "json", "yaml")
 
 
+def shown(text: str, limit: int = 40) -> str:
+    """``text`` quoted for a message, cut short when long (an option value can be megabytes)."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text)} characters)"
+
+
 def resolve_api(value: str, option: str = "--api"):
     """An API by name or key (`Metadata`, `metadata`, `MetadataRequest`, `3`), or a usage error."""
     from kwire_cli.spec.registry import registry
+    if len(value) > 100:  # no API name or key is this long (and Python converts at most 4300 digits)
+        raise KwireUsageError(f"{option}: unknown API {shown(value)} (see `kwire list`)")
     try:
         return registry().api(value)
     except KwireError as e:
@@ -60,6 +69,7 @@ def complete_api(_ctx: click.Context, _param: click.Parameter, incomplete: str) 
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(?:([KMGT])(?:I?B)?|B)?", re.IGNORECASE)
 _SHIFTS = {"K": 10, "M": 20, "G": 30, "T": 40}
 _SIZE_FORMS = "bytes, or a number with K, M or G, as in 300000, 512MiB, 1G"
+_MAX_DIGITS = 30  # far past any memory; a longer number is refused before int() (4300 digits at most)
 
 
 def parse_size(value: Any, option: str) -> int:
@@ -73,7 +83,9 @@ def parse_size(value: Any, option: str) -> int:
         text = str(value).strip()
         m = _SIZE.fullmatch(text)
         if m is None or ("." in m.group(1) and not m.group(2)):
-            raise KwireUsageError(f"{option}: {text!r} is not a size ({_SIZE_FORMS})")
+            raise KwireUsageError(f"{option}: {shown(text)} is not a size ({_SIZE_FORMS})")
+        if len(m.group(1)) > _MAX_DIGITS:
+            raise KwireUsageError(f"{option}: {shown(text)} is too large a size")
         shift = _SHIFTS[m.group(2).upper()] if m.group(2) else 0
         if "." in m.group(1):
             whole, frac = m.group(1).split(".")
@@ -93,8 +105,11 @@ def parse_count(value: Any, option: str) -> int:
     else:
         text = str(value).strip()
         if not re.fullmatch(r"\d+(?:[_,]?\d+)*", text):
-            raise KwireUsageError(f"{option}: {text!r} is not a count (a whole number above 0, as in 4000000)")
-        n = int(text.replace("_", "").replace(",", ""))
+            raise KwireUsageError(f"{option}: {shown(text)} is not a count (a whole number above 0, as in 4000000)")
+        digits = text.replace("_", "").replace(",", "")
+        if len(digits) > _MAX_DIGITS:
+            raise KwireUsageError(f"{option}: {shown(text)} is too large a count")
+        n = int(digits)
     if n < 1:
         raise KwireUsageError(f"{option}: {value!r} is not a count above 0")
     return n

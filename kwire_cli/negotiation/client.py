@@ -10,7 +10,7 @@ from typing import Any
 from kwire_cli.errors import NegotiationError
 from kwire_cli.inputs import read_file, read_stdin
 from kwire_cli.negotiation.forms import load_broker_file
-from kwire_cli.negotiation.model import Range
+from kwire_cli.negotiation.model import Range, to_int
 
 Requirement = tuple[int, int, int]
 
@@ -147,7 +147,7 @@ def _first(d: dict, *names: str) -> Any:
 def _int(v: Any, where: str) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, str)) or not str(v).strip().lstrip("-").isdigit():
         raise NegotiationError(f"{where}: expected an integer version, got {v!r}")
-    return int(v)
+    return to_int(v, where)
 
 
 def _api_key(v: Any, by_name: dict[str, int], where: str) -> int:
@@ -155,7 +155,7 @@ def _api_key(v: Any, by_name: dict[str, int], where: str) -> int:
         return v
     s = str(v).strip()
     if s.lstrip("-").isdigit():
-        return int(s)
+        return to_int(s, where)
     key = by_name.get(s.lower())
     if key is None:
         raise NegotiationError(f"{where}: unknown API {s!r}")

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator
 
 from kwire_cli.errors import NegotiationError
-from kwire_cli.negotiation.model import BrokerAnswer, add_range, default_address, unique_addresses
+from kwire_cli.negotiation.model import BrokerAnswer, add_range, default_address, to_int, unique_addresses
 
 _QUOTE = r"(?:[ \t]*>)*"
 HEADER = re.compile(
@@ -64,13 +64,13 @@ def add_entry(ans: BrokerAnswer, entry: str, where: str) -> bool:
     m = _KBAV_ENTRY.match(entry)
     if not m:
         return False
-    key = int(m["key"])
+    key = to_int(m["key"], f"{where}: API key")
     if m["name"] != "UNKNOWN":
         ans.names[key] = m["name"]
     if m["unsupported"]:
         return True  # the tool's client knows the API, the broker does not list it
-    lo = int(m["min"])
-    hi = int(m["max"]) if m["max"] is not None else lo
+    lo = to_int(m["min"], f"{where}: version")
+    hi = to_int(m["max"], f"{where}: version") if m["max"] is not None else lo
     add_range(ans, key, lo, hi, where)
     return True
 
@@ -181,7 +181,7 @@ def _kbav_props(ans: BrokerAnswer, props: str) -> None:
         if k == "id":
             try:
                 ans.node_id = int(v)
-            except ValueError:
+            except ValueError:  # not a number, or more digits than Python converts
                 pass
         elif k == "rack":
             ans.rack = None if v == "null" else v

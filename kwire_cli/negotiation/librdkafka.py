@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from kwire_cli.errors import NegotiationError
-from kwire_cli.negotiation.model import BrokerAnswer, add_range
+from kwire_cli.negotiation.model import BrokerAnswer, add_range, to_int
 
 START = re.compile(r"(?P<broker>[^\s\[\]]+): Broker API support:[\"']?\s*$", re.MULTILINE)
 ENTRY = re.compile(
@@ -53,11 +53,12 @@ def parse_librdkafka_log(text: str, source: str = "<input>") -> list[BrokerAnswe
             ans = known
         if node is not None:
             ans.node_id = node
-        key = int(m["key"])
+        key = to_int(m["key"], f"{source}:{lineno}: API key")
         name = m["name"]
         if not name.startswith("Unknown-"):
             ans.names[key] = name
-        add_range(ans, key, int(m["min"]), int(m["max"]), f"{source}:{lineno}")
+        add_range(ans, key, to_int(m["min"], f"{source}:{lineno}: version"),
+                  to_int(m["max"], f"{source}:{lineno}: version"), f"{source}:{lineno}")
     for addr, n in counts.items():
         if n > 1:
             blocks[addr].notes.append(f"{n} ApiVersions answers were logged for this broker; the last "
@@ -71,5 +72,5 @@ def _rdk_address(name: str) -> tuple[str, int | None]:
     if not m:
         return name, None
     suffix = m["suffix"]
-    node = int(suffix) if suffix and suffix.lstrip("-").isdigit() else None
+    node = int(suffix) if suffix and suffix.lstrip("-").isdigit() and len(suffix) < 20 else None
     return m["addr"], node

@@ -73,8 +73,9 @@ def to_int(v: Any, where: str) -> int:
         raise NegotiationError(f"{where}: expected an integer, got {v!r}")
     try:
         return int(v)
-    except ValueError:
-        raise NegotiationError(f"{where}: expected an integer, got {v!r}") from None
+    except ValueError:  # not a number, or more digits than Python converts (4300)
+        shown = v if len(v) <= 40 else f"{v[:40]}... ({len(v)} characters)"
+        raise NegotiationError(f"{where}: expected an integer, got {shown!r}") from None
 
 
 def add_range(ans: BrokerAnswer, key: int, lo: int, hi: int, where: str) -> None:
