@@ -137,6 +137,17 @@ def test_filter_runs_of_nots_are_one_negation():
     assert r.code == 0 and r.out == base
 
 
+def test_a_long_count_that_is_not_one_is_refused_at_once():
+    """The count pattern once backtracked exponentially on digits followed by something else (the
+    option fuzzer below hung on it): 60 digits and a letter must be refused at once, 4000 too."""
+    for n in (60, 4000):
+        proc = subprocess.run([sys.executable, "-m", "kwire_cli", "pcap", CAPTURE, "--max-records", "1" * n + "x"],
+                              capture_output=True, text=True, timeout=20)
+        assert proc.returncode == 2 and "is not a count" in proc.stderr, proc.stderr
+    r = kwire("pcap", CAPTURE, "--max-records", "4_000_000", "--summary", "--format", "json")
+    assert r.code == 0, r
+
+
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
 @pytest.mark.parametrize("args", [
     ["list"], ["describe", "Metadata"], ["decode", REQUEST, "--format", "yaml"], ["pcap", CAPTURE],

@@ -104,7 +104,7 @@ def parse_count(value: Any, option: str) -> int:
         n = value
     else:
         text = str(value).strip()
-        if not re.fullmatch(r"\d+(?:[_,]?\d+)*", text):
+        if not re.fullmatch(r"\d+(?:[_,]\d+)*", text):
             raise KwireUsageError(f"{option}: {shown(text)} is not a count (a whole number above 0, as in 4000000)")
         digits = text.replace("_", "").replace(",", "")
         if len(digits) > _MAX_DIGITS:
