@@ -48,9 +48,10 @@ class LazyGroup(click.Group):
 
 
 def _use_specs(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    if value:
+    registry = sys.modules.get("kwire_cli.spec.registry")
+    if value or registry is not None:  # (not imported: nothing to reset, and start-up stays lazy)
         from kwire_cli.spec.registry import use_specs
-        use_specs(value)
+        use_specs(value or None)  # also without --specs: a run before in the same process may have used it
     return value
 
 
