@@ -15,7 +15,7 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from cli_run import kwire
@@ -214,6 +214,7 @@ def test_fuzzed_option_values_never_reach_internal_error(data, workdir, monkeypa
     monkeypatch.chdir(workdir)  # an -o PATH that is random text lands here
     template = data.draw(st.sampled_from(COMMANDS))
     value = data.draw(_values(str(workdir)))
+    assume(not (template == ["pcap", "{}"] and value == "/"))  # every file on the machine: not a quick test
     args = [value if a == "{}" else a for a in template]
     r = kwire(*args, input=b"")
     assert "internal error" not in r.err and "Traceback" not in r.err + r.out, (args, r)
