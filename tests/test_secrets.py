@@ -43,12 +43,12 @@ from kwire_cli.codec.secrets import (
     sensitive_config,
 )
 from kwire_cli.errors import EncodeError
+from kwire_cli.tls import KeyLog
 
 ROOT = Path(__file__).resolve().parents[1]
 SECURE = ROOT / "fixtures" / "secure"
 MANIFEST = json.loads((SECURE / "manifest.json").read_text())
 NOT_ON_WIRE = "scram-password (not on the wire)"
-PENDING_TLS = "TLS decryption (kwire_cli/tls) is not integrated into capture yet: the plaintext twin is tested"
 PENDING_LEGACY = ("KIP-43 legacy raw SASL tokens (after SaslHandshake v0) are not framed by capture/stream.py "
                   "yet: their secrets and principals are not decoded")
 
@@ -59,8 +59,9 @@ def _cases() -> list:
         if f["kind"] not in ("sasl", "sasl-ssl", "user-create"):
             continue
         legacy = bool((f.get("sasl") or {}).get("legacy_tokens"))
-        if f["kind"] == "sasl-ssl":
-            out.append(pytest.param(name, f["files"]["capture"], f["port"], "tls", id=f"{name}-tls"))
+        if f["kind"] == "sasl-ssl":  # the TLS capture, decrypted with its key log, and its plaintext twin
+            out.append(pytest.param(name, f["files"]["capture"], f["port"], "tls-legacy" if legacy else "tls",
+                                    id=f"{name}-tls"))
             out.append(pytest.param(name, f["files"]["plaintext_twin"], f["twin_port"],
                                     "legacy" if legacy else "ok", id=f"{name}-twin"))
         else:
@@ -74,10 +75,32 @@ CASES = _cases()
 def test_every_sasl_fixture_is_a_case():
     names = {c.values[0] for c in CASES}
     assert len(names) == 27
-    assert len([c for c in CASES if c.values[3] == "tls"]) == 4
-    assert {c.values[0] for c in CASES if c.values[3] == "legacy"} == {
+    assert len([c for c in CASES if c.values[3].startswith("tls")]) == 4
+    assert {c.values[0] for c in CASES if c.values[3].endswith("legacy")} == {
         "sasl-legacy-plain-kafka-python", "sasl-legacy-scram-sha-256-kafka-python",
         "sasl-ssl-legacy-plain-kafka-python-tls12"}
+
+
+def keylog_of(path: str) -> Path | None:
+    """The key log recorded with a TLS capture (None for plaintext captures)."""
+    k = SECURE / path.replace(".pcap", ".keylog")
+    return k if path.endswith(".pcap") and ".plain." not in path and k.exists() else None
+
+
+def keylog_args(path: str) -> tuple[str, ...]:
+    k = keylog_of(path)
+    return ("--tls-keylog", str(k)) if k is not None else ()
+
+
+def capture_events(path: str, port: int):
+    """iter_capture over a fixture, decrypted with its key log when it has one."""
+    k = keylog_of(path)
+    keys = None
+    if k is not None:
+        keys = KeyLog()
+        keys.add_text(k.read_bytes())
+    with open(SECURE / path, "rb") as fh:
+        yield from iter_capture(fh, file_label=path, broker_ports=[port], keylog=keys)
 
 
 def secrets_of(name: str) -> list[dict]:
@@ -108,7 +131,7 @@ def missing(text: str, name: str) -> list[tuple[str, str]]:
 @functools.cache
 def pcap(path: str, port: int, *args: str) -> str:
     """`kwire pcap` (once per arguments: several tests read the same output)."""
-    r = kwire("pcap", str(SECURE / path), "--port", str(port), *args)
+    r = kwire("pcap", str(SECURE / path), "--port", str(port), *keylog_args(path), *args)
     assert r.code == 0, r
     return r.out
 
@@ -118,9 +141,7 @@ PCAP_FORMATS = (("--format", "table"), ("--format", "json"), ("--format", "jsonl
 
 
 def _skip(status: str, half: str = "") -> None:
-    if status == "tls":
-        pytest.skip(PENDING_TLS)
-    if status == "legacy" and half == "show":
+    if status.endswith("legacy") and half == "show":
         pytest.skip(PENDING_LEGACY)
 
 
@@ -143,7 +164,7 @@ def test_pcap_outputs_hold_no_secret_by_default(name, path, port, status):
         assert mech in auth["mechanisms"] and mech in table
     assert auth["failed"] == sasl["failed"]
     assert f"failed {sasl['failed']}," in table
-    if status == "legacy":
+    if status.endswith("legacy"):
         return  # principals: pending (PENDING_LEGACY)
     for p in sasl["principals"]:
         assert auth["principals"][p]["succeeded"] > 0 and p in table
@@ -164,15 +185,14 @@ def frame_pairs(path: str, port: int) -> list[tuple[KafkaFrame, bytes | None]]:
     """Every Kafka frame of a capture, a response with its request's bytes."""
     out = []
     requests: dict = {}
-    with open(SECURE / path, "rb") as fh:
-        for ev in iter_capture(fh, file_label=path, broker_ports=[port]):
-            if not isinstance(ev, KafkaFrame):
-                continue
-            if ev.kind == "request":
-                requests[(ev.conn, ev.correlation_id)] = ev.data
-                out.append((ev, None))
-            elif ev.api_key is not None:
-                out.append((ev, requests.get((ev.conn, ev.correlation_id))))
+    for ev in capture_events(path, port):
+        if not isinstance(ev, KafkaFrame):
+            continue
+        if ev.kind == "request":
+            requests[(ev.conn, ev.correlation_id)] = ev.data
+            out.append((ev, None))
+        elif ev.api_key is not None:
+            out.append((ev, requests.get((ev.conn, ev.correlation_id))))
     return out
 
 
@@ -204,7 +224,7 @@ def test_decode_of_every_frame_holds_no_secret_by_default(name, path, port, stat
     assert pairs
     out = decode_all(pairs, fmts=("json",)) + decode_all(pairs, fmts=("yaml", "pretty"), only_table=True)
     assert leaks(out, name) == []
-    if status == "ok" and (MANIFEST["fixtures"][name].get("sasl") or {}).get("mechanisms"):
+    if status in ("ok", "tls") and (MANIFEST["fixtures"][name].get("sasl") or {}).get("mechanisms"):
         for mech in MANIFEST["fixtures"][name]["sasl"]["mechanisms"]:
             assert mech in out  # the SaslHandshake request names it
         for p in MANIFEST["fixtures"][name]["sasl"]["principals"]:
@@ -223,7 +243,7 @@ def test_decode_shows_every_secret_with_show_secrets(name, path, port, status):
 # ------------------------------------------------------------------------- summary vs manifest
 @pytest.mark.parametrize("name,path,port,status", CASES)
 def test_summary_auth_per_connection_matches_the_manifest(name, path, port, status):
-    _skip(status, "show" if status == "legacy" else "")
+    _skip(status, "show" if status.endswith("legacy") else "")
     f = MANIFEST["fixtures"][name]
     summ = json.loads(pcap(path, port, "--summary", "--format", "json"))
     auths = [(c, a) for c in f["connections"] for a in c.get("auth") or []]
@@ -240,7 +260,8 @@ def test_summary_auth_per_connection_matches_the_manifest(name, path, port, stat
     for c in f["connections"]:
         if not c.get("auth"):
             continue
-        mine = by_port[c["twin_client_port"] if status != "tls" and "twin_client_port" in c else c["client_port"]]
+        tls = status.startswith("tls")
+        mine = by_port[c["twin_client_port"] if not tls and "twin_client_port" in c else c["client_port"]]
         assert mine["authentications"] == len(c["auth"])
         assert mine["failed"] == sum(a["ok"] is False for a in c["auth"])
         assert mine["reauthentications"] == sum(a["reauthentication"] for a in c["auth"])
@@ -703,7 +724,7 @@ def test_base64_forms_in_the_manifest_are_the_bytes():
 
 
 # ------------------------------------------------------------------------------------ spark-decode
-PLAINTEXT = [c for c in CASES if c.values[3] != "tls"]
+PLAINTEXT = [c for c in CASES if not c.values[3].startswith("tls")]
 
 
 @pytest.fixture(scope="module")

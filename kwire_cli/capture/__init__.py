@@ -52,7 +52,7 @@ CODEC = "codec"  # iter_capture's default check: confirm resynchronisation with 
 def iter_capture(source, *, file_label: str | None = None, broker_ports: Iterable[int] | None = None,
                  max_frame: int = DEFAULT_MAX_FRAME, stats: CaptureStats | None = None,
                  report_skipped: bool = False, check: FrameCheck | str | None = CODEC,
-                 failures: list[str] | None = None, wrap=None, reopenable=None,
+                 failures: list[str] | None = None, wrap=None, reopenable=None, keylog=None,
                  **assembler_options) -> Iterator[KafkaFrame | Damage]:
     """Kafka frames and damage from a capture, in capture order.
 
@@ -66,21 +66,28 @@ def iter_capture(source, *, file_label: str | None = None, broker_ports: Iterabl
     resynchronisation (default: the codec, ``check.CodecCheck``; None: a plausible header is
     enough). Other keyword options go to ``StreamAssembler`` (``max_buffered``, ``max_open``,
     ``idle_timeout``, ``api_check``, ``strict``, ``resync_window``).
+
+    ``keylog``: a ``kwire_cli.tls.KeyLog`` (key log files read into it by the caller); pcapng
+    Decryption Secrets Blocks are added to it as the files are read. TLS connections are recognised
+    by their ClientHello whatever it is, and decrypted where the key log has their secrets.
     """
     if stats is None:
         stats = CaptureStats()
     if check == CODEC:
         from .check import CodecCheck
         check = CodecCheck()
+    if keylog is None:
+        from kwire_cli.tls import KeyLog
+        keylog = KeyLog()
     asm = StreamAssembler(broker_ports=broker_ports, max_frame=max_frame, stats=stats,
-                          check=check, **assembler_options)  # type: ignore[arg-type]
+                          check=check, keylog=keylog, **assembler_options)  # type: ignore[arg-type]
     if isinstance(source, (list, tuple)):
         if len(source) == 1 and file_label is not None and not isinstance(source[0], tuple):
             source = [(source[0], file_label)]
         items = merged_packets(list(source), stats, report_skipped=report_skipped, failures=failures,
-                               wrap=wrap, reopenable=reopenable)
+                               wrap=wrap, reopenable=reopenable, keylog=keylog)
     else:
-        items = iter_packets(source, file_label, stats=stats, report_skipped=report_skipped)
+        items = iter_packets(source, file_label, stats=stats, report_skipped=report_skipped, keylog=keylog)
     feed = asm.feed
     for item in items:
         if item.__class__ is Packet:

@@ -106,6 +106,9 @@ UNPARSEABLE = "unparseable"         # a frame too short for its header (request 
 UNANSWERED_REQUEST = "unanswered-request"  # requests still open when their connection ended
 NON_KAFKA = "non-kafka"             # connection skipped because it is not Kafka (strict mode)
 AFTER_CLOSE = "after-close"         # payload after FIN/RST or beyond the FIN sequence: ignored
+# TLS (kwire_cli.tls): a connection's records that gave no plaintext, kind "tls-" + the TLS event's
+TLS_NO_KEY = "tls-no-key"           # a TLS connection whose secrets are not in the key log: not decrypted
+TLS_PREFIX = "tls-"                 # tls-decrypt-failed, tls-bad-record, tls-resync, tls-truncated, ...
 # packet-level skips (counted in CaptureStats.skipped; events only with report_skipped=True)
 NON_IP = "non-ip"
 NON_TCP = "non-tcp"
@@ -131,6 +134,18 @@ class Damage(NamedTuple):
     ts: float | None = None
 
 
+class Note(NamedTuple):
+    """Something worth knowing about a connection that is not damage: a TLS connection's handshake
+    (``kind`` "tls": version and cipher suite in ``detail``), a TLS alert or key update."""
+
+    file: str
+    packet: int | None
+    conn: str | None
+    kind: str
+    detail: str
+    ts: float | None = None
+
+
 @dataclass
 class CaptureStats:
     """Counters that reconcile: every captured TCP payload byte ends up in exactly one bucket.
@@ -139,7 +154,10 @@ class CaptureStats:
     ``+ pending_bytes`` and ``delivered_bytes == frame_bytes + sum(damage_bytes of RESYNC_SKIP,``
     ``PARTIAL_FRAME, OVERSIZE_FRAME) + buffered_bytes`` (``pending``/``buffered`` are 0 once a
     capture has been read to its end). Gap bytes were never captured, so they are counted apart
-    (``damage_bytes["gap"]``).
+    (``damage_bytes["gap"]``). On TLS connections the delivered bytes are TLS records: the
+    plaintext decrypted from them (``tls_plaintext``) is what the framer gets, so the second
+    equation counts ``tls_bytes - tls_plaintext`` (record headers, tags, handshakes, records not
+    decrypted) as TLS's own.
     """
 
     files: int = 0
@@ -163,6 +181,11 @@ class CaptureStats:
     acks0_answered: int = 0     # acks=0 Produce requests a broker answered anyway (paired)
     connections: int = 0
     damage_count: dict = field(default_factory=dict)  # kind -> events
+    tls_connections: int = 0    # connections recognised as TLS
+    tls_decrypted: int = 0      # ... whose records were decrypted (the key log had their secrets)
+    tls_bytes: int = 0          # delivered bytes that were TLS records (given to kwire_cli.tls)
+    tls_plaintext: int = 0      # application data decrypted from them (given to the framer)
+    tls_sessions: dict = field(default_factory=dict)  # "TLSv1.3 TLS_AES_128_GCM_SHA256" -> connections
     damage_bytes: dict = field(default_factory=dict)  # kind -> bytes
 
     def add_damage(self, kind: str, nbytes: int) -> None:
@@ -182,7 +205,7 @@ class CaptureStats:
         payload_side = (self.delivered_bytes + self.duplicate_bytes + self.after_close_bytes
                         + self.non_kafka_bytes + self.pending_bytes)
         skipped = sum(self.damage_bytes.get(k, 0) for k in (RESYNC_SKIP, PARTIAL_FRAME, OVERSIZE_FRAME))
-        delivered_side = self.frame_bytes + skipped + self.buffered_bytes
+        delivered_side = self.frame_bytes + skipped + self.buffered_bytes + self.tls_bytes - self.tls_plaintext
         return {
             "payload_bytes": self.payload_bytes,
             "payload_accounted": payload_side,

@@ -37,7 +37,7 @@ def _label(src: Any) -> str:
 class _Part:
     """One file of the capture: how to read it, and its first packet's time."""
 
-    __slots__ = ("src", "label", "order", "first_ts", "head", "it", "reopen")
+    __slots__ = ("src", "label", "order", "first_ts", "head", "it", "reopen", "keylog")
 
     def __init__(self, src: Any, label: str, order: int) -> None:
         self.src = src
@@ -47,24 +47,28 @@ class _Part:
         self.head: list = []        # items already read (kept when the source cannot be reopened)
         self.it: Iterator | None = None
         self.reopen = False
+        self.keylog: Any = None      # a kwire_cli.tls.KeyLog for the file's Decryption Secrets Blocks
 
 
 def merged_packets(sources: list, stats: CaptureStats, *, report_skipped: bool = False,
                    failures: list[str] | None = None,
                    wrap: Callable[[Any, str], Any] | None = None,
-                   reopenable: Callable[[Any], bool] | None = None) -> Iterator[Packet | Damage]:
+                   reopenable: Callable[[Any], bool] | None = None,
+                   keylog: Any = None) -> Iterator[Packet | Damage]:
     """``Packet``s and file ``Damage`` of ``sources`` (paths or binary file objects, or
     ``(source, label)`` pairs) merged by timestamp.
 
     ``failures``: where a file that cannot be read as a capture is reported (else ``CaptureError``
     is raised). ``wrap(fileobj, label)``: wraps each file opened from a path (e.g. progress).
     ``reopenable(path)``: False for a path that must be read only once (a FIFO); default: paths are.
+    ``keylog``: a ``kwire_cli.tls.KeyLog`` that pcapng Decryption Secrets Blocks are added to.
     """
     parts = []
     for order, s in enumerate(sources):
         src, label = s if isinstance(s, tuple) else (s, _label(s))
         p = _Part(src, label, order)
         p.reopen = isinstance(src, (str, bytes, os.PathLike)) and (reopenable is None or reopenable(src))
+        p.keylog = keylog
         if _peek(p, stats, report_skipped, failures):
             parts.append(p)
         elif p.head:
@@ -82,7 +86,7 @@ def _open(p: _Part, stats: CaptureStats, report_skipped: bool, wrap) -> tuple[It
         except OSError as e:
             raise CaptureError(f"cannot open capture {p.label}: {e.strerror or e}") from None
         src = wrap(f, p.label) if wrap is not None else f
-    return iter_packets(src, p.label, stats=stats, report_skipped=report_skipped), f
+    return iter_packets(src, p.label, stats=stats, report_skipped=report_skipped, keylog=p.keylog), f
 
 
 def _guarded(p: _Part, stats: CaptureStats, report_skipped: bool, failures, wrap) -> Generator:

@@ -41,6 +41,7 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from kwire_cli.errors import CaptureError
+from kwire_cli.tls import DSB_BLOCK_TYPE, KeyLog
 
 from . import linklayer
 from .events import CORRUPT_BLOCK, OVERSIZE_RECORD, TRUNCATED_RECORD, CaptureStats, Damage, Packet
@@ -142,7 +143,8 @@ def _open(path_or_fileobj, file_label):
 
 
 def iter_records(path_or_fileobj, file_label: str | None = None, *, stats: CaptureStats | None = None,
-                 header: bytes | None = None, offset: int | None = None, packet_base: int = 0):
+                 header: bytes | None = None, offset: int | None = None, packet_base: int = 0,
+                 keylog: KeyLog | None = None):
     """Yield the packets of a capture as ``(number, ts, linktype, buf, start, end)`` or ``Damage``.
 
     ``buf[start:end]`` is the captured packet (``buf`` is the current read chunk: use it before
@@ -152,6 +154,9 @@ def iter_records(path_or_fileobj, file_label: str | None = None, *, stats: Captu
     ``path_or_fileobj`` then holds the bytes of the range only, starting at a packet boundary),
     ``offset`` the file offset of the range's first byte, and ``packet_base`` the number of
     packets before it. Packet numbers and byte offsets in damage reports are then the whole file's.
+
+    ``keylog``: a ``kwire_cli.tls.KeyLog`` that the TLS secrets of pcapng Decryption Secrets Blocks
+    are added to as they are read (they come before the packets they decrypt).
     """
     f, label, close = _open(path_or_fileobj, file_label)
     at = _offsets(header, offset)
@@ -172,7 +177,7 @@ def iter_records(path_or_fileobj, file_label: str | None = None, *, stats: Captu
         if head in PCAP_MAGICS:
             yield from _pcap_records(src, head, label, stats, packet_base, at)
         elif head == PCAPNG_SHB:
-            yield from _pcapng_records(src, head, label, stats, packet_base, at)
+            yield from _pcapng_records(src, head, label, stats, packet_base, at, keylog)
         else:
             raise CaptureError(f"{label}: not a pcap or pcapng file: magic 0x{head.hex()} at offset 0")
     except OSError as e:
@@ -310,7 +315,7 @@ def _pcap_records(f, magic, label, stats, frame, at):
         pos = end
 
 
-def _pcapng_records(f, head, label, stats, frame, at):
+def _pcapng_records(f, head, label, stats, frame, at, keylog=None):
     ch = _Chunks(f, head)
     buf = ch.buf
     pos = 0
@@ -447,6 +452,10 @@ def _pcapng_records(f, head, label, stats, frame, at):
             last_ts = ((hi << 32) | lo) / div + tsoff
             start = pos + 28
             yield frame, last_ts, linktype, buf, start, start + caplen
+        elif t == DSB_BLOCK_TYPE and keylog is not None:  # Decryption Secrets Block
+            for problem in keylog.add_dsb_block(bytes(buf[pos + 8:pos + blen - 4]), bo == "<",
+                                                source=f"{label}: decryption secrets block at offset {at(boff)}"):
+                yield _damage(stats, label, None, CORRUPT_BLOCK, 0, str(problem))
         elif t == 5 and stats is not None and blen >= 24:  # Interface Statistics Block
             ifid = u32(buf, pos + 8)[0]
             o = pos + 20

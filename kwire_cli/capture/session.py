@@ -14,9 +14,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from kwire_cli.capture.events import Damage, KafkaFrame
+from kwire_cli.capture.events import Damage, KafkaFrame, Note
 from kwire_cli.capture.rows import DECODE_ERROR, INTERNAL_ERROR, UNPAIRED_RESPONSE, new_row
-from kwire_cli.capture.summary import damage_entry
+from kwire_cli.capture.summary import damage_entry, note_entry
 from kwire_cli.codec.embedded import consumer_protocol
 from kwire_cli.codec.message import decode_request, decode_response
 from kwire_cli.codec.secrets import CONTEXT_APIS, ENVELOPE, SASL_HANDSHAKE, envelope_inner, redact_message
@@ -29,6 +29,7 @@ MAX_OPEN = 10000  # remembered requests per connection (client id, group protoco
 TOPIC_NAMING_APIS = frozenset({"Metadata", "CreateTopics", "DescribeTopicPartitions"})
 _NO_REQUEST: tuple[Any, Any] = (None, None)
 
+MAX_NOTES = 10000  # notes kept for the summary (one or two per TLS connection)
 
 def error_codes(body: Any) -> list[str]:
     """Names of the non-zero error codes anywhere in a body (fields named *ErrorCode)."""
@@ -83,6 +84,7 @@ class Conversation:
         self._mechanisms: dict[str, str | None] = {}
         self._envelopes: OrderedDict[tuple[str, int], tuple[int, int]] = OrderedDict()
         self.damage: list[dict] = []  # the Damage events seen by ``rows``, as the summary lists them
+        self.notes: list[dict] = []   # the Note events (TLS handshakes, alerts), as the summary lists them
         self._names: dict[str, str] = {}
         self._open: dict[str, OrderedDict[int, tuple[Any, Any]]] = {}
         self._on_topic_name = on_topic_name
@@ -226,10 +228,13 @@ class Conversation:
                 rec["embedded"] = embedded
         return rec
 
-    def rows(self, events: Iterable[KafkaFrame | Damage]) -> Iterator[dict]:
-        """A row per Kafka frame; damage events are kept in ``damage``."""
+    def rows(self, events: Iterable[KafkaFrame | Damage | Note]) -> Iterator[dict]:
+        """A row per Kafka frame; damage events are kept in ``damage``, notes in ``notes``."""
         for ev in events:
             if isinstance(ev, KafkaFrame):
                 yield self.row(ev)
+            elif isinstance(ev, Note):
+                if len(self.notes) < MAX_NOTES:
+                    self.notes.append(note_entry(ev))
             else:
                 self.damage.append(damage_entry(ev))

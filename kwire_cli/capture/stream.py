@@ -27,6 +27,12 @@ Per connection and direction:
   frame follows; otherwise (and on a mid-stream start, or a size outside 1..``max_frame``) it
   resynchronises: client->broker, the next plausible request header; broker->client, the next
   response whose correlation id matches a request still open on the connection.
+* TLS: a connection whose first bytes are a ClientHello (any port), or TLS records where no Kafka
+  request could start, goes through a ``kwire_cli.tls.TlsConnection`` with the assembler's key log:
+  the in-order bytes of each direction are TLS records, their decrypted application data is the
+  Kafka byte stream that framing reads. A gap in the records is a hole in the plaintext (framing
+  resynchronises); a connection without secrets in the key log is one ``tls-no-key`` damage event
+  (its bytes counted, nothing framed); handshakes, alerts and key updates are ``Note`` events.
 * Pairing: requests by correlation id (Produce with acks=0 expects no response); at most
   ``max_open`` open requests per connection (the oldest are dropped and reported).
 
@@ -39,6 +45,21 @@ import struct
 from bisect import bisect_right, insort
 from collections.abc import Iterable, Iterator
 
+from kwire_cli.tls import (
+    ALERT,
+    HANDSHAKE,
+    KEY_UPDATE,
+    KeyLog,
+    Plaintext,
+    TlsConnection,
+    TlsEvent,
+    looks_like_client_hello,
+    looks_like_tls_record,
+)
+from kwire_cli.tls import (
+    GAP as TLS_GAP,
+)
+
 from .events import (
     ACK,
     FIN,
@@ -49,12 +70,14 @@ from .events import (
     RESYNC_SKIP,
     RST,
     SYN,
+    TLS_PREFIX,
     UNANSWERED_REQUEST,
     UNPAIRED_RESPONSE,
     UNPARSEABLE,
     CaptureStats,
     Damage,
     KafkaFrame,
+    Note,
     Packet,
     endpoint,
 )
@@ -179,7 +202,7 @@ class Connection:
 
     __slots__ = ("keys", "ends", "dirs", "broker", "reason", "label", "open", "noreply", "syn_from",
                  "last_ts", "file", "gen", "kafka", "reset", "fin_seen", "apis", "opened", "cid", "held",
-                 "hold_pkts")
+                 "hold_pkts", "tls")
 
     def __init__(self, src: tuple, dst: tuple, gen: int = 1) -> None:
         self.ends = (src, dst)
@@ -202,6 +225,7 @@ class Connection:
         self.cid = False         # a client id of this connection is in known_clients
         self.held = False        # a direction holds an acknowledged hole open (late segments)
         self.hold_pkts = 0       # packets of the connection since then
+        self.tls: TlsConnection | None = None  # TLS records: decrypted before framing
 
 
 class StreamAssembler:
@@ -215,6 +239,9 @@ class StreamAssembler:
     ``hold_time`` (capture seconds) / ``hold_packets``: how long a hole the peer acknowledged stays
     open for a late segment before it is declared a gap.
 
+    ``keylog``: the ``kwire_cli.tls.KeyLog`` that TLS connections are decrypted with (None: an
+    empty one; TLS connections are still recognised, and reported as not decrypted).
+
     ``check`` (a ``kafka.FrameCheck``, e.g. ``check.CodecCheck()``): resynchronisation then accepts
     only frames the codec confirms (see the module docstring); a candidate whose frame is not
     complete yet is waited for while it is at most ``resync_window`` bytes (larger ones need
@@ -227,7 +254,8 @@ class StreamAssembler:
                  max_buffered: int = 4 << 20, max_open: int = 10000, idle_timeout: float | None = 1800.0,
                  stats: CaptureStats | None = None, api_check: ApiCheck | None = None,
                  strict: bool = False, check: FrameCheck | None = None,
-                 resync_window: int = 1 << 20, hold_time: float = 0.2, hold_packets: int = 64) -> None:
+                 resync_window: int = 1 << 20, hold_time: float = 0.2, hold_packets: int = 64,
+                 keylog: KeyLog | None = None) -> None:
         self.broker_ports = frozenset(broker_ports) if broker_ports is not None else frozenset({9092})
         self.max_frame = max_frame
         self.max_buffered = max_buffered
@@ -240,6 +268,7 @@ class StreamAssembler:
         self.resync_window = min(resync_window, max_frame)
         self.hold_time = hold_time
         self.hold_packets = hold_packets
+        self.keylog = keylog if keylog is not None else KeyLog()
         if check is not None and api_check is None:
             self.api_check = check.api_ok
         self.known_clients: set = set()  # client ids (bytes) of requests seen, for large candidates; bounded
@@ -397,7 +426,14 @@ class StreamAssembler:
     def _decide(self, conn: Connection, di: int, payload: bytes, file, packet, ts) -> None:
         ports = self.broker_ports
         pa, pb = conn.ends[0][1], conn.ends[1][1]
-        if (pa in ports) != (pb in ports):
+        hello = looks_like_client_hello(payload)  # whoever sends it is the client
+        if hello or (looks_like_tls_record(payload)  # or TLS caught after its handshake
+                     and not looks_like_request(payload, self.max_frame, self.api_check)):
+            conn.tls = TlsConnection(self.keylog, "")
+            self.stats.tls_connections += 1
+        if hello:
+            req_from = di
+        elif (pa in ports) != (pb in ports):
             req_from = None  # the port decides
         elif conn.syn_from is None and self.check is not None and (pa < EPHEMERAL) != (pb < EPHEMERAL):
             # caught mid-stream, one side on an ephemeral port: that is the client (its first bytes
@@ -419,6 +455,8 @@ class StreamAssembler:
         cd, bd = conn.dirs[1 - b], conn.dirs[b]
         cd.is_request, cd.src, cd.dst = True, cl, br
         bd.is_request, bd.src, bd.dst = False, br, cl
+        if conn.tls is not None:
+            conn.tls.label = conn.label
         if self.strict and reason in ("syn", "lower-port"):
             conn.kafka = False
             self._damage(file, packet, conn, NON_KAFKA, 0,
@@ -617,10 +655,49 @@ class StreamAssembler:
                      f"{lost} bytes lost {where}" + (f" ({why})" if why else "")
                      + f", {d.src or 'stream'} seq {s0}..{s1}", ts)
         d.nxt += lost
+        if conn.tls is not None:
+            self._tls_items(conn, conn.tls.gap(0 if d.is_request else 1, lost), file, after, ts)
+            return
         self._frame_gap(conn, d, lost, file, after, ts)
 
     # ------------------------------------------------------------------ framing
     def _deliver(self, conn, d: _Dir, data, file, packet, ts) -> None:
+        tls = conn.tls
+        if tls is not None:
+            self.stats.tls_bytes += len(data)
+            self._tls_items(conn, tls.feed(0 if d.is_request else 1, data), file, packet, ts)
+            return
+        self._frame_in(conn, d, data, file, packet, ts)
+
+    def _tls_items(self, conn, items: list, file, packet, ts) -> None:
+        """What a TLS connection gave back: plaintext to the framer, events as damage or notes."""
+        for it in items:
+            if it.__class__ is Plaintext:
+                d = conn.dirs[1 - conn.broker] if it.direction == 0 else conn.dirs[conn.broker]
+                self.stats.tls_plaintext += len(it.data)
+                self._frame_in(conn, d, it.data, file, packet, ts)
+            else:
+                self._tls_event(conn, it, file, packet, ts)
+
+    def _tls_event(self, conn, ev: TlsEvent, file, packet, ts) -> None:
+        st = self.stats
+        kind = ev.kind
+        if kind == HANDSHAKE:
+            hs = ev.handshake
+            if hs is not None:
+                name = f"{hs.version} {hs.cipher_suite}"
+                st.tls_sessions[name] = st.tls_sessions.get(name, 0) + 1
+            self._out.append(Note(file, packet, conn.label, "tls", ev.message, ts))
+        elif kind in (ALERT, KEY_UPDATE):
+            self._out.append(Note(file, packet, conn.label, "tls-" + kind, ev.message, ts))
+        elif kind != TLS_GAP:  # (a TCP gap is reported as such already)
+            self._damage(file, packet, conn, TLS_PREFIX + kind, ev.nbytes, ev.message, ts)
+        if ev.breaks_stream and ev.direction is not None:
+            # the plaintext has a hole of unknown size here: the framer resynchronises
+            d = conn.dirs[1 - conn.broker] if ev.direction == 0 else conn.dirs[conn.broker]
+            self._frame_gap(conn, d, self.max_frame + 8, file, packet, ts)
+
+    def _frame_in(self, conn, d: _Dir, data, file, packet, ts) -> None:
         if d.skip:
             n = len(data)
             if n <= d.skip:
@@ -1296,6 +1373,12 @@ class StreamAssembler:
                     self._gaps(conn, d, file, None)
                 if d.base is not None:
                     self._unseen_tail(conn, d, file)
+            tls = conn.tls
+            if tls is not None:
+                self._tls_items(conn, tls.finish(), file, None, conn.last_ts)
+                if tls.handshake is not None and not tls.no_key and any(c.decrypted for c in tls.counters):
+                    st.tls_decrypted += 1
+            for d in conn.dirs:
                 if d.skip:
                     st.damage_bytes[PARTIAL_FRAME] = st.damage_bytes.get(PARTIAL_FRAME, 0) - d.skip
                     d.skip = 0

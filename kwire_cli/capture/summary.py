@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 from kwire_cli.capture.auth import AuthSummary
-from kwire_cli.capture.events import Damage
+from kwire_cli.capture.events import Damage, Note
 from kwire_cli.capture.rows import DECODE_ERROR
 from kwire_cli.errors import KwireError
 from kwire_cli.spec.registry import registry
@@ -85,6 +85,25 @@ def damage_entry(d: Damage, file: Any = None) -> dict:
     the number of the packet where it was noticed (None: no one packet)."""
     return {"file": d.file if file is None else file, "frame": d.packet, "conn": d.conn, "kind": d.kind,
             "bytes": d.bytes, "detail": d.detail}
+
+
+def note_entry(n: Note, file: Any = None) -> dict:
+    """A note (a TLS handshake, alert or key update) as the summary lists it."""
+    return {"file": n.file if file is None else file, "frame": n.packet, "conn": n.conn, "kind": n.kind,
+            "detail": n.detail}
+
+
+def tls_section(stats: dict, notes: list[dict] | None) -> dict | None:
+    """The summary's ``tls`` section: TLS connections, how many were decrypted, the versions and
+    cipher suites, and each connection's handshake (from the capture counters and the notes)."""
+    if not stats.get("tls_connections"):
+        return None
+    out: dict[str, Any] = {"connections": stats["tls_connections"], "decrypted": stats.get("tls_decrypted", 0),
+                           "record_bytes": stats.get("tls_bytes", 0), "plaintext_bytes": stats.get("tls_plaintext", 0),
+                           "sessions": dict(sorted((stats.get("tls_sessions") or {}).items()))}
+    if notes is not None:
+        out["handshakes"] = [{"conn": n["conn"], "detail": n["detail"]} for n in notes if n["kind"] == "tls"][:200]
+    return out
 
 
 def what_if_for_row(r: dict) -> dict | None:
@@ -259,7 +278,8 @@ class Summary:
                             "advertised": list(rng) if rng else None})
         return out
 
-    def to_dict(self, stats: dict | None = None, damage: list[dict] | None = None) -> dict:
+    def to_dict(self, stats: dict | None = None, damage: list[dict] | None = None,
+                notes: list[dict] | None = None) -> dict:
         apis = []
         by_api = sorted(self.apis.items(), key=lambda kv: (str(kv[0][0]), kv[0][1] or -1, kv[0][2]))
         for (name, version, kind), a in by_api:
@@ -286,6 +306,9 @@ class Summary:
             out["auth"] = auth
         if stats is not None:
             out["capture"] = stats
+            tls = tls_section(stats, notes)
+            if tls is not None:
+                out["tls"] = tls
         if damage is not None:
             kinds: dict[str, dict] = {}
             for d in damage:

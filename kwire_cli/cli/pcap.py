@@ -84,7 +84,7 @@ def captures(paths: list[str]) -> list[list[str]]:
 
 
 def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, conv: Conversation,
-              failures: list[str], max_frame: int | None = None) -> Iterator[dict]:
+              failures: list[str], max_frame: int | None = None, keylog=None) -> Iterator[dict]:
     """The output rows of the files, one capture (``conv.rows``): their packets merged by
     timestamp into one reassembly, so that connections go on across rotated files; a file that is
     not a capture is reported in ``failures`` and left out."""
@@ -110,7 +110,8 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
     try:
         for group in captures(paths):
             events = iter_capture(group, broker_ports=ports or None, stats=stats, max_frame=max_frame,
-                                  failures=failures, wrap=wrap, reopenable=lambda p: not is_stream(p))
+                                  failures=failures, wrap=wrap, reopenable=lambda p: not is_stream(p),
+                                  keylog=keylog)
             yield from conv.rows(events)
     except KwireError as e:
         failures.append(str(e))
@@ -130,10 +131,14 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
               help="A broker port (repeatable). Default: 9092 and any port seen answering Kafka requests.")
 @click.option("--raw-records", is_flag=True, help="Keep records fields as hex instead of decoding batches.")
 @click.option("--strict", is_flag=True, help="Exit 1 when any frame did not decode or the capture is damaged.")
+@click.option("--tls-keylog", "tls_keylogs", multiple=True, metavar="FILE",
+              help="Decrypt TLS with the secrets of this NSS key log (SSLKEYLOGFILE, as Wireshark reads; "
+              "repeatable). Decryption Secrets Blocks of pcapng files are read without it.")
 @limit_options(capture=True)
 @show_secrets_option()
 def pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | None, ports: tuple[int, ...],
-         raw_records: bool, strict: bool, limits: DecodeLimits, show_secrets: bool) -> None:
+         raw_records: bool, strict: bool, tls_keylogs: tuple[str, ...], limits: DecodeLimits,
+         show_secrets: bool) -> None:
     """Decode Kafka conversations from pcap/pcapng FILES (a directory: the regular files under it,
     in rotation order: cap, cap1, cap2 ... cap10).
 
@@ -150,12 +155,36 @@ def pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | Non
     FIFO named explicitly is read as a stream. A connection caught mid-stream resynchronises only on
     frames the codec confirms (nothing is made of payload bytes); a segment that arrives after the
     ACK of later bytes still fills its hole (held 0.2 s or 64 packets) instead of being a gap.
+
+    TLS connections are recognised by their ClientHello on any port and decrypted with the secrets
+    of --tls-keylog files and of the pcapng's Decryption Secrets Blocks; a connection without its
+    secrets is reported once (tls-no-key, its bytes counted), and the summary shows each
+    connection's TLS version and cipher suite.
     """
     files = _expand(files)
     if not files:
         raise KwireUsageError("FILES: the directories given hold no files")
+    keylog = read_keylogs(tls_keylogs)
     with gc_tuned(), limits.apply():
-        _pcap(files, fmt, summary, filter_expr, ports, raw_records, strict, limits.frame_size(), show_secrets)
+        _pcap(files, fmt, summary, filter_expr, ports, raw_records, strict, limits.frame_size(), show_secrets,
+              keylog)
+
+
+def read_keylogs(paths: tuple[str, ...]):
+    """The secrets of the --tls-keylog files, in one ``kwire_cli.tls.KeyLog`` (lines that are not
+    key log lines are counted in one warning per file, naming the first; no secret is shown)."""
+    from kwire_cli.tls import KeyLog
+    keylog = KeyLog()
+    for path in paths:
+        try:
+            with open(path, "rb") as f:
+                text = f.read(64 << 20)
+        except OSError as e:
+            raise KwireUsageError(f"--tls-keylog: cannot read {path}: {e.strerror or e}") from None
+        problems = keylog.add_text(text, source=path)
+        if problems:
+            diagnostic("warning", f"--tls-keylog {path}: {len(problems)} lines not read ({problems[0]})")
+    return keylog
 
 
 def _expand(specs: tuple[str, ...]) -> tuple[str, ...]:
@@ -166,7 +195,7 @@ def _expand(specs: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | None, ports: tuple[int, ...],
-          raw_records: bool, strict: bool, max_frame: int, show_secrets: bool = False) -> None:
+          raw_records: bool, strict: bool, max_frame: int, show_secrets: bool = False, keylog=None) -> None:
     from kwire_cli.capture import CaptureStats
     from kwire_cli.capture.filter import compile_filter
     from kwire_cli.capture.rows import json_ordered, table_cells, table_header
@@ -199,7 +228,7 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
         con = make_console()
         con.print(table_header())
     shown = 0
-    for r in iter_rows(list(files), ports, stats, conv, failures, max_frame):
+    for r in iter_rows(list(files), ports, stats, conv, failures, max_frame, keylog):
         summ.add(r)
         if not keep(r):
             continue
@@ -220,7 +249,7 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
                     write(sep)
                 write(line)
                 first_json = False
-    result = summ.to_dict(stats.to_dict(), conv.damage)
+    result = summ.to_dict(stats.to_dict(), conv.damage, conv.notes)
     if filter_expr:
         result["shown"] = shown
     if summary:

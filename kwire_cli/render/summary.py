@@ -52,6 +52,8 @@ def print_summary(s: dict, console: Console | None = None) -> None:
     for cid, c in s["clients"].items():
         _row(t, cid, c["requests"], ", ".join(f"{k} {'/'.join(map(str, v))}" for k, v in c["versions"].items()))
     con.print(t)
+    if s.get("tls"):
+        print_tls(s["tls"], con)
     if s.get("auth"):
         print_auth(s["auth"], con)
     audit = s["negotiation_audit"]
@@ -111,3 +113,13 @@ def print_auth(a: dict, con: Console) -> None:
             _row(t, f["client"], f["broker"], opt(f["mechanism"]), opt(f["principal"]), opt(f["error"]),
                  opt(f["message"]))
         con.print(t)
+
+
+def print_tls(tls: dict, con: Console) -> None:
+    """The summary's ``tls`` section (``kwire_cli.capture.summary.tls_section``)."""
+    sessions = ", ".join(f"{k} {v}" for k, v in tls["sessions"].items()) or "no handshake seen"
+    con.print(Text(escape(f"TLS connections {tls['connections']}, decrypted {tls['decrypted']} ({sessions}); "
+                          f"{tls['record_bytes']} bytes of TLS records gave {tls['plaintext_bytes']} bytes "
+                          "of plaintext")))
+    for h in tls.get("handshakes") or []:
+        con.print(Text(escape(f"  {h['conn']}: {h['detail']}")))
