@@ -27,16 +27,16 @@ MAN_DIR = ROOT / "man"
 
 EXIT_STATUS = [
     ("0", "Success."),
-    ("1", "The input could not be decoded or encoded: bad hex, a truncated or malformed message, a "
-          "YAML value the message cannot hold, an unreadable capture. One line on stderr, "
-          "\"kwire: error: ...\", names what was wrong and where (field path, byte offset)."),
-    ("2", "Usage error: an unknown option or command, a missing argument, an unknown API name or "
-          "key given as an option, a version out of range, a file that does not exist."),
+    ("1", ("The input could not be decoded or encoded: bad hex, a truncated or malformed message, a "
+           "YAML value the message cannot hold, an unreadable capture. One line on stderr, "
+           "\"kwire: error: ...\", names what was wrong and where (field path, byte offset).")),
+    ("2", ("Usage error: an unknown option or command, a missing argument, an unknown API name or "
+           "key given as an option, a version out of range, a file that does not exist.")),
 ]
 
 ENVIRONMENT = [
-    ("KWIRE_SPECS", "A folder of Kafka message specs (JSON) to use instead of the bundled ones; "
-                    "the same as --specs."),
+    ("KWIRE_SPECS", ("A folder of Kafka message specs (JSON) to use instead of the bundled ones; "
+                     "the same as --specs.")),
     ("KWIRE_DEBUG", "Set to 1 to get a Python traceback instead of the one-line internal error."),
     ("NO_COLOR", "Set to turn colours off on a terminal (output to a pipe or file never has them)."),
     ("_KWIRE_COMPLETE", "Click's shell completion hook, see SHELL COMPLETION in kwire(1)."),

@@ -17,7 +17,6 @@ def _default_specs(monkeypatch):
     reg = importlib.import_module("kwire_cli.spec.registry")
     if reg._override is not None:
         reg.use_specs(None)
-    yield
 
 
 # Markers (registered in pyproject.toml; --strict-markers) are given here, by file and by test name,

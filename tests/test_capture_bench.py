@@ -16,9 +16,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from capture_util import (Conversation, PcapWriter, ethernet_frame, kafka_request,  # noqa: E402
-                          kafka_response, produce_body)
-from kwire_cli.capture import CaptureStats, KafkaFrame, Packet, iter_capture, iter_packets  # noqa: E402
+from capture_util import Conversation, PcapWriter, ethernet_frame, kafka_request, kafka_response, produce_body
+from kwire_cli.capture import CaptureStats, KafkaFrame, Packet, iter_capture, iter_packets
 
 
 def make_capture(n_packets: int, conns: int = 50) -> bytes:

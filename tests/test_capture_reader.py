@@ -7,11 +7,29 @@ import struct
 
 import pytest
 
-from capture_util import (Conversation, PcapngWriter, PcapWriter, ethernet, ethernet_frame,
-                          fragment_header, hop_by_hop, ipv4, ipv6, kafka_request, kafka_response, loop,
-                          null, pcap_ts, routing_header, segment_bytes, sll, sll2, tcp, write_pcap)
-from kwire_cli.capture import (CaptureError, CaptureStats, Damage, KafkaFrame, Packet, iter_capture,
-                               iter_packets)
+from capture_util import (
+    Conversation,
+    PcapngWriter,
+    PcapWriter,
+    ethernet,
+    ethernet_frame,
+    fragment_header,
+    hop_by_hop,
+    ipv4,
+    ipv6,
+    kafka_request,
+    kafka_response,
+    loop,
+    null,
+    pcap_ts,
+    routing_header,
+    segment_bytes,
+    sll,
+    sll2,
+    tcp,
+    write_pcap,
+)
+from kwire_cli.capture import CaptureError, CaptureStats, Damage, KafkaFrame, Packet, iter_capture, iter_packets
 from kwire_cli.errors import KwireError
 
 

@@ -3,10 +3,17 @@ from __future__ import annotations
 
 import io
 
-from capture_util import (ACK, RST, Conversation, kafka_request, kafka_response, produce_body,
-                          write_pcap)
-from kwire_cli.capture import (CaptureStats, Damage, KafkaFrame, Packet, StreamAssembler, conn_key,
-                               iter_capture, iter_packets)
+from capture_util import ACK, RST, Conversation, kafka_request, kafka_response, produce_body, write_pcap
+from kwire_cli.capture import (
+    CaptureStats,
+    Damage,
+    KafkaFrame,
+    Packet,
+    StreamAssembler,
+    conn_key,
+    iter_capture,
+    iter_packets,
+)
 
 
 def packets(segs, t0=1000.0, file="f"):

@@ -55,8 +55,9 @@ def test_man_renders(page):
 
 def _examples():
     gen = _gen_man()
-    from kwire_cli.cli import cli
     import click
+
+    from kwire_cli.cli import cli
     ctx = click.Context(cli, info_name="kwire")
     out = []
     for name in MINE:

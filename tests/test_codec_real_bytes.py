@@ -29,7 +29,7 @@ def test_pair_decodes_fully_and_reencodes_byte_exact(path):
     try:
         msg = decode_request(req, records="hex")
     except DecodeError as e:
-        assert quirk and quirk in str(e), str(e)  # noqa: PT017 - assertion kept as written
+        assert quirk and quirk in str(e), str(e)
         msg = e.decoded
         req = req[:4 + msg.size - 3]  # what the message itself spans
         req = (len(req) - 4).to_bytes(4, "big") + req[4:]

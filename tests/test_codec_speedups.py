@@ -168,7 +168,7 @@ def test_switching_off_runs_the_python_decoder():
         return plan.py_decode(*args)
     prog = compiler._speedups.Program(plan.decode.description, spy)
     data = bytes.fromhex("056b77697265066b77697265")[:-1]  # cut short: the Python decoder reports it
-    with pytest.raises(Exception) as exc:  # noqa: PT011 - assertion kept as written
+    with pytest.raises(Exception) as exc:
         prog(data, 0, len(data))
     assert "offset" in str(exc.value) and len(calls) == 1
     good = bytes.fromhex("066b77697265063031302e3000")
@@ -445,13 +445,13 @@ def test_nesting_deeper_than_the_limit_goes_to_python():
 @needs_native
 def test_bad_descriptions_are_refused():
     P = compiler._speedups.Program
-    with pytest.raises(ValueError):  # noqa: PT011 - assertion kept as written
+    with pytest.raises(ValueError):
         P((False, 64, 1, ((("a", (13, False, False, 5, 0, None, False), False, 0, None, None, None),),)), _decline)
-    with pytest.raises(ValueError):  # noqa: PT011 - assertion kept as written
+    with pytest.raises(ValueError):
         P((False, 64, 7, ((),)), _decline)
     with pytest.raises(TypeError):
         P((False, 64, 1, ((),)), None)
-    with pytest.raises(ValueError):  # noqa: PT011 - assertion kept as written
+    with pytest.raises(ValueError):
         P((False, 64, 1, ()), _decline)
 
 
@@ -470,7 +470,7 @@ def test_garbage_collector_setting_is_left_as_it_was():
             (gc.enable if enabled else gc.disable)()
             assert plan.decode(good, 0, len(good)) == plan.py_decode(good, 0, len(good))
             assert gc.isenabled() is enabled
-            with pytest.raises(Exception):  # noqa: B017, PT011 - assertion kept as written
+            with pytest.raises(Exception):  # noqa: B017 - assertion kept as written
                 plan.decode(bad, 0, len(bad))
             assert gc.isenabled() is enabled
     finally:

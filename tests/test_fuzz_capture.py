@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
-import fuzzlib  # noqa: E402
+import fuzzlib
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SMALL = sorted((p.read_bytes() for p in (FIXTURES / "captures").glob("*.pcap")), key=len)[:4]

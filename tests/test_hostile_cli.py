@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from cli_run import kwire
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
-import fuzzlib  # noqa: E402
+import fuzzlib
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

@@ -15,8 +15,14 @@ from kwire_cli.capture import DEFAULT_MAX_FRAME
 from kwire_cli.cli.app import KwireUsageError
 from kwire_cli.cli.options import DecodeLimits, parse_count, parse_size
 from kwire_cli.records import limits
-from kwire_cli.records.limits import (DEFAULT_MAX_FRAME_DECOMPRESSED, DEFAULT_MAX_FRAME_ITEMS, FrameLimits,
-                                      frame_budget, frame_limits, set_frame_limits)
+from kwire_cli.records.limits import (
+    DEFAULT_MAX_FRAME_DECOMPRESSED,
+    DEFAULT_MAX_FRAME_ITEMS,
+    FrameLimits,
+    frame_budget,
+    frame_limits,
+    set_frame_limits,
+)
 
 CAPS = FIXTURES / "captures"
 # librdkafka's consumer: the largest frame is the Fetch response of packet 92, 2033 bytes
@@ -350,9 +356,8 @@ def test_decode_limits_apply_restores_what_was_there_before():
             with DecodeLimits(decompressed=None, items=9).apply():
                 assert frame_limits() == FrameLimits(1000, 9)
             assert frame_limits() == FrameLimits(1000, DEFAULT_MAX_FRAME_ITEMS)
-        with pytest.raises(RuntimeError):
-            with DecodeLimits(items=5).apply():
-                raise RuntimeError("boom")
+        with pytest.raises(RuntimeError), DecodeLimits(items=5).apply():
+            raise RuntimeError("boom")
         assert frame_limits() == FrameLimits(12345, DEFAULT_MAX_FRAME_ITEMS)
     finally:
         set_frame_limits(*prev)
@@ -372,8 +377,9 @@ def test_help_states_the_real_defaults():
 
 
 def test_which_commands_have_the_options():
-    from kwire_cli.cli import cli
     import click
+
+    from kwire_cli.cli import cli
     ctx = click.Context(cli)
     names = {}
     for cmd in ("decode", "pcap", "encode", "diff", "describe"):

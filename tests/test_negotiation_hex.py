@@ -236,7 +236,7 @@ def test_xxd_dump_of_a_recorded_answer_reads_as_the_hex_does(tmp_path, args):
     assert r.json()["brokers"][0]["notes"] == from_hex.notes
     s = kwire("negotiate", "-", "--format", "json", input=dump.read_bytes())
     assert s.code == 0, s
-    by_api = lambda out: [(a["api_key"], list(a["brokers"].values()), a["chosen"]) for a in out["apis"]]  # noqa: E731
+    by_api = lambda out: [(a["api_key"], list(a["brokers"].values()), a["chosen"]) for a in out["apis"]]
     assert by_api(s.json()) == by_api(r.json())
     assert list(s.json()["apis"][0]["brokers"]) == ["broker"]  # stdin has no file name
     d = kwire("decode", f"@{dump}", "--api", "ApiVersions", "--version", "3", "--format", "json")

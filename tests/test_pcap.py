@@ -164,7 +164,7 @@ def test_dropped_duplicated_and_reordered_packets(tmp_path):
     mixed = []
     for i, p in enumerate(pkts):
         mixed += [p, p]
-    sport = lambda p: struct.unpack_from(">H", p, 16 + 14 + 20)[0]  # noqa: E731  (Ethernet, IPv4)
+    sport = lambda p: struct.unpack_from(">H", p, 16 + 14 + 20)[0]
     for i in range(10, len(mixed) - 2, 7):  # reorder within one direction of one connection
         if sport(mixed[i]) == sport(mixed[i + 2]):
             mixed[i], mixed[i + 2] = mixed[i + 2], mixed[i]

@@ -22,16 +22,15 @@ pytest.importorskip("pyspark")
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
     pytest.skip("no Java: Spark cannot start", allow_module_level=True)
 
-from capture_util import PcapngWriter  # noqa: E402
-from cli_run import kwire  # noqa: E402
-
-from kwire_cli.capture import iter_capture  # noqa: E402
-from kwire_cli.capture.formats import packet_at  # noqa: E402
-from kwire_cli.capture.rows import json_ordered  # noqa: E402
-from kwire_cli.capture.session import Conversation  # noqa: E402
-from kwire_cli.cli.pcap import line_encoder  # noqa: E402
-from kwire_cli.spark import reading  # noqa: E402
-from kwire_cli.spark.job import SparkJobError, get_session, run  # noqa: E402
+from capture_util import PcapngWriter
+from cli_run import kwire
+from kwire_cli.capture import iter_capture
+from kwire_cli.capture.formats import packet_at
+from kwire_cli.capture.rows import json_ordered
+from kwire_cli.capture.session import Conversation
+from kwire_cli.cli.pcap import line_encoder
+from kwire_cli.spark import reading
+from kwire_cli.spark.job import SparkJobError, get_session, run
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPS = ROOT / "fixtures" / "captures"
@@ -377,7 +376,8 @@ def _consume_frames():
 def _exchange_capture(path: Path, first: list, second: list) -> None:
     """Two connections (ports 41001, 41002) to one broker: ``first``'s frames on the first, then
     ``second``'s on the second, each frame in one segment."""
-    from capture_util import Conversation as TcpConv, write_pcap
+    from capture_util import Conversation as TcpConv
+    from capture_util import write_pcap
     segs = []
     for port, frames in ((41001, first), (41002, second)):
         c = TcpConv(client=("10.0.0.1", port), server=("10.0.0.2", 9092))
@@ -434,8 +434,8 @@ def test_default_partitions_grow_with_the_input():
     from kwire_cli.spark.job import default_partitions
     from kwire_cli.spark.reading import FilePlan
     mib = 1 << 20
-    pcap = lambda n: FilePlan("p", "p", size=n * mib, kind="pcap", prefix=b"\xd4\xc3\xb2\xa1")  # noqa: E731
-    gz = lambda n: FilePlan("g", "g", size=n * mib, kind="whole")  # noqa: E731  (gzip: no prefix)
+    pcap = lambda n: FilePlan("p", "p", size=n * mib, kind="pcap", prefix=b"\xd4\xc3\xb2\xa1")
+    gz = lambda n: FilePlan("g", "g", size=n * mib, kind="whole")
     assert default_partitions(2, [pcap(1)]) == 4                 # small: twice the parallelism
     assert default_partitions(2, [pcap(567)]) == 4
     assert default_partitions(2, [pcap(4096)]) == 16              # 4 GiB: one per 256 MiB

@@ -28,7 +28,7 @@ if os.environ.get("KWIRE_SPARK_CLUSTER") == "0":
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
     pytest.skip("no Java: Spark cannot start", allow_module_level=True)
 
-from test_spark import merged_rotated_lines, pcap_lines  # noqa: E402
+from test_spark import merged_rotated_lines, pcap_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 FILES = ["fixtures/captures/kafka-python-consume.pcap", "fixtures/captures/confluent-kafka-admin.pcap",

@@ -74,7 +74,8 @@ def to_int(v: Any, where: str) -> int:
     try:
         return int(v)
     except ValueError:  # not a number, or more digits than Python converts (4300)
-        shown = v if len(v) <= 40 else f"{v[:40]}... ({len(v)} characters)"
+        text = str(v)  # (an int converts: only text fails)
+        shown = text if len(text) <= 40 else f"{text[:40]}... ({len(text)} characters)"
         raise NegotiationError(f"{where}: expected an integer, got {shown!r}") from None
 
 
