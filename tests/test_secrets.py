@@ -824,3 +824,32 @@ def test_any_bytes_decode_without_error_and_whatever_holds_a_secret_hides_the_by
                                                                               "bytes": sec.nbytes}
     if reason == "sasl-token" and len(data) >= 4:
         assert data.hex() not in text
+
+
+def test_spark_decode_decrypts_the_tls_captures_with_their_key_logs(spark, tmp_path, monkeypatch):
+    """spark-decode with the key logs (shipped to the executors) gives kwire pcap's rows and TLS
+    counts over the SASL-over-TLS captures, secrets still redacted."""
+    from kwire_cli.spark.job import run
+    monkeypatch.chdir(ROOT)
+    tls = [c for c in CASES if c.values[3].startswith("tls")]
+    files = sorted({str((SECURE / c.values[1]).relative_to(ROOT)) for c in tls})
+    keys = KeyLog()
+    for f in files:
+        k = keylog_of(str(Path(f).relative_to("fixtures/secure")))
+        assert k is not None
+        keys.add_text(k.read_bytes())
+    port_args = [a for p in sorted({c.values[2] for c in tls}) for a in ("--port", str(p))]
+    out = tmp_path / "out"
+    res = run(files, str(out), fmt="jsonl", spark=spark, ports=sorted({c.values[2] for c in tls}), partitions=2,
+              keylog=keys)
+    lines = sorted(line for p in out.glob("api_name=*/part-*") for line in p.read_text().splitlines())
+    key_args = [a for f in files for a in ("--tls-keylog", str(keylog_of(str(Path(f).relative_to("fixtures/secure")))))]
+    want = sorted(line for f in files for line in kwire("pcap", f, "--format", "jsonl", *port_args, *key_args)
+                  .out.splitlines())
+    assert lines == want and lines
+    for c in tls:
+        assert leaks("\n".join(lines), c.values[0]) == []
+    mine = kwire("pcap", *files, "--summary", "--format", "json", *port_args, *key_args).json()
+    assert res.summary["tls"]["decrypted"] == mine["tls"]["decrypted"] == mine["tls"]["connections"] > 0
+    assert res.summary["tls"]["sessions"] == mine["tls"]["sessions"]
+    assert res.summary["frames"] == mine["frames"]

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import click
 
-from kwire_cli.cli.app import KwireUsageError
+from kwire_cli.cli.app import KwireUsageError, diagnostic
 from kwire_cli.errors import KwireError
 
 # --------------------------------------------------------------------------- --format, APIs
@@ -183,6 +183,32 @@ def limit_options(capture: bool = False) -> Callable:
 
 
 # --------------------------------------------------------------------------- secrets
+
+def tls_keylog_option() -> Callable:
+    """Decorator: --tls-keylog FILE (repeatable), handed to the command as ``tls_keylogs``; read
+    them with ``read_keylogs``."""
+    return click.option(
+        "--tls-keylog", "tls_keylogs", multiple=True, metavar="FILE",
+        help="Decrypt TLS with the secrets of this NSS key log (SSLKEYLOGFILE, as Wireshark reads; "
+             "repeatable). Decryption Secrets Blocks of pcapng files are read without it.")
+
+
+def read_keylogs(paths: tuple[str, ...]) -> Any:
+    """The secrets of the --tls-keylog files, in one ``kwire_cli.tls.KeyLog`` (lines that are not
+    key log lines are counted in one warning per file, naming the first; no secret is shown)."""
+    from kwire_cli.tls import KeyLog
+    keylog = KeyLog()
+    for path in paths:
+        try:
+            with open(path, "rb") as f:
+                text = f.read(64 << 20)
+        except OSError as e:
+            raise KwireUsageError(f"--tls-keylog: cannot read {path}: {e.strerror or e}") from None
+        problems = keylog.add_text(text, source=path)
+        if problems:
+            diagnostic("warning", f"--tls-keylog {path}: {len(problems)} lines not read ({problems[0]})")
+    return keylog
+
 
 def show_secrets_option() -> Callable:
     """Decorator: --show-secrets, handed to the command as ``show_secrets`` (secrets are redacted

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from kwire_cli.cli.app import KwireUsageError, diagnostic, note_skipped, std_binary
-from kwire_cli.cli.options import DecodeLimits, limit_options, show_secrets_option
+from kwire_cli.cli.options import DecodeLimits, limit_options, read_keylogs, show_secrets_option, tls_keylog_option
 from kwire_cli.errors import KwireError
 from kwire_cli.render.jsonlines import gc_tuned, line_encoder
 from kwire_cli.render.safe import json_text
@@ -131,9 +131,7 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
               help="A broker port (repeatable). Default: 9092 and any port seen answering Kafka requests.")
 @click.option("--raw-records", is_flag=True, help="Keep records fields as hex instead of decoding batches.")
 @click.option("--strict", is_flag=True, help="Exit 1 when any frame did not decode or the capture is damaged.")
-@click.option("--tls-keylog", "tls_keylogs", multiple=True, metavar="FILE",
-              help="Decrypt TLS with the secrets of this NSS key log (SSLKEYLOGFILE, as Wireshark reads; "
-              "repeatable). Decryption Secrets Blocks of pcapng files are read without it.")
+@tls_keylog_option()
 @limit_options(capture=True)
 @show_secrets_option()
 def pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | None, ports: tuple[int, ...],
@@ -168,23 +166,6 @@ def pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | Non
     with gc_tuned(), limits.apply():
         _pcap(files, fmt, summary, filter_expr, ports, raw_records, strict, limits.frame_size(), show_secrets,
               keylog)
-
-
-def read_keylogs(paths: tuple[str, ...]):
-    """The secrets of the --tls-keylog files, in one ``kwire_cli.tls.KeyLog`` (lines that are not
-    key log lines are counted in one warning per file, naming the first; no secret is shown)."""
-    from kwire_cli.tls import KeyLog
-    keylog = KeyLog()
-    for path in paths:
-        try:
-            with open(path, "rb") as f:
-                text = f.read(64 << 20)
-        except OSError as e:
-            raise KwireUsageError(f"--tls-keylog: cannot read {path}: {e.strerror or e}") from None
-        problems = keylog.add_text(text, source=path)
-        if problems:
-            diagnostic("warning", f"--tls-keylog {path}: {len(problems)} lines not read ({problems[0]})")
-    return keylog
 
 
 def _expand(specs: tuple[str, ...]) -> tuple[str, ...]:

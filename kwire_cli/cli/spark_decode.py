@@ -8,7 +8,7 @@ import sys
 import click
 
 from kwire_cli.cli.app import diagnostic
-from kwire_cli.cli.options import limit_options, show_secrets_option
+from kwire_cli.cli.options import limit_options, read_keylogs, show_secrets_option, tls_keylog_option
 from kwire_cli.errors import KwireError
 from kwire_cli.render.safe import escape
 
@@ -86,9 +86,10 @@ def _conf(_ctx, _param, values):
 @click.option("--strict", is_flag=True, help="Exit 1 when a file failed, a frame did not decode or "
               "the capture is damaged.")
 @limit_options(capture=True)
+@tls_keylog_option()
 @show_secrets_option()
 def spark_decode(inputs, out, fmt, master, ports, partitions, split_size, raw_records, overwrite, conf,
-                 ship_code, summary_format, strict, limits, show_secrets):
+                 ship_code, summary_format, strict, tls_keylogs, limits, show_secrets):
     """Decode Kafka conversations from captures with Spark (same codec and capture code as
     `kwire pcap`).
 
@@ -97,15 +98,18 @@ def spark_decode(inputs, out, fmt, master, ports, partitions, split_size, raw_re
     parallel byte ranges cut at record boundaries.
 
     Secrets are redacted in the rows and the summary unless --show-secrets (as in kwire pcap).
+    TLS is decrypted with the --tls-keylog files, shipped to the executors with the tasks (pcapng
+    Decryption Secrets Blocks are not read here: give their key log with --tls-keylog).
     """
     require_pyspark()
+    keylog = read_keylogs(tls_keylogs) if tls_keylogs else None
     from kwire_cli.cli.app import note_skipped
     from kwire_cli.spark.job import run
     res = run(inputs, out, fmt=fmt, master=master, ports=ports, partitions=partitions,
               split_size=split_size << 20, raw_records=raw_records, overwrite=overwrite, conf=conf,
               progress=not os.environ.get("KWIRE_NO_PROGRESS"),
               ship={"auto": None, "always": True, "never": False}[ship_code], limits=tuple(limits),
-              show_secrets=show_secrets, on_skip=note_skipped)
+              show_secrets=show_secrets, on_skip=note_skipped, keylog=keylog)
     if summary_format == "table":
         from kwire_cli.render.summary import print_summary
         print_summary(res.summary)

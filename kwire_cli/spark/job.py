@@ -117,7 +117,8 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
         ports: Iterable[int] = (), partitions: int | None = None, split_size: int = DEFAULT_SPLIT,
         raw_records: bool = False, overwrite: bool = False, conf: Iterable[tuple[str, str]] = (),
         spark=None, progress: bool = True, ship: bool | None = None,
-        limits: tuple = (None, None, None), show_secrets: bool = False, on_skip=None) -> JobResult:
+        limits: tuple = (None, None, None), show_secrets: bool = False, on_skip=None,
+        keylog=None) -> JobResult:
     """Decode captures with Spark; write rows to ``out`` (partitioned by api_name) and the summary.
 
     ``on_skip(path, what)``: told about each FIFO, socket or device found in a directory or glob
@@ -126,7 +127,8 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
     ``limits``: the largest frame reassembled, and per frame the decompressed bytes and the records
     and headers decoded (kwire pcap's --max-frame-size, --max-decompressed, --max-records; None:
     the default). Secrets are redacted in the rows and the summary unless ``show_secrets``
-    (``kwire_cli.codec.secrets``)."""
+    (``kwire_cli.codec.secrets``). ``keylog``: a ``kwire_cli.tls.KeyLog`` that TLS connections are
+    decrypted with (shipped to the executors with the tasks)."""
     t0 = time.monotonic()
     if fmt not in ("parquet", "jsonl"):
         raise SparkJobError(f"unknown output format {fmt!r} (parquet or jsonl)")
@@ -139,14 +141,14 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
     try:
         return _run(spark, paths, out, fmt, tuple(ports), partitions, split_size,
                     "hex" if raw_records else None, t0, time.monotonic() - t0, ship, tuple(limits),
-                    show_secrets)
+                    show_secrets, keylog)
     finally:
         if created:
             spark.stop()
 
 
 def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0, startup,
-         ship=None, limits=(None, None, None), show_secrets=False) -> JobResult:
+         ship=None, limits=(None, None, None), show_secrets=False, keylog=None) -> JobResult:
     from kwire_cli.spark.summary import final_summary
     sc = spark.sparkContext
     specs_name = ship_code(sc, ship)
@@ -202,8 +204,8 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
         by_conn = pk.repartitionAndSortWithinPartitions(nparts, partitionFunc=lambda k: k[0])
         names_acc = sc.accumulator({}, names_param())
         frames = by_conn.mapPartitionsWithIndex(
-            lambda i, it, ports=ports, rm=records_mode, sn=specs_name, n=nparts, na=names_acc, ss=show_secrets:
-            assemble_partition(i, it, ports, rm, sn, n, na, limits, ss))
+            lambda i, it, ports=ports, rm=records_mode, sn=specs_name, n=nparts, na=names_acc, ss=show_secrets,
+            kl=keylog: assemble_partition(i, it, ports, rm, sn, n, na, limits, ss, kl))
         # one more partition than the frames go to: running a job on that empty one makes Spark
         # reassemble every connection (and write the shuffle) without decoding anything, so that the
         # topic ids learned on all connections are known before the decode stage, which then reuses

@@ -26,6 +26,7 @@ from typing import Any, cast
 
 from kwire_cli.capture import DEFAULT_MAX_FRAME, CaptureStats, Damage, KafkaFrame, Packet, StreamAssembler, conn_key
 from kwire_cli.capture.check import CodecCheck
+from kwire_cli.capture.events import Note
 from kwire_cli.capture.session import Conversation
 from kwire_cli.capture.summary import damage_entry
 from kwire_cli.codec.secrets import CONTEXT_APIS
@@ -99,7 +100,8 @@ def _request_client_id(data: bytes) -> tuple[bool, Any]:
 
 def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records_mode: str | None,
                        specs_name: str | None, nout: int = 1, names_acc=None,
-                       limits: tuple = (None, None, None), show_secrets: bool = False) -> Iterator[tuple]:
+                       limits: tuple = (None, None, None), show_secrets: bool = False,
+                       keylog: Any = None) -> Iterator[tuple]:
     """Stage 2: sorted packets of some connections -> frames (with context), rows, damage.
 
     Each item leaves keyed (file rank, packet, this partition, seq, decode partition): the first
@@ -132,6 +134,8 @@ def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records
 
     def handle(events, pos):
         for ev in events:
+            if ev.__class__ is Note:
+                continue  # TLS handshakes: counted in the stats (the driver's summary has no per-connection list)
             if ev.__class__ is not KafkaFrame:
                 d = damage_item(ev, ev.file, pos)
                 yield key(ev.file, ev.packet), ("dmg", d)
@@ -167,7 +171,7 @@ def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records
             cur = conn
             first = k[3]
             asm = StreamAssembler(broker_ports=ports or None, stats=stats,
-                                  max_frame=limits[0] or DEFAULT_MAX_FRAME, check=check)
+                                  max_frame=limits[0] or DEFAULT_MAX_FRAME, check=check, keylog=keylog)
             conv = Conversation(records_mode, on_topic_name=lambda tid, name: fresh.append((tid, name)),
                                 show_secrets=show_secrets)
             feed = asm.feed
