@@ -8,6 +8,7 @@ records and the same frames in the clear are written as pcaps with the same TCP 
 (1448-byte segments, an ACK per burst), with OpenSSL's own key log beside the TLS one:
 
     python bench/make_tls_capture.py IN.pcap OUT_DIR [--port 9092] [--version 1.3|1.2] [--ciphers ...]
+    python bench/make_tls_capture.py fixtures/captures/*-consume.pcap OUT_DIR --times 300   # small frames
 
 writes OUT_DIR/plain.pcap, OUT_DIR/tls.pcap and OUT_DIR/tls.keylog (the TLS one on port 9093).
 """
@@ -67,8 +68,9 @@ def pump(pipes: tuple, conv: Conversation, writer: PcapWriter, ts: float) -> flo
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("capture")
+    ap.add_argument("captures", nargs="+", metavar="CAPTURE")
     ap.add_argument("out")
+    ap.add_argument("--times", type=int, default=1, help="replay each connection this many times")
     ap.add_argument("--port", type=int, default=9092)
     ap.add_argument("--version", choices=("1.2", "1.3"), default="1.3")
     ap.add_argument("--ciphers", help="TLS 1.2 cipher list (OpenSSL names)")
@@ -88,11 +90,13 @@ def main() -> None:
         ctx.minimum_version = ctx.maximum_version = vers
         if a.ciphers:
             ctx.set_ciphers(a.ciphers)
-    convs = conversations(a.capture, a.port)
+    convs: list[list[tuple[int, bytes]]] = []
+    for path in a.captures:
+        convs += list(conversations(path, a.port).values()) * a.times
     ts = 1_700_000_000.0
     with open(out / "plain.pcap", "wb") as pf, open(out / "tls.pcap", "wb") as tf:
         plain, tls = PcapWriter(pf), PcapWriter(tf)
-        for n, frames in enumerate(convs.values()):
+        for n, frames in enumerate(convs):
             client = ("10.0.%d.%d" % (n // 250, n % 250 + 1), 40000 + n % 20000)
             pc = Conversation(client=client, server=("10.9.0.1", 9092))
             tc = Conversation(client=client, server=("10.9.0.1", 9093))
