@@ -10,6 +10,7 @@ import importlib
 import importlib.util
 import os
 import sys
+from typing import Any
 
 import click
 
@@ -45,6 +46,25 @@ class LazyGroup(click.Group):
                 return None
             return getattr(importlib.import_module(mod), attr)
         return super().get_command(ctx, name)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            # the reader of stdout went away (`kwire pcap ... | head`): a quiet success, as for
+            # other Unix tools. Click would exit 1 here; stdout goes to /dev/null so that nothing
+            # more fails when Python flushes it on the way out
+            _quiet_stdout()
+            raise click.exceptions.Exit(0) from None
+
+
+def _quiet_stdout() -> None:
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError):  # no real file descriptor (an in-process test's stdout)
+        pass
 
 
 def _use_specs(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:

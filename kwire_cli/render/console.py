@@ -9,6 +9,14 @@ import sys
 from rich.console import Console
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """The reader went away (`| head`): stop writing and let the command end as a quiet success
+        (Rich's own default exits 1)."""
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def make_console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     is_tty = hasattr(stream, "isatty") and stream.isatty()
@@ -18,7 +26,7 @@ def make_console(stderr: bool = False) -> Console:
             width = int(os.environ.get("COLUMNS", "")) or 200
         except ValueError:
             width = 200
-    return Console(file=stream, markup=False, highlight=False, emoji=False, width=width,
+    return _Console(file=stream, markup=False, highlight=False, emoji=False, width=width,
                    no_color=not is_tty or bool(os.environ.get("NO_COLOR")), soft_wrap=False)
 
 
