@@ -27,6 +27,7 @@ from kwire_cli.codec.sasl import principal as sasl_principal
 from kwire_cli.spec.error_codes import error_name
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+SASL_TOKEN = "sasl-token"  # (capture.stream's kind for KIP-43 raw tokens; auth is read by rows only)
 MAX_FACTS = 10_000          # per connection (the first by position are kept)
 MAX_CONNECTIONS_LISTED = 1000
 MAX_FAILURES_LISTED = 200
@@ -43,12 +44,20 @@ class AuthSummary:
     def add(self, r: dict, pos: Any) -> None:
         """Note one row (any row: only SaslHandshake and SaslAuthenticate rows that decoded count)."""
         key = r["api_key"]
-        if key != SASL_AUTHENTICATE and key != SASL_HANDSHAKE:
+        if key != SASL_AUTHENTICATE and key != SASL_HANDSHAKE and r["kind"] != SASL_TOKEN:
             return
         body = r.get("body")
         if body is None or r.get("error") is not None:
             return
-        if r["kind"] == "request":
+        if r["kind"] == SASL_TOKEN:  # KIP-43 raw tokens: a client's is an authenticate, a broker's its answer
+            sasl = body.get("Sasl") or {}
+            if body.get("Side") == "client":
+                conn = (r["src"], r["dst"])
+                fact = (pos, "A", sasl_principal(sasl), sasl.get("Mechanism"))
+            else:
+                conn = (r["dst"], r["src"])
+                fact = (pos, "a", 0, None, sasl.get("Message"), sasl.get("Error"), None)
+        elif r["kind"] == "request":
             conn = (r["src"], r["dst"])
             if key == SASL_HANDSHAKE:
                 fact: tuple = (pos, "H", body.get("Mechanism"))

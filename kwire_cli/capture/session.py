@@ -16,10 +16,19 @@ from typing import Any
 
 from kwire_cli.capture.events import Damage, KafkaFrame, Note
 from kwire_cli.capture.rows import DECODE_ERROR, INTERNAL_ERROR, UNPAIRED_RESPONSE, new_row
+from kwire_cli.capture.stream import SASL_TOKEN
 from kwire_cli.capture.summary import damage_entry, note_entry
 from kwire_cli.codec.embedded import consumer_protocol
 from kwire_cli.codec.message import decode_request, decode_response
-from kwire_cli.codec.secrets import CONTEXT_APIS, ENVELOPE, SASL_HANDSHAKE, envelope_inner, redact_message
+from kwire_cli.codec.secrets import (
+    CONTEXT_APIS,
+    ENVELOPE,
+    SASL_HANDSHAKE,
+    decode_sasl,
+    envelope_inner,
+    redact_message,
+    redacted,
+)
 from kwire_cli.errors import KwireError
 from kwire_cli.spec.registry import registry
 
@@ -164,6 +173,8 @@ class Conversation:
         latency = f.latency
         if latency is not None:
             rec["latency_ms"] = round(latency * 1000.0, 3)
+        if f.kind == SASL_TOKEN:
+            return self._sasl_token(rec, f)
         if f.api_key is not None:
             try:
                 rec["api_name"] = registry().api(f.api_key).name
@@ -226,6 +237,18 @@ class Conversation:
             embedded = consumer_protocol(name, f.kind, body, ptype)
             if embedded:
                 rec["embedded"] = embedded
+        return rec
+
+    def _sasl_token(self, rec: dict, f: KafkaFrame) -> dict:
+        """A KIP-43 raw SASL token (after a SaslHandshake v0): decoded for the mechanism that
+        handshake named, shown as SaslAuthenticate's AuthBytes are (secrets redacted)."""
+        side = "client" if f.conn.startswith(f.src + "->") else "server"
+        data = bytes(f.data)
+        fields, secret = decode_sasl(data, self._mechanisms.get(f.conn), side, self.show_secrets)
+        rec["api_name"] = "SaslToken"
+        rec["body"] = {"Side": side, "AuthBytes": redacted(secret, len(data)) if secret is not None else data,
+                       "Sasl": fields}
+        rec["error_codes"] = []
         return rec
 
     def rows(self, events: Iterable[KafkaFrame | Damage | Note]) -> Iterator[dict]:

@@ -33,6 +33,11 @@ Per connection and direction:
   Kafka byte stream that framing reads. A gap in the records is a hole in the plaintext (framing
   resynchronises); a connection without secrets in the key log is one ``tls-no-key`` damage event
   (its bytes counted, nothing framed); handshakes, alerts and key updates are ``Note`` events.
+* KIP-43 legacy SASL: after a SaslHandshake v0 answer without error, the client and the broker
+  exchange raw size-prefixed tokens, not Kafka frames: as many each way as the mechanism's rounds
+  (PLAIN and OAUTHBEARER 1, SCRAM 2; a PLAIN broker's token is empty: size 0). They come out as
+  frames of kind ``sasl-token``; Kafka framing resumes after them. Other mechanisms (GSSAPI) have
+  no fixed count: their tokens stay undecoded frames.
 * Pairing: requests by correlation id (Produce with acks=0 expects no response); at most
   ``max_open`` open requests per connection (the oldest are dropped and reported).
 
@@ -105,6 +110,10 @@ _H16 = struct.Struct(">h").unpack_from
 _I32P = struct.Struct(">i").pack
 _EMPTY: tuple = ()
 _tnew = tuple.__new__
+SASL_HANDSHAKE = 17
+SASL_TOKEN = "sasl-token"  # the kind of a KIP-43 raw SASL token's frame
+# rounds of raw tokens each way after a SaslHandshake v0, by mechanism (unknown: not switched)
+SASL_ROUNDS = {"PLAIN": 1, "OAUTHBEARER": 1, "SCRAM-SHA-256": 2, "SCRAM-SHA-512": 2}
 _INF = float("inf")
 API_VERSIONS = 18
 EPHEMERAL = 32768  # the lowest port Linux (and IANA: 49152) hands out to clients
@@ -202,7 +211,7 @@ class Connection:
 
     __slots__ = ("keys", "ends", "dirs", "broker", "reason", "label", "open", "noreply", "syn_from",
                  "last_ts", "file", "gen", "kafka", "reset", "fin_seen", "apis", "opened", "cid", "held",
-                 "hold_pkts", "tls")
+                 "hold_pkts", "tls", "sasl", "sasl_mech")
 
     def __init__(self, src: tuple, dst: tuple, gen: int = 1) -> None:
         self.ends = (src, dst)
@@ -226,6 +235,8 @@ class Connection:
         self.held = False        # a direction holds an acknowledged hole open (late segments)
         self.hold_pkts = 0       # packets of the connection since then
         self.tls: TlsConnection | None = None  # TLS records: decrypted before framing
+        self.sasl: list | None = None   # KIP-43 raw tokens still to come [client, server], after a v0 handshake
+        self.sasl_mech: str | None = None  # the mechanism the last SaslHandshake v0 request named
 
 
 class StreamAssembler:
@@ -769,6 +780,12 @@ class StreamAssembler:
             if len(buf) < 4:
                 return
             size = _I32(buf, 0)[0]
+            if size == 0 and conn.sasl is not None and conn.sasl[0 if d.is_request else 1]:
+                self._emit(conn, d, b"", file, packet, ts, d.start_packet if first else packet)
+                del buf[:4]
+                first = False
+                d.start_packet = packet
+                continue
             if size <= 0 or size > maxf:
                 why = (f"is over the frame cap of {maxf} bytes ({MAX_FRAME_OPTION} raises it)" if size > maxf
                        else f"outside 1..{maxf}")
@@ -1305,6 +1322,16 @@ class StreamAssembler:
         size = len(data)
         st.frames += 1
         st.frame_bytes += size + 4
+        sasl = conn.sasl
+        if sasl is not None:
+            side = 0 if d.is_request else 1
+            if sasl[side]:
+                sasl[side] -= 1
+                if not sasl[0] and not sasl[1]:
+                    conn.sasl = None
+                self._out.append(_tnew(KafkaFrame, (file, packet, ts, d.src, d.dst, conn.label, SASL_TOKEN, data,
+                                                    size, None, None, None, None, None, start_packet, None)))
+                return
         if d.is_request:
             st.requests += 1
             if size < 8:
@@ -1315,6 +1342,8 @@ class StreamAssembler:
                 return
             ak, av, corr = _PREFIX(data, 0)
             acks = None
+            if ak == SASL_HANDSHAKE and av == 0:
+                conn.sasl_mech = _handshake_mechanism(data)
             if ak == PRODUCE:
                 acks = produce_acks(data, av)
                 if acks == 0:
@@ -1359,6 +1388,10 @@ class StreamAssembler:
                          f"packet {packet}: response with correlation id {corr} matches no open request", ts)
             return
         st.paired += 1
+        if req[0] == SASL_HANDSHAKE and req[1] == 0 and size >= 6 and _H16(data, 4)[0] == 0:
+            rounds = SASL_ROUNDS.get(conn.sasl_mech or "")
+            if rounds:
+                conn.sasl = [rounds, rounds]  # raw tokens follow (KIP-43)
         self._out.append(_tnew(KafkaFrame, (file, packet, ts, d.src, d.dst, conn.label, "response", data, size,
                                             req[0], req[1], corr, req[2], req[3], start_packet, None)))
 
@@ -1440,3 +1473,17 @@ class StreamAssembler:
         for k in [k for k, v in self._closed.items() if v[0] < cut]:
             del self._closed[k]
 
+
+
+def _handshake_mechanism(data: bytes) -> str | None:
+    """The mechanism a SaslHandshake v0 request names (request header v1: api key, version,
+    correlation id, client id; then the Mechanism string)."""
+    try:
+        n = _H16(data, 8)[0]
+        off = 10 + max(n, 0)
+        m = _H16(data, off)[0]
+        if m < 0 or off + 2 + m > len(data):
+            return None
+        return bytes(data[off + 2:off + 2 + m]).decode("ascii")
+    except (struct.error, UnicodeDecodeError):
+        return None
