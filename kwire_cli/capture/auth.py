@@ -49,6 +49,7 @@ class AuthSummary:
         body = r.get("body")
         if body is None or r.get("error") is not None:
             return
+        fact: tuple
         if r["kind"] == SASL_TOKEN:  # KIP-43 raw tokens: a client's is an authenticate, a broker's its answer
             sasl = body.get("Sasl") or {}
             if body.get("Side") == "client":
@@ -60,7 +61,7 @@ class AuthSummary:
         elif r["kind"] == "request":
             conn = (r["src"], r["dst"])
             if key == SASL_HANDSHAKE:
-                fact: tuple = (pos, "H", body.get("Mechanism"))
+                fact = (pos, "H", body.get("Mechanism"))
             else:
                 sasl = body.get("Sasl") or {}
                 fact = (pos, "A", sasl_principal(sasl), sasl.get("Mechanism"))

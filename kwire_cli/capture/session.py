@@ -20,6 +20,7 @@ from kwire_cli.capture.stream import SASL_TOKEN
 from kwire_cli.capture.summary import damage_entry, note_entry
 from kwire_cli.codec.embedded import consumer_protocol
 from kwire_cli.codec.message import decode_request, decode_response
+from kwire_cli.codec.sasl import Side
 from kwire_cli.codec.secrets import (
     CONTEXT_APIS,
     ENVELOPE,
@@ -242,7 +243,7 @@ class Conversation:
     def _sasl_token(self, rec: dict, f: KafkaFrame) -> dict:
         """A KIP-43 raw SASL token (after a SaslHandshake v0): decoded for the mechanism that
         handshake named, shown as SaslAuthenticate's AuthBytes are (secrets redacted)."""
-        side = "client" if f.conn.startswith(f.src + "->") else "server"
+        side: Side = "client" if f.conn.startswith(f.src + "->") else "server"
         data = bytes(f.data)
         fields, secret = decode_sasl(data, self._mechanisms.get(f.conn), side, self.show_secrets)
         rec["api_name"] = "SaslToken"
