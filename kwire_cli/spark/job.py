@@ -133,6 +133,9 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
     if fmt not in ("parquet", "jsonl"):
         raise SparkJobError(f"unknown output format {fmt!r} (parquet or jsonl)")
     paths = expand_inputs(inputs, on_skip)
+    if os.path.islink(out):
+        raise SparkJobError(f"--out {out} is a symbolic link: give the directory itself (--overwrite would "
+                            "empty what it points to)")
     if os.path.exists(out) and os.listdir(out) and not overwrite:
         raise SparkJobError(f"output directory {out} exists and is not empty (use --overwrite)")
     created = False
@@ -256,12 +259,21 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
                        executor_code=sorted(totals.executor_code), startup_s=round(startup, 2),
                        job_s=round(t_job - t0 - startup, 2), summary_s=round(t_sum, 2))
     from kwire_cli.render.json import to_jsonable
-    with open(os.path.join(out, "_kwire_summary.json"), "w", encoding="utf-8") as f:
+    with create_nofollow(os.path.join(out, "_kwire_summary.json")) as f:
         json.dump(to_jsonable(summary), f, ensure_ascii=False, allow_nan=False, indent=2)
         f.write("\n")
-    with open(os.path.join(out, "_kwire_result.json"), "w", encoding="utf-8") as f:
+    with create_nofollow(os.path.join(out, "_kwire_result.json")) as f:
         d = dataclasses.asdict(result)
         d.pop("summary")
         json.dump(d, f, indent=2)
         f.write("\n")
     return result
+
+
+def create_nofollow(path: str):
+    """A text file written in --out without following a symbolic link planted there."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as e:
+        raise SparkJobError(f"cannot write {path}: {e.strerror or e} (a symbolic link is not followed)") from None
+    return os.fdopen(fd, "w", encoding="utf-8")

@@ -2,8 +2,10 @@
 task (``executor_setup``)."""
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
+import shutil
 import tempfile
 import zipfile
 
@@ -39,14 +41,14 @@ def ship_code(sc, ship: bool | None = None) -> str | None:
                 files.append(p)
                 with open(p, "rb") as f:
                     h.update(p.encode() + f.read())
-    tmp = os.path.join(tempfile.gettempdir(), f"kwire-spark-{os.getpid()}")
-    os.makedirs(tmp, exist_ok=True)
+    # a fresh private directory (mode 0700) for each application: never a predictable path that
+    # another user could have filled first with a zip of their own to be shipped to the executors
+    tmp = tempfile.mkdtemp(prefix="kwire-spark-")
+    atexit.register(shutil.rmtree, tmp, True)
     zpath = os.path.join(tmp, f"kwire_cli-{h.hexdigest()[:12]}.zip")
-    if not os.path.exists(zpath):
-        with zipfile.ZipFile(zpath + ".tmp", "w", zipfile.ZIP_DEFLATED) as z:
-            for p in files:
-                z.write(p, os.path.join("kwire_cli", os.path.relpath(p, pkg)))
-        os.replace(zpath + ".tmp", zpath)
+    with zipfile.ZipFile(zpath, "x", zipfile.ZIP_DEFLATED) as z:
+        for p in files:
+            z.write(p, os.path.join("kwire_cli", os.path.relpath(p, pkg)))
     sc.addPyFile(zpath)
     specs = os.path.abspath(registry().folder)
     sh = hashlib.sha1()
@@ -56,11 +58,9 @@ def ship_code(sc, ship: bool | None = None) -> str | None:
             sh.update(n.encode() + f.read())
     name = f"kwire-specs-{sh.hexdigest()[:12]}.zip"
     spath = os.path.join(tmp, name)
-    if not os.path.exists(spath):
-        with zipfile.ZipFile(spath + ".tmp", "w", zipfile.ZIP_DEFLATED) as z:
-            for n in names:
-                z.write(os.path.join(specs, n), n)
-        os.replace(spath + ".tmp", spath)
+    with zipfile.ZipFile(spath, "x", zipfile.ZIP_DEFLATED) as z:
+        for n in names:
+            z.write(os.path.join(specs, n), n)
     sc.addArchive(spath)  # unpacked on every executor (SparkFiles.get(name) is the folder)
     _shipped[key] = name
     return name
@@ -86,11 +86,9 @@ def executor_setup(specs_name: str | None, limits: tuple = (None, None, None)) -
     from pyspark import SparkFiles
     path = SparkFiles.get(specs_name)
     if os.path.isfile(path):  # not unpacked: do it here, once per worker process
-        dest = os.path.join(tempfile.gettempdir(), f"{specs_name}-{os.getpid()}")
-        if not os.path.isdir(dest):
-            with zipfile.ZipFile(path) as z:
-                z.extractall(dest + ".tmp")
-            os.replace(dest + ".tmp", dest)
+        dest = tempfile.mkdtemp(prefix=f"{specs_name}-")  # private and fresh, never one found there
+        with zipfile.ZipFile(path) as z:
+            z.extractall(dest)
         path = dest
     if os.path.isdir(path):
         use_specs(path)

@@ -1,0 +1,89 @@
+"""spark-decode's own files (issue 15, item 5): the code zip shipped to executors is built in a
+fresh private directory (never one found at a predictable path), --out may not be a symbolic link,
+and the summary files in --out are written without following a link planted there. None of this
+needs a Spark session: the checks come before one starts, and ship_code only talks to the
+context's addPyFile/addArchive."""
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import kwire_cli
+from kwire_cli.errors import SparkJobError
+from kwire_cli.spark import job, shipping
+
+ROOT = Path(__file__).resolve().parents[1]
+CAPTURE = str(ROOT / "fixtures" / "captures" / "kafka-python-produce.pcap")
+
+
+class Context:
+    """What ship_code asks of a SparkContext: where it ships files."""
+
+    master = "spark://cluster:7077"
+
+    def __init__(self, app: str) -> None:
+        self.applicationId = app
+        self.py_files: list[str] = []
+        self.archives: list[str] = []
+
+    def addPyFile(self, path: str) -> None:
+        self.py_files.append(path)
+
+    def addArchive(self, path: str) -> None:
+        self.archives.append(path)
+
+
+def test_the_code_zip_is_built_fresh_in_a_private_directory():
+    old = Path(tempfile.gettempdir()) / f"kwire-spark-{os.getpid()}"
+    old.mkdir(exist_ok=True)
+    planted = old / "kwire_cli-planted.zip"
+    with zipfile.ZipFile(planted, "w") as z:
+        z.writestr("kwire_cli/__init__.py", "raise SystemExit('planted')\n")
+    try:
+        sc = Context("app-files-1")
+        shipping.ship_code(sc, ship=True)
+        (zpath,), (spath,) = sc.py_files, sc.archives
+        d = Path(zpath).parent
+        assert d != old and d == Path(spath).parent
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700 and d.stat().st_uid == os.getuid()
+        init = Path(kwire_cli.__file__).read_bytes()
+        with zipfile.ZipFile(zpath) as z:
+            assert z.read("kwire_cli/__init__.py") == init
+        # another application gets another directory, built again
+        sc2 = Context("app-files-2")
+        shipping.ship_code(sc2, ship=True)
+        assert Path(sc2.py_files[0]).parent != d
+    finally:
+        planted.unlink()
+        old.rmdir()
+
+
+def test_out_that_is_a_symbolic_link_is_refused_and_its_target_kept(tmp_path):
+    target = tmp_path / "precious"
+    target.mkdir()
+    (target / "keep.txt").write_text("mine")
+    link = tmp_path / "out"
+    link.symlink_to(target)
+    with pytest.raises(SparkJobError, match="symbolic link"):
+        job.run([CAPTURE], str(link), overwrite=True)
+    assert (target / "keep.txt").read_text() == "mine"
+
+
+def test_summary_files_are_not_written_through_a_planted_link(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("untouched")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "_kwire_summary.json").symlink_to(victim)
+    with pytest.raises(SparkJobError, match="symbolic link is not followed"), \
+            job.create_nofollow(str(out / "_kwire_summary.json")) as f:
+        f.write("{}")
+    assert victim.read_text() == "untouched"
+    with job.create_nofollow(str(out / "_kwire_result.json")) as f:
+        f.write("{}\n")
+    assert (out / "_kwire_result.json").read_text() == "{}\n"
