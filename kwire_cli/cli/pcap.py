@@ -207,7 +207,7 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
     if fmt == "table" and not summary:
         from kwire_cli.render.console import make_console
         con = make_console()
-        con.print(table_header())
+        con.print(table_header(), soft_wrap=True)  # a row is one line, however long
     shown = 0
     for r in iter_rows(list(files), ports, stats, conv, failures, max_frame, keylog):
         summ.add(r)
@@ -219,7 +219,7 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
         if t0 is None:
             t0 = r.get("ts")
         if fmt == "table":
-            con.print("  ".join(table_cells(r, t0)))
+            con.print("  ".join(table_cells(r, t0)), soft_wrap=True)
         else:
             line = encode(json_ordered(r))
             if fmt == "jsonl":
