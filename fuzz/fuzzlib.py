@@ -52,6 +52,24 @@ def captures() -> tuple[bytes, ...]:
 
 
 @cache
+def tls_captures() -> tuple[bytes, ...]:
+    """The recorded TLS and SASL-over-TLS captures (fixtures/secure), decrypted with tls_keys()."""
+    secure = FIXTURES / "secure"
+    return tuple(p.read_bytes() for d in ("tls", "sasl") for p in sorted((secure / d).glob("*.pcap"))
+                 if ".plain." not in p.name and p.with_suffix(".keylog").exists())
+
+
+@cache
+def tls_keys():
+    """Every key log of fixtures/secure in one KeyLog."""
+    from kwire_cli.tls import KeyLog
+    keys = KeyLog()
+    for p in sorted((FIXTURES / "secure").glob("*/*.keylog")):
+        keys.add_text(p.read_bytes(), source=p.name)
+    return keys
+
+
+@cache
 def records_fields() -> tuple[bytes, ...]:
     """The raw bytes of every non-empty records field in the recorded pairs (produce/fetch)."""
     from kwire_cli.codec import decode_request, decode_response
@@ -316,6 +334,8 @@ def seeds_for(name: str) -> list[tuple[bytes, dict]]:
         return [(e, {}) for e in embedded_seeds()]
     if name == "capture":
         return [(c, {}) for c in captures()]
+    if name == "capture_tls":
+        return [(c, {}) for c in tls_captures()]
     if name == "hexdump":
         return [(p.read_bytes(), {}) for p in sorted((FIXTURES / "hex").glob("*.hex"))]
     if name == "negotiate":
@@ -475,3 +495,25 @@ def t_native_agrees(data: bytes, rng: random.Random, key: int | None = None, ver
 
 
 TARGETS["native_agrees"] = t_native_agrees
+
+
+def t_capture_tls(data: bytes, _rng: random.Random) -> None:
+    """The pcap pipeline on TLS captures with their key logs: TLS records decrypted inside the
+    reassembly, KIP-43 tokens, SASL secrets; the capture's bytes still reconcile."""
+    from kwire_cli.capture import CaptureStats, iter_capture
+    from kwire_cli.capture.session import Conversation
+    from kwire_cli.capture.summary import Summary
+    stats = CaptureStats()
+    conv = Conversation()
+    summ = Summary()
+    events = iter_capture(io.BytesIO(data), file_label="fuzz.pcap", stats=stats, broker_ports={9093, 9095},
+                          keylog=tls_keys())
+    for rec in conv.rows(events):
+        summ.add(rec)
+    out = summ.to_dict(stats=stats.to_dict(), damage=conv.damage, notes=conv.notes)
+    json.dumps(out, default=str)
+    if not out["reconciled"] or not stats.reconcile()["ok"]:
+        raise AssertionError("summary does not reconcile")
+
+
+TARGETS["capture_tls"] = t_capture_tls

@@ -340,3 +340,21 @@ def test_literal_forms(text, data):
 def test_other_text_is_no_dump(text):
     with pytest.raises(NotADump):
         read_blocks(text)
+
+
+def test_quote_stripping_ends_whatever_separates_the_lines():
+    """Found by fuzz/fuzz_all.py (hexdump target): a '>' after a vertical tab, form feed, U+0085,
+    U+2028 ... (where str.splitlines breaks a line but a regex's ^ does not) looked quoted and was
+    never unquoted: normalize() went round for ever (`kwire decode` hung on b'\\x0b>00')."""
+    import subprocess
+    import sys
+    seps = ["\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029", "\r"]
+    code = ("from kwire_cli.inputs.dump import normalize\n"
+            f"for sep in {seps!r}:\n"
+            "    for text in (sep + '>00\\n', '>00' + sep + '>00\\n', '> 00' + sep + ' > 01\\n'):\n"
+            "        normalize(text)\n"
+            "print('ok')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and r.stdout == "ok\n", r.stderr
+    from kwire_cli.inputs.dump import normalize
+    assert normalize("> 00 01\n> 02\n") == "00 01\n02\n"  # real quoting is still removed

@@ -97,12 +97,18 @@ def normalize(text: str) -> str:
     if not text.isascii():
         text = _WEB_SPACES.sub(" ", text)
     while ">" in text and _all_quoted(text):
-        text = _QUOTED.sub("", text)
+        unquoted = _QUOTED.sub("", text)
+        if unquoted == text:  # (cannot happen with the lines split alike; never loop for ever)
+            break
+        text = unquoted
     return text
 
 
 def _all_quoted(text: str) -> bool:
-    lines = [ln.lstrip() for ln in text.splitlines()]
+    # lines as _QUOTED's ^ sees them: split at newlines only (str.splitlines also splits at form
+    # feeds, \x1c-\x1e, U+0085, U+2028...: a '>' after one of those looked quoted to this test but
+    # was never removed, and the loop above went round for ever)
+    lines = [ln.lstrip(" \t") for ln in text.split("\n")]
     return any(lines) and all(ln.startswith(">") for ln in lines if ln)
 
 
