@@ -23,6 +23,8 @@ message text.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -57,10 +59,7 @@ class CodecError(KwireError):
 
     @property
     def field_path(self) -> str:
-        out = ""
-        for p in self.path:
-            out += p if (p.startswith("[") or not out) else "." + p
-        return out
+        return join_path(self.path)
 
     def __str__(self) -> str:  # one line
         fp = self.field_path
@@ -73,9 +72,17 @@ class CodecError(KwireError):
 
 
 class DecodeError(CodecError):
-    """Bytes that do not decode. Carries the field path and the byte offset."""
+    """Bytes that do not decode. Carries the field path and the byte offset.
+
+    ``rule``: which rule of the format the bytes break, as the violations list of lenient decoding
+    names it (``truncated``, ``null-not-nullable``, ``invalid-utf8``, ``bad-length``, ``tag-size``,
+    ``tag-order``, ``trailing-bytes``, ``too-deep``, ``records``; ``unreadable`` when unnamed)."""
 
     kind = "decode-error"
+    rule = "unreadable"
+    # lenient decoding that had to stop: what it read up to here (a codec Message whose violations
+    # end with this error), for the caller to show; None otherwise
+    partial: Any = None
 
 
 class UnknownApiKey(DecodeError):
@@ -97,11 +104,44 @@ class TrailingBytes(DecodeError):
     nothing to keep (a size prefix shorter than the bytes given)."""
 
     kind = "trailing-bytes"
+    rule = "trailing-bytes"
 
     def __init__(self, reason: str, offset: int | None = None, path: list[str] | None = None,
                  context: str = "", decoded: Any = None):
         super().__init__(reason, offset, path, context)
         self.decoded = decoded
+
+
+def join_path(parts: Sequence[str]) -> str:
+    """``["Topics", "[0]", "Name"]`` -> ``Topics[0].Name``."""
+    out = ""
+    for p in parts:
+        out += p if (p.startswith("[") or not out) else "." + p
+    return out
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A rule of the format the bytes break, where lenient decoding read past it (or stopped).
+
+    ``path``: the field (``Topics[0].Name``; empty for the message itself); ``offset``: the byte in
+    the input; ``rule``: a ``DecodeError.rule`` name; ``detail``: what was found, one line."""
+
+    path: str
+    offset: int | None
+    rule: str
+    detail: str
+
+    @classmethod
+    def of(cls, err: DecodeError, where: Sequence[str] = ()) -> Violation:
+        return cls(join_path(list(where) + err.path), err.offset, err.rule, err.reason)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "offset": self.offset, "rule": self.rule, "detail": self.detail}
+
+    def __str__(self) -> str:
+        where = f" at {self.path}" if self.path else ""
+        return f"{self.rule}{where}: {self.detail}"
 
 
 class EncodeError(CodecError):

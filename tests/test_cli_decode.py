@@ -149,10 +149,10 @@ def test_bare_body_and_size_prefix_options():
      "--api: unknown API 'Nope' (see `kwire list`)"),
     (["@fixtures/hex/produce-response-v9.hex", "--api", "999", "--version", "1"], 2,
      "--api: unknown API key 999 (known: 0-" ),
-    (["@fixtures/hex/produce-response-v9.hex", "--api", "Produce", "--version", "12"], 2,
-     "--version: Produce has no version 12 (valid: 0-11)"),
+    (["@fixtures/hex/produce-response-v9.hex", "--api", "Produce", "--version", "-1"], 2,
+     "--version: Produce has no version -1 (valid: 0-11)"),
     (["0000000603e700000001"], 1, "unknown API key 999 in the request header at offset 4"),
-    (["00000006000300630000"], 1, "Metadata v99 is not a valid version (valid: 0-12; api key 3)"),
+    (["00000006000300630000"], 1, "Metadata v99 is newer than the specs in use (Metadata 0-12 in "),
     (["@fixtures/hex/produce-response-v9.hex", "--kind", "response"], 2,
      "a response does not name its API: give --api NAME --version N, or --request HEX"),
     (["@no/such/file.hex"], 2, "INPUT: file no/such/file.hex does not exist"),
@@ -363,9 +363,16 @@ def test_one_byte_short_blames_the_size_prefix():
     assert (r.code, r.out) == (1, "")
     assert r.err == ("kwire: error: size prefix says 98 bytes, only 97 follow (the input is cut short; if it has "
                      "no size prefix, give --no-size-prefix)\n")
-    r = kwire("decode", h + "0000")  # two bytes after the frame: not a frame of their own
+    r = kwire("decode", h + "0000", "--strict")  # two bytes after the frame: not a frame of their own
     assert r.err == ("kwire: error: 2 bytes after the 98-byte frame at offset 102, which are not a whole Kafka "
                      "frame (the size prefix says 98 bytes, 100 follow)\n")
+    # without --strict: the frame, and the two bytes as a named violation
+    r = kwire("decode", h + "0000", "--format", "json")
+    assert r.code == 0 and json.loads(r.out)["violations"] == [
+        {"path": "", "offset": 102, "rule": "trailing-bytes",
+         "detail": "2 bytes after the 98-byte frame at offset 102, which are not a whole Kafka frame (the size "
+                   "prefix says 98 bytes, 100 follow)"}]
+    assert json.loads(r.out)["body"] == json.loads(kwire("decode", h, "--format", "json").out)["body"]
 
 
 def test_a_missing_file_is_named_as_one():

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from kwire_cli.codec import DecodeError, decode_body, decode_request, decode_response, encode_body, encode_request
+from kwire_cli.codec.lenient import decode_lenient
 from kwire_cli.errors import KwireError
 
 CLAIMS = (b"\x7f\xff\xff\xff",          # int32 length / count 2^31-1 (about 2 GB, or 2G elements)
@@ -155,9 +156,14 @@ def test_many_small_tagged_fields_decode_in_linear_time():
 
 
 def test_duplicate_tags_do_not_loop_or_crash():
-    # the same unknown tag twice: the later value wins, nothing loops
-    m = decode_body(b"\x02a\x02b" + b"\x02" + b"\x09\x01\xaa" + b"\x09\x01\xbb", "ApiVersions", 3, "request")
+    # the same unknown tag twice breaks the format (tags ascending, each once): strictly a named error
+    # (C and Python paths alike); leniently the later value wins and the violation is listed
+    body = b"\x02a\x02b" + b"\x02" + b"\x09\x01\xaa" + b"\x09\x01\xbb"
+    with pytest.raises(DecodeError, match="tag 9 repeats tag 9: tagged fields must be in ascending tag order"):
+        decode_body(body, "ApiVersions", 3, "request")
+    m = decode_lenient(body, "request", "ApiVersions", 3, header=False)
     assert m.body["_unknown_tags"] == {"9": "bb"}
+    assert [(v.rule, v.offset) for v in m.violations] == [("tag-order", 9)]
 
 
 def test_an_array_of_empty_elements_is_bounded_by_the_bytes_left():

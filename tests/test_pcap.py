@@ -227,15 +227,15 @@ def test_cli_bad_filter_is_a_one_line_error():
 
 def test_a_frame_that_breaks_the_decoder_is_reported_and_the_rest_still_decode(monkeypatch):
     import kwire_cli.capture.session as session
-    real = session.decode_request
+    real = session.decode_lenient
 
-    def flaky(data, **kw):
-        msg = real(data, **kw)
-        if msg.api_name == "Metadata":
+    def flaky(data, kind, *a, **kw):
+        msg = real(data, kind, *a, **kw)
+        if msg.api_name == "Metadata" and kind == "request":
             raise ValueError("boom")
         return msg
 
-    monkeypatch.setattr(session, "decode_request", flaky)
+    monkeypatch.setattr(session, "decode_lenient", flaky)
     recs, _, _ = decode(CAPS / "kafka-python-admin.pcap")
     bad = [r for r in recs if r["error"]]
     assert bad and all(r["error"] == "internal error: ValueError: boom" for r in bad)

@@ -106,6 +106,12 @@ COLUMNS: tuple[Column, ...] = (
            "capture gave them (null: not seen)", "note", SOMETIMES),
     Column("embedded", JSON, "the consumer protocol inside JoinGroup/SyncGroup (subscription, assignment)",
            presence=SOMETIMES),
+    Column("violations", JSON, "rules of the format the frame breaks, read past (lenient decoding; --strict "
+           "makes them errors): a list of {path, offset, rule, detail}, offsets in the frame after its size "
+           "prefix; counted in the summary's violations_by_rule", "note", SOMETIMES),
+    Column("notes", JSON, "what a reader should know about how the frame was read: a KIP-511 fallback answer "
+           "read with the v0 layout, a version newer than the specs read with the newest layout (assumed)",
+           "note", SOMETIMES),
     Column("extra", JSON, "spark-decode Parquet only: any other key a row carries, as JSON (none today)",
            presence=SPARK),
 )
@@ -203,6 +209,14 @@ def _note(r: dict, _t0: float | None) -> str:
     if names and not r["error"]:
         shown = ", ".join(f"{k}={v or '?'}" for k, v in names.items())
         note = (note + "; " if note else "") + "topics " + shown
+    for n in r.get("notes") or ():
+        note = (note + "; " if note else "") + str(n).split(":", 1)[0]  # "KIP-511", "assumed version"
+    vs = r.get("violations")
+    if vs:
+        first = vs[0]
+        at = f" at {first['path']}" if first.get("path") else ""
+        more = f" (+{len(vs) - 1} more)" if len(vs) > 1 else ""
+        note = (note + "; " if note else "") + f"⚠ {first['rule']}{at}{more}"
     return note
 
 

@@ -19,7 +19,7 @@ from kwire_cli.capture.rows import DECODE_ERROR, INTERNAL_ERROR, UNPAIRED_RESPON
 from kwire_cli.capture.stream import SASL_TOKEN
 from kwire_cli.capture.summary import damage_entry, note_entry
 from kwire_cli.codec.embedded import consumer_protocol
-from kwire_cli.codec.message import decode_request, decode_response
+from kwire_cli.codec.lenient import decode_lenient, shown_string
 from kwire_cli.codec.sasl import Side
 from kwire_cli.codec.secrets import (
     CONTEXT_APIS,
@@ -88,9 +88,11 @@ class Conversation:
     named, and the request an open Envelope forwards."""
 
     def __init__(self, records_mode: str | None = None,
-                 on_topic_name: Callable[[str, str], None] | None = None, show_secrets: bool = False) -> None:
+                 on_topic_name: Callable[[str, str], None] | None = None, show_secrets: bool = False,
+                 strict: bool = False) -> None:
         self.records_mode = records_mode
         self.show_secrets = show_secrets
+        self.strict = strict  # --strict: a frame that breaks the format is undecodable, not read leniently
         self._mechanisms: dict[str, str | None] = {}
         self._envelopes: OrderedDict[tuple[str, int], tuple[int, int]] = OrderedDict()
         self.damage: list[dict] = []  # the Damage events seen by ``rows``, as the summary lists them
@@ -184,11 +186,12 @@ class Conversation:
         info = _NO_REQUEST
         try:
             if f.kind == "request":
-                msg = decode_request(f.data, size_prefixed=False, records=self.records_mode)
+                msg = decode_lenient(f.data, "request", size_prefixed=False, records=self.records_mode,
+                                     strict=self.strict)
                 header = msg.header
                 assert header is not None  # a decoded request has its header
                 rec["api_key"], rec["api_name"], rec["api_version"] = msg.api_key, msg.api_name, msg.api_version
-                rec["client_id"] = header.get("ClientId")
+                rec["client_id"] = shown_string(header.get("ClientId"))
                 rec["correlation_id"] = header["CorrelationId"]
                 if f.acks != 0:
                     self.remember_request(f.conn, rec["correlation_id"], rec["client_id"],
@@ -201,9 +204,13 @@ class Conversation:
                                     f"{f.correlation_id} was seen on {f.conn}")
                     rec["error_kind"] = UNPAIRED_RESPONSE
                     return rec
-                msg = decode_response(f.data, f.api_key, f.api_version, size_prefixed=False,
-                                      records=self.records_mode)
+                msg = decode_lenient(f.data, "response", f.api_key, f.api_version, size_prefixed=False,
+                                     records=self.records_mode, strict=self.strict)
             rec["header"], rec["body"] = msg.header, msg.body
+            if msg.violations:
+                rec["violations"] = [v.to_json() for v in msg.violations]
+            if msg.notes:
+                rec["notes"] = list(msg.notes)
         except Exception as e:  # one frame's failure never stops the capture
             if not isinstance(e, KwireError):  # a kwire bug: say so, keep going
                 rec["error"] = f"internal error: {type(e).__name__}: {e}"
@@ -217,7 +224,7 @@ class Conversation:
             rec["api_version"] = decoded.api_version
             rec["header"], rec["body"] = decoded.header, decoded.body
             if f.kind == "request":
-                rec["client_id"] = decoded.header.get("ClientId")
+                rec["client_id"] = shown_string(decoded.header.get("ClientId"))
         body = rec["body"]
         if rec["api_key"] in CONTEXT_APIS:
             self._protect(rec, f, body)

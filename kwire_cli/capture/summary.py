@@ -135,6 +135,8 @@ class Summary:
         self.frames = 0
         self.decoded = 0
         self.undecodable: dict[str, int] = {}
+        self.with_violations = 0  # decoded frames that break a rule of the format (lenient decoding)
+        self.violations: dict[str, int] = {}  # rule -> violations of it
         self.apis: dict[tuple, dict] = {}
         self.errors: dict[str, int] = {}
         self.clients: dict[str, dict] = {}
@@ -160,6 +162,11 @@ class Summary:
             self.undecodable[k] = self.undecodable.get(k, 0) + 1
         else:
             self.decoded += 1
+        vs = r.get("violations")
+        if vs:
+            self.with_violations += 1
+            for v in vs:
+                self.violations[v["rule"]] = self.violations.get(v["rule"], 0) + 1
         key = (r.get("api_name") or "?", r.get("api_version"), r["kind"])
         a = self.apis.get(key)
         if a is None:
@@ -208,6 +215,9 @@ class Summary:
         self.auth.merge(o.auth)
         for k, n in o.undecodable.items():
             self.undecodable[k] = self.undecodable.get(k, 0) + n
+        self.with_violations += o.with_violations
+        for k, n in o.violations.items():
+            self.violations[k] = self.violations.get(k, 0) + n
         for key, b in o.apis.items():
             a = self.apis.get(key)
             if a is None:
@@ -292,6 +302,8 @@ class Summary:
             "undecodable": sum(self.undecodable.values()),
             "undecodable_by_reason": dict(sorted(self.undecodable.items())),
             "reconciled": self.frames == self.decoded + sum(self.undecodable.values()),
+            "decoded_with_violations": self.with_violations,
+            "violations_by_rule": dict(sorted(self.violations.items())),
             "apis": apis,
             "error_codes": dict(sorted(self.errors.items(), key=lambda kv: (-kv[1], self.error_first[kv[0]]))),
             "clients": {k: self.clients[k] for k in sorted(self.clients, key=str)},

@@ -29,12 +29,15 @@ from kwire_cli.errors import DecodeError, KwireError, TrailingBytes
               show_default=True, help="Decode records fields into batches, or keep them as hex.")
 @click.option("--partial", is_flag=True,
               help="On a decode error, show the tree up to the failure, then the error (exit 1).")
+@click.option("--strict", is_flag=True,
+              help="A violation of the format (a null where none is allowed, a string that is not UTF-8, "
+                   "trailing bytes, tags out of order...) is an error (exit 1), not a listed violation.")
 @limit_options()
 @show_secrets_option()
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="pretty", show_default=True,
               help="Output: a tree (pretty), or one JSON / YAML object.")
 def decode(input, api_name, api_version, kind, request_input, no_header, size_prefix, binary, records_mode,
-           partial, fmt, limits, show_secrets):
+           partial, strict, fmt, limits, show_secrets):
     """Decode Kafka requests and responses from hex or any dump of them.
 
     INPUT is hex (spaces, colons, newlines, quotes and 0x prefixes are fine), @FILE or - for
@@ -72,7 +75,7 @@ def decode(input, api_name, api_version, kind, request_input, no_header, size_pr
 
     frames = read_frames(input, binary=binary, chained=not no_header and size_prefix is not False)
     target = resolve_target(api_name, api_version, kind, request_input, no_header, size_prefix,
-                            input_on_stdin=input in (None, "-"))
+                            input_on_stdin=input in (None, "-"), strict=strict)
     if len(frames) > 1:
         with limits.apply():
             _decode_frames(frames, target, records_mode, fmt, show_secrets)
@@ -88,9 +91,10 @@ def decode(input, api_name, api_version, kind, request_input, no_header, size_pr
         redact_message(msg.api_key, msg.kind, msg.body, show=show_secrets, records=records_mode,
                        inner=_envelope_request(msg, target, records_mode))
     if fmt == "pretty":
-        _print_tree(msg.api_key, msg.api_name, msg.api_version, msg.kind, msg.header, msg.body, msg.size)
+        _print_message(msg)
     else:
         emit(msg.to_json(), fmt)
+    _warn_violations([msg])
 
 
 def _envelope_request(msg, target, records_mode) -> tuple[int, int] | None:
@@ -112,6 +116,8 @@ def _decode_frames(frames, target, records_mode: str, fmt: str, show_secrets: bo
     from kwire_cli.codec.secrets import ENVELOPE, SASL_HANDSHAKE, envelope_inner, redact_message
 
     decoded = decode_frames(frames, target, records_mode)
+    if not target.strict:
+        _lenient_frames(decoded, records_mode)
     n = len(decoded)
     mechanism = None  # the input is one conversation: the last SaslHandshake names the mechanism
     for d in decoded:
@@ -130,8 +136,7 @@ def _decode_frames(frames, target, records_mode: str, fmt: str, show_secrets: bo
         for i, d in enumerate(decoded, start=1):
             _print_heading(i, n, d)
             if d.message is not None:
-                m = d.message
-                _print_tree(m.api_key, m.api_name, m.api_version, m.kind, m.header, m.body, m.size)
+                _print_message(d.message)
     else:
         docs = []
         for i, d in enumerate(decoded, start=1):
@@ -149,10 +154,41 @@ def _decode_frames(frames, target, records_mode: str, fmt: str, show_secrets: bo
         else:
             from kwire_cli.render.json import dumps_yaml
             click.echo("".join("---\n" + dumps_yaml(doc) for doc in docs), nl=False)
+    _warn_violations([d.message for d in decoded if d.message is not None])
     failed = [(i, d) for i, d in enumerate(decoded, start=1) if d.error is not None]
     if failed:
         i, d = failed[0]
         raise KwireError(f"{len(failed)} of {n} frames do not decode; frame {i} ({d.frame.where()}): {d.error}")
+
+
+def _lenient_frames(decoded, records_mode: str) -> None:
+    """Frames that did not decode strictly, read again leniently where it is known what they are (a
+    response paired with its request, or a request whose header read): what they hold, with their
+    violations listed; a frame that even so cannot be read keeps its error."""
+    from kwire_cli.codec.lenient import decode_lenient
+    from kwire_cli.errors import UnknownApiKey, UnknownVersion
+
+    for d in decoded:
+        e = d.error
+        if not isinstance(e, DecodeError) or isinstance(e, (UnknownApiKey, UnknownVersion)):
+            continue
+        if isinstance(e, TrailingBytes) and e.decoded is not None:
+            from kwire_cli.errors import Violation
+            d.message, d.error = e.decoded, None
+            d.message.violations.append(Violation.of(e))
+            continue
+        try:
+            if d.request is not None and decoded[d.request].message is not None:
+                req = decoded[d.request].message
+                d.message = decode_lenient(d.frame.data, "response", req.api_key, req.api_version,
+                                           records=records_mode)
+            elif e.context.endswith(" request"):
+                d.message = decode_lenient(d.frame.data, "request", records=records_mode)
+            else:
+                continue
+        except KwireError:
+            continue
+        d.error = None
 
 
 def _print_heading(i: int, n: int, d) -> None:
@@ -168,7 +204,26 @@ def _print_heading(i: int, n: int, d) -> None:
     print_renderable(Text(("\n" if i > 1 else "") + head, style="bold"))
 
 
-def _print_tree(api_key, api_name, version, kind, header, body, size, error: str | None = None) -> None:
+def _warn_violations(messages) -> None:
+    """One diagnostic line when what was shown breaks the format (the output lists where)."""
+    from kwire_cli.cli.app import diagnostic
+    n = sum(len(m.violations) for m in messages)
+    if n:
+        rules = sorted({v.rule for m in messages for v in m.violations})
+        diagnostic("warning", f"{n} violation{'s' if n > 1 else ''} of the Kafka protocol format "
+                              f"({', '.join(rules)}): shown as sent and listed; --strict makes them errors")
+
+
+def _print_message(m, error: str | None = None) -> None:
+    """The tree of a message; with ``error`` (where lenient decoding stopped), its last violation is
+    that stop, printed once, as the error line."""
+    violations = m.violations[:-1] if error is not None else m.violations
+    _print_tree(m.api_key, m.api_name, m.api_version, m.kind, m.header, m.body, m.size, error=error,
+                layout_version=m.layout_version, notes=m.notes, violations=violations)
+
+
+def _print_tree(api_key, api_name, version, kind, header, body, size, error: str | None = None,
+                layout_version: int | None = None, notes=(), violations=()) -> None:
     from kwire_cli.codec.headers import request_header_version, response_header_version
     from kwire_cli.render.console import print_renderable
     from kwire_cli.render.tree import message_tree
@@ -178,10 +233,12 @@ def _print_tree(api_key, api_name, version, kind, header, body, size, error: str
     api = reg.api(api_key)
     hv = hs = None
     if header is not None:
-        hv = request_header_version(api, version) if kind == "request" else response_header_version(api, version)
+        lv = version if layout_version is None else layout_version
+        hv = request_header_version(api, lv) if kind == "request" else response_header_version(api, lv)
         hs = reg.schema("RequestHeader" if kind == "request" else "ResponseHeader").struct
     print_renderable(message_tree(api_name, api_key, version, kind, header, body, size, header_struct=hs,
-                                  header_version=hv, body_struct=api.spec(kind).struct, error=error))
+                                  header_version=hv, body_struct=api.spec(kind).struct, error=error,
+                                  layout_version=layout_version, notes=notes, violations=violations))
 
 
 def _show_partial(data, target, records_mode, fmt, err, show_secrets=False) -> None:
@@ -189,6 +246,17 @@ def _show_partial(data, target, records_mode, fmt, err, show_secrets=False) -> N
     from kwire_cli.codec.partial import walk_message
     from kwire_cli.codec.secrets import redact_message
 
+    lenient = getattr(err, "partial", None)
+    if lenient is not None:  # what lenient decoding read before it had to stop, with its violations
+        redact_message(lenient.api_key, lenient.kind, lenient.body, show=show_secrets, records=records_mode)
+        if fmt == "pretty":
+            _print_message(lenient, error=str(err))
+        else:
+            out = lenient.to_json()
+            out["partial"] = True
+            out["error"] = {"message": str(err), "path": err.field_path, "offset": err.offset}
+            emit(out, fmt)
+        return
     t = target
     size_prefixed = t.size_prefix
     if isinstance(err, TrailingBytes) and err.decoded is not None:

@@ -38,8 +38,13 @@ def resolve_api(value: str, option: str = "--api"):
         raise KwireUsageError(f"{option}: {e}") from None
 
 
-def check_version(api, version: int, kind: str = "request", option: str = "--version") -> int:
+def check_version(api, version: int, kind: str = "request", option: str = "--version",
+                  allow_newer: bool = False) -> int:
+    """``allow_newer``: a version above the newest the specs know is taken (decoding reads it with the
+    newest layout as an assumed version, or says why not)."""
     spec = api.spec(kind)
+    if allow_newer and spec.valid_versions.hi < version <= 0x7FFF:
+        return version
     if version not in spec.valid_versions:
         raise KwireUsageError(f"{option}: {api.name} has no version {version} "
                               f"(valid: {spec.valid_versions})")

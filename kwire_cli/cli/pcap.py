@@ -130,7 +130,9 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
 @click.option("--port", "ports", type=click.IntRange(1, 65535), multiple=True, metavar="N",
               help="A broker port (repeatable). Default: 9092 and any port seen answering Kafka requests.")
 @click.option("--raw-records", is_flag=True, help="Keep records fields as hex instead of decoding batches.")
-@click.option("--strict", is_flag=True, help="Exit 1 when any frame did not decode or the capture is damaged.")
+@click.option("--strict", is_flag=True, help="A frame that breaks a rule of the format (a null where none is "
+              "allowed, a string that is not UTF-8, trailing bytes...) is undecodable, not read leniently with its "
+              "violations listed; exit 1 when any frame did not decode or the capture is damaged.")
 @tls_keylog_option()
 @limit_options(capture=True)
 @show_secrets_option()
@@ -189,7 +191,7 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
 
     keep = compile_filter(filter_expr)
     stats = CaptureStats()
-    conv = Conversation(records_mode="hex" if raw_records else None, show_secrets=show_secrets)
+    conv = Conversation(records_mode="hex" if raw_records else None, show_secrets=show_secrets, strict=strict)
     summ = Summary()
     failures: list[str] = []
     out = sys.stdout

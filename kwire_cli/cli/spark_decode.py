@@ -83,8 +83,9 @@ def _conf(_ctx, _param, values):
               "'never' when the executors have this kwire version installed: they keep its native decoder.")
 @click.option("--summary-format", type=click.Choice(["table", "json", "none"]), default="table",
               show_default=True, help="How to print the summary on stdout.")
-@click.option("--strict", is_flag=True, help="Exit 1 when a file failed, a frame did not decode or "
-              "the capture is damaged.")
+@click.option("--strict", is_flag=True, help="A frame that breaks a rule of the format is undecodable (not "
+              "read leniently with its violations listed); exit 1 when a file failed, a frame did not decode "
+              "or the capture is damaged.")
 @limit_options(capture=True)
 @tls_keylog_option()
 @show_secrets_option()
@@ -109,7 +110,7 @@ def spark_decode(inputs, out, fmt, master, ports, partitions, split_size, raw_re
               split_size=split_size << 20, raw_records=raw_records, overwrite=overwrite, conf=conf,
               progress=not os.environ.get("KWIRE_NO_PROGRESS"),
               ship={"auto": None, "always": True, "never": False}[ship_code], limits=tuple(limits),
-              show_secrets=show_secrets, on_skip=note_skipped, keylog=keylog)
+              show_secrets=show_secrets, on_skip=note_skipped, keylog=keylog, strict=strict)
     if summary_format == "table":
         from kwire_cli.render.summary import print_summary
         print_summary(res.summary)

@@ -9,19 +9,70 @@ import click
 
 from kwire_cli.cli.app import KwireUsageError, diagnostic, read_input
 from kwire_cli.cli.options import check_version, resolve_api
-from kwire_cli.errors import DecodeError, KwireError, TrailingBytes
+from kwire_cli.errors import DecodeError, KwireError, TrailingBytes, UnknownApiKey, UnknownVersion, Violation
 
 
 class Target:
     """What to decode INPUT as: resolved from --api, --version, --kind, --request, --no-header."""
 
     def __init__(self, api, version: int | None, kind: str, no_header: bool, size_prefix: bool | None,
-                 request_msg=None):
+                 request_msg=None, strict: bool = False):
         self.api, self.version, self.kind = api, version, kind
         self.no_header, self.size_prefix, self.request_msg = no_header, size_prefix, request_msg
         self.kind_guessed = False
+        self.strict = strict  # --strict: a violation of the format is an error, not a listed violation
 
     def decode(self, data: bytes, records: str | None = None):
+        """The message, strictly; when that fails (and not --strict), leniently: what the bytes
+        hold with each violation of the format listed (``Message.violations``). Where even that
+        stops, the strict error is raised, with what was read in its ``partial``."""
+        try:
+            return self.decode_strict(data, records)
+        except DecodeError as e:
+            if self.strict or isinstance(e, (UnknownApiKey, UnknownVersion)) or e.reason.startswith("size prefix says"):
+                raise
+            if isinstance(e, TrailingBytes) and e.decoded is not None:
+                msg = e.decoded
+                msg.violations.append(Violation.of(e))
+                return msg
+            return self._lenient(data, records, e)
+
+    def _lenient(self, data: bytes, records: str | None, err: DecodeError):
+        from kwire_cli.codec.lenient import decode_lenient
+        if self.kind == "request" and not self.no_header:
+            api_key, version = None, None
+        else:
+            api_key, version = self.api.key, self.version
+        try:
+            msg = decode_lenient(data, self.kind, api_key, version, size_prefixed=self.size_prefix,
+                                 header=not self.no_header, records=records)
+        except DecodeError as stop:
+            err.partial = stop.partial
+            raise err from None
+        except KwireError:
+            raise err from None
+        if self.size_prefix is None and not self.no_header and len(data) >= 4:
+            # read without a size prefix, the bytes break rules; if their first 4 bytes are a size
+            # prefix saying more bytes than follow, the likelier story is a frame cut short: say
+            # that, and show what the frame after that prefix holds (never a tree read from the prefix)
+            n = struct.unpack_from(">i", data, 0)[0]
+            follow = len(data) - 4
+            if follow < n:
+                cut = DecodeError(f"size prefix says {n} bytes, only {follow} follow (the input is cut short; "
+                                  "if it has no size prefix, give --no-size-prefix)", 0)
+                cut.rule = "truncated"
+                try:
+                    decode_lenient(data[4:], self.kind, api_key, version, size_prefixed=False, records=records)
+                except DecodeError as stop:
+                    if stop.partial is not None:
+                        stop.partial.size = n
+                    cut.partial = stop.partial
+                except KwireError:
+                    pass
+                raise cut
+        return msg
+
+    def decode_strict(self, data: bytes, records: str | None = None):
         from kwire_cli.codec import decode_body, decode_request, decode_response
         from kwire_cli.codec.framing import has_size_prefix
         try:
@@ -70,7 +121,7 @@ class Target:
             raise DecodeError(f"size prefix says {n} bytes, only {follow} follow (the input is cut short; "
                               "if it has no size prefix, give --no-size-prefix)", 0) from None
         try:
-            msg = Target(self.api, self.version, self.kind, False, True).decode(data[:4 + n], records)
+            msg = Target(self.api, self.version, self.kind, False, True, strict=True).decode(data[:4 + n], records)
         except KwireError:
             hint = f" (read without a size prefix: the first 4 bytes say {n} bytes follow, but {follow} do)"
             if isinstance(err, DecodeError):
@@ -85,7 +136,7 @@ class Target:
 
 def resolve_target(api_name: str | None, api_version: int | None, kind: str | None,
                    request_input: str | None, no_header: bool = False, size_prefix: bool | None = None,
-                   *, input_on_stdin: bool = False) -> Target:
+                   *, input_on_stdin: bool = False, strict: bool = False) -> Target:
     from kwire_cli.codec import decode_request
     api = resolve_api(api_name) if api_name is not None else None
     request_msg = None
@@ -114,10 +165,10 @@ def resolve_target(api_name: str | None, api_version: int | None, kind: str | No
         raise KwireUsageError(f"{what} does not name its API: give --api NAME --version N"
                               + ("" if no_header else ", or --request HEX"))
     if api_version is not None and api is not None:
-        check_version(api, api_version, kind)
+        check_version(api, api_version, kind, allow_newer=True)
     if no_header and size_prefix:
         raise KwireUsageError("--no-header bodies have no size prefix; drop --size-prefix")
-    t = Target(api, api_version, kind, no_header, size_prefix, request_msg)
+    t = Target(api, api_version, kind, no_header, size_prefix, request_msg, strict)
     t.kind_guessed = guessed
     return t
 

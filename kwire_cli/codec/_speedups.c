@@ -321,9 +321,12 @@ static PyObject *decode_struct(Ctx *c, int sid, Py_ssize_t *pos, Py_ssize_t end,
         if (nt) {
             PyObject *unk = NULL, *expl = NULL;
             if ((int64_t)nt * 2 > end - p) goto fail;
+            uint64_t prev = 0;
             for (uint64_t k = 0; k < nt; k++) {
                 uint64_t tag, sz;
                 if (read_uvarint(c->b, &p, end, &tag) < 0) goto tagfail;
+                if (k > 0 && tag <= prev) goto tagfail; /* out of order or repeated: Python names it */
+                prev = tag;
                 if (read_uvarint(c->b, &p, end, &sz) < 0) goto tagfail;
                 Py_ssize_t e2 = p + (Py_ssize_t)sz;
                 if (e2 > end) goto tagfail;

@@ -74,7 +74,7 @@ class _Gen:
         self.ns: dict[str, Any] = {
             "_DE": DecodeError, "_EE": EncodeError, "_short": R.short, "_short_group": R.short_group,
             "_neg_len": R.neg_len, "_not_nullable": R.not_nullable, "_bad_utf8": R.bad_utf8,
-            "_big_array": R.big_array, "_tag_size": R.tag_size, "_ruv": wire.read_uvarint,
+            "_big_array": R.big_array, "_tag_size": R.tag_size, "_tag_order": R.tag_order, "_ruv": wire.read_uvarint,
             "_wuv": wire.write_uvarint, "_uuid_t": R.uuid_text, "_uuid_b": R.uuid_bytes,
             "_hexb": R.hex_bytes, "_strb": R.str_bytes, "_recb": R.records_bytes, "_list": R.as_list,
             "_badkeys": R.bad_keys, "_not_dict": R.not_dict, "_pack_err": R.pack_error,
@@ -462,8 +462,11 @@ class _Gen:
         self.emit(b, "if nt * 2 > end - pos: raise _DE('%d tagged fields need at least %d bytes, %d left at "
                      "offset %d' % (nt, nt * 2, end - pos, pos), pos)")
         self.emit(b, "unk = expl = None")
+        self.emit(b, "prev = -1")
         self.emit(b, "for _ in range(nt):")
         self.emit(b + 1, "tag, pos = _ruv(buf, pos, end)")
+        self.emit(b + 1, "if tag <= prev: raise _tag_order(tag, prev, pos)")
+        self.emit(b + 1, "prev = tag")
         self.emit(b + 1, "sz, pos = _ruv(buf, pos, end)")
         self.emit(b + 1, "e2 = pos + sz")
         self.emit(b + 1, "if e2 > end: raise _short('tagged field ' + str(tag), sz, pos, end)")

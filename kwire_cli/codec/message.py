@@ -8,12 +8,21 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from dataclasses import field as dc_field
 from typing import Any
 
 from kwire_cli.codec.compiler import Plan, compile_plan
 from kwire_cli.codec.framing import frame, unframe
 from kwire_cli.codec.headers import request_header_version, response_header_version
-from kwire_cli.errors import DecodeError, EncodeError, KwireError, TrailingBytes, UnknownApiKey, UnknownVersion
+from kwire_cli.errors import (
+    DecodeError,
+    EncodeError,
+    KwireError,
+    TrailingBytes,
+    UnknownApiKey,
+    UnknownVersion,
+    Violation,
+)
 from kwire_cli.spec.registry import Api, Registry, registry
 
 _PEEK = struct.Struct(">hh")
@@ -28,10 +37,22 @@ class Message:
     header: dict[str, Any] | None
     body: dict[str, Any]
     size: int  # bytes of header + body, without the size prefix
+    # the version whose body layout read the bytes when it is not api_version: a KIP-511 fallback
+    # answer (v0), or the newest known layout for a version newer than the specs ("assumed")
+    layout_version: int | None = None
+    notes: list[str] = dc_field(default_factory=list)  # what a reader should know (one line each)
+    violations: list[Violation] = dc_field(default_factory=list)  # lenient decoding only
 
     def to_json(self) -> dict[str, Any]:
-        return {"api_key": self.api_key, "api_name": self.api_name, "api_version": self.api_version,
-                "kind": self.kind, "header": self.header, "body": self.body, "size": self.size}
+        out = {"api_key": self.api_key, "api_name": self.api_name, "api_version": self.api_version,
+               "kind": self.kind, "header": self.header, "body": self.body, "size": self.size}
+        if self.layout_version is not None:
+            out["layout_version"] = self.layout_version
+        if self.notes:
+            out["notes"] = list(self.notes)
+        if self.violations:
+            out["violations"] = [v.to_json() for v in self.violations]
+        return out
 
 
 RECORDS_MODE = "decode"  # records fields are decoded into values by kwire_cli.records unless asked otherwise
@@ -42,6 +63,35 @@ def check_version(api: Api, version: int, kind: str) -> None:
     if version not in spec.valid_versions:
         raise UnknownVersion(f"{api.name} v{version} is not a valid version "
                              f"(valid: {spec.valid_versions}; api key {api.key})")
+
+
+MAX_VERSION = 0x7FFF  # a version is an int16
+
+
+def layout_version(api: Api, version: int, kind: str) -> int:
+    """The version whose layout reads ``version``: itself when the specs have it; the newest the
+    specs know when ``version`` is newer (an *assumed* version, as Wireshark labels it: the caller
+    keeps the result only when the bytes read whole with it); else UnknownVersion."""
+    valid = api.spec(kind).valid_versions
+    if version in valid:
+        return version
+    if valid.hi < version <= MAX_VERSION:
+        return valid.hi
+    check_version(api, version, kind)
+    raise AssertionError  # pragma: no cover  (check_version raised)
+
+
+def newer_than_specs(api: Api, version: int, kind: str, layout: int, why: str) -> UnknownVersion:
+    """The error for a version newer than the specs whose bytes do not read with the newest layout."""
+    valid = api.spec(kind).valid_versions
+    return UnknownVersion(f"{api.name} v{version} is newer than the specs in use ({api.name} {valid} in "
+                          f"{registry().folder}) and does not read with the v{layout} layout ({why}); "
+                          f"--specs DIR reads a newer Kafka checkout's clients/src/main/resources/common/message")
+
+
+def assumed_note(api: Api, version: int, layout: int) -> str:
+    return (f"assumed version: {api.name} v{version} is newer than the specs in use (newest v{layout}); "
+            f"its bytes read whole with the v{layout} layout, shown here")
 
 
 def body_plan(api: Api, version: int, kind: str, records: str | None = None) -> Plan:
@@ -90,12 +140,26 @@ def _target(key: int, version: int, kind: str, records: str | None, registry_now
         api = registry_now.api(key)
     except KwireError:
         raise UnknownApiKey(f"unknown API key {key}", 0) from None
-    check_version(api, version, kind)
-    hv = request_header_version(api, version) if kind == "request" else response_header_version(api, version)
+    lv = layout_version(api, version, kind)
+    hv = request_header_version(api, lv) if kind == "request" else response_header_version(api, lv)
     label = message_label(api, version, kind)
-    value = (api, header_plan(kind, hv), body_plan(api, version, kind, records), label, label + " header")
+    if lv != version:
+        label += f" (read as v{lv})"
+    value = (api, header_plan(kind, hv), body_plan(api, lv, kind, records), label, label + " header")
     _targets[(key, version, kind, records)] = (registry_now, value)
     return value
+
+
+def _assumed(api: Api, version: int, kind: str, msg: Message | None, err: DecodeError | None) -> Message:
+    """A message of a version newer than the specs, read with the newest layout: kept, labelled, when
+    it read whole; otherwise the error says so and what to do."""
+    lv = api.spec(kind).valid_versions.hi
+    if msg is None or err is not None:
+        why = str(err) if err is not None else "it does not read"
+        raise newer_than_specs(api, version, kind, lv, why.split(": ", 1)[-1]) from None
+    msg.layout_version = lv
+    msg.notes.append(assumed_note(api, version, lv))
+    return msg
 
 
 def decode_request(data: bytes, *, size_prefixed: bool | None = None, records: str | None = None) -> Message:
@@ -110,11 +174,26 @@ def decode_request(data: bytes, *, size_prefixed: bool | None = None, records: s
     if key not in reg.apis:
         raise UnknownApiKey(f"unknown API key {key} in the request header at offset {start}", start)
     api, hplan, bplan, label, hlabel = _target(key, version, "request", records, reg)
+    if version > api.request.valid_versions.hi:
+        return _assumed_read(api, version, "request", hplan, bplan, data, start, end, label, hlabel)
     header, pos = _run(hplan, data, start, end, hlabel)
     body, pos = _run(bplan, data, pos, end, label)
     if pos != end:
         return _finish(pos, end, label, Message(api.key, api.name, version, "request", header, body, end - start))
     return Message(api.key, api.name, version, "request", header, body, end - start)
+
+
+def _assumed_read(api: Api, version: int, kind: str, hplan: Plan, bplan: Plan, data: bytes, start: int, end: int,
+                  label: str, hlabel: str) -> Message:
+    try:
+        header, pos = _run(hplan, data, start, end, hlabel)
+        body, pos = _run(bplan, data, pos, end, label)
+    except DecodeError as e:
+        return _assumed(api, version, kind, None, e)
+    if pos != end:
+        return _assumed(api, version, kind, None,
+                        DecodeError(f"{end - pos} bytes left over at offset {pos}", pos))
+    return _assumed(api, version, kind, Message(api.key, api.name, version, kind, header, body, end - start), None)
 
 
 def decode_response(data: bytes, api_key: int | str, api_version: int, *,
@@ -126,12 +205,49 @@ def decode_response(data: bytes, api_key: int | str, api_version: int, *,
         api_key = reg.api(api_key).key
     api, hplan, bplan, label, hlabel = _target(api_key, api_version, "response", records, reg)
     start, end = unframe(data, size_prefixed)
+    if api_version > api.response.valid_versions.hi:
+        return _assumed_read(api, api_version, "response", hplan, bplan, data, start, end, label, hlabel)
     header, pos = _run(hplan, data, start, end, hlabel)
-    body, pos = _run(bplan, data, pos, end, label)
+    try:
+        body, pos = _run(bplan, data, pos, end, label)
+    except DecodeError:
+        fallback = kip511_fallback(api, api_version, data, pos, end, records)
+        if fallback is None:
+            raise
+        body, pos = fallback
+        return Message(api.key, api.name, api_version, "response", header, body, end - start, layout_version=0,
+                       notes=[kip511_note(api_version)])
     if pos != end:
         return _finish(pos, end, label, Message(api.key, api.name, api_version, "response", header, body,
                                                 end - start))
     return Message(api.key, api.name, api_version, "response", header, body, end - start)
+
+
+API_VERSIONS_KEY = 18
+UNSUPPORTED_VERSION = 35
+
+
+def kip511_note(version: int) -> str:
+    return (f"KIP-511: the broker does not support ApiVersions v{version} and answered UNSUPPORTED_VERSION "
+            f"in the v0 body layout (read as v0, as clients do; the client retries with the highest "
+            f"version listed for ApiVersions)")
+
+
+def kip511_fallback(api: Api, version: int, data: bytes, pos: int, end: int,
+            records: str | None) -> tuple[dict[str, Any], int] | None:
+    """A KIP-511 fallback answer: an ApiVersions response to a version the broker does not support
+    is written in the v0 body layout with ErrorCode UNSUPPORTED_VERSION (35), whatever version the
+    request had. Clients read it so (Kafka's ApiVersionsResponse.parse, sarama, kafka-python); so
+    does kwire, when the v0 layout reads the body whole. None when it is not such an answer."""
+    if api.key != API_VERSIONS_KEY or version == 0 or end - pos < 2:
+        return None
+    if struct.unpack_from(">h", data, pos)[0] != UNSUPPORTED_VERSION:
+        return None
+    try:
+        body, p = body_plan(api, 0, "response", records).decode(data, pos, end)
+    except DecodeError:
+        return None
+    return (body, p) if p == end else None
 
 
 def decode_body(data: bytes, api_key: int | str, api_version: int, kind: str, *,
@@ -140,7 +256,25 @@ def decode_body(data: bytes, api_key: int | str, api_version: int, kind: str, *,
     data = bytes(data)
     api = registry().api(api_key)
     label = message_label(api, api_version, kind)
-    body, pos = _run(body_plan(api, api_version, kind, records), data, 0, len(data), label)
+    lv = layout_version(api, api_version, kind)
+    if lv != api_version:
+        try:
+            body, pos = _run(body_plan(api, lv, kind, records), data, 0, len(data), label)
+        except DecodeError as e:
+            return _assumed(api, api_version, kind, None, e)
+        if pos != len(data):
+            return _assumed(api, api_version, kind, None,
+                            DecodeError(f"{len(data) - pos} bytes left over at offset {pos}", pos))
+        return _assumed(api, api_version, kind, Message(api.key, api.name, api_version, kind, None, body, len(data)),
+                        None)
+    try:
+        body, pos = _run(body_plan(api, api_version, kind, records), data, 0, len(data), label)
+    except DecodeError:
+        fallback = kip511_fallback(api, api_version, data, 0, len(data), records) if kind == "response" else None
+        if fallback is None:
+            raise
+        return Message(api.key, api.name, api_version, kind, None, fallback[0], len(data), layout_version=0,
+                       notes=[kip511_note(api_version)])
     return _finish(pos, len(data), label, Message(api.key, api.name, api_version, kind, None, body, len(data)))
 
 

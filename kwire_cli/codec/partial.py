@@ -17,8 +17,16 @@ from kwire_cli import wire
 from kwire_cli.codec import runtime as R
 from kwire_cli.codec.framing import unframe
 from kwire_cli.codec.headers import request_header_version, response_header_version
-from kwire_cli.codec.message import RECORDS_MODE, check_version, message_label
-from kwire_cli.errors import DecodeError, KwireError, TrailingBytes, UnknownApiKey
+from kwire_cli.codec.message import (
+    RECORDS_MODE,
+    decode_body,
+    decode_request,
+    decode_response,
+    kip511_fallback,
+    layout_version,
+    message_label,
+)
+from kwire_cli.errors import DecodeError, KwireError, TrailingBytes, UnknownApiKey, Violation
 from kwire_cli.records.limits import frame_budget
 from kwire_cli.spec.model import FieldSpec, FieldType, MessageSpec, StructSpec
 from kwire_cli.spec.registry import Api, registry
@@ -46,11 +54,27 @@ def struct_default(s: StructSpec, version: int) -> dict[str, Any]:
 class Walker:
     """Decode one message spec at one version into caller-owned containers."""
 
-    def __init__(self, spec: MessageSpec, version: int, records_mode: str = "hex"):
+    def __init__(self, spec: MessageSpec, version: int, records_mode: str = "hex",
+                 violations: list[Violation] | None = None):
         self.spec = spec
         self.v = version
         self.flexible = spec.flexible(version)
         self.rec = R.records_decoder(records_mode)
+        # lenient (a list): a rule broken where the bytes still read on is recorded there and the walk
+        # goes on; strict (None): it raises, as the compiled codec does
+        self.violations = violations
+        self.path: list[str] = []
+
+    def violate(self, err: DecodeError, at: str | None = None) -> None:
+        """Record ``err`` as a violation of the value being read (``at``: its name below the path), or
+        raise it when strict."""
+        if self.violations is None:
+            raise err
+        path = self.path + ([at] if at is not None else [])
+        self.violations.append(Violation.of(err, path))
+
+    def at(self, name: str) -> None:
+        self.path.append(name)
 
     def compact(self, f: FieldSpec) -> bool:
         return f.compact_in(self.v, self.flexible)
@@ -67,7 +91,7 @@ class Walker:
             n, pos = self.uvarint(buf, pos, end, f"{kind} length")
             n -= 1
             if not nullable and n < 0:
-                raise R.not_nullable(pos - 1)
+                self.violate(R.not_nullable(pos - 1))  # lenient: shown as the null it is
             return n, pos
         size, st = (2, _I16) if kind == "string" else (4, _I32)
         if pos + size > end:
@@ -75,11 +99,10 @@ class Walker:
         n = st.unpack_from(buf, pos)[0]
         pos += size
         if n < 0:
-            if nullable:
-                if n != -1:
-                    raise R.neg_len(n, pos - size)
-            else:
-                raise R.not_nullable(pos - size) if n == -1 else R.neg_len(n, pos - size)
+            if n != -1:
+                raise R.neg_len(n, pos - size)
+            if not nullable:
+                self.violate(R.not_nullable(pos - size))
         return n, pos
 
     # -- structs and values
@@ -96,11 +119,13 @@ class Walker:
                 if f.tagged_in(v):
                     d[f.name] = default_value(f, v)  # a placeholder, in spec order, like the codec
                     continue
+                self.path.append(f.name)
                 try:
                     pos = self.value(f.type, f.nullable_in(v), self.compact(f), buf, pos, end, d, f.name, f, depth)
                 except DecodeError as e:
                     e.prefix(f.name)
                     raise
+                self.path.pop()
             if self.flexible:
                 pos = self.tags(tagged, buf, pos, end, d, depth, read)
         except DecodeError:
@@ -121,8 +146,12 @@ class Walker:
                               % (nt, nt * 2, end - pos, pos), pos)
         unk: dict[str, Any] | None = None
         expl: list[Any] | None = None
+        prev = -1
         for _ in range(nt):
             tag, pos = wire.read_uvarint(buf, pos, end)
+            if tag <= prev:
+                self.violate(R.tag_order(tag, prev, pos))  # lenient: read it (a repeat: the later value)
+            prev = max(prev, tag)
             sz, pos = wire.read_uvarint(buf, pos, end)
             e2 = pos + sz
             if e2 > end:
@@ -130,14 +159,25 @@ class Walker:
             f = tagged.get(tag)
             if f is not None:
                 read.add(f.name)
-                try:
-                    pos = self.value(f.type, f.nullable_in(self.v), self.compact(f), buf, pos, e2, d,
-                                     f.name, f, depth)
-                    if pos != e2:
-                        raise R.tag_size(f.name, tag, sz, sz - (e2 - pos), pos)
-                except DecodeError as e:
-                    e.prefix(f.name)
-                    raise
+                start = pos
+                if self.violations is not None:
+                    pos = self.lenient_tag(f, tag, buf, pos, e2, d, depth)
+                    if pos < 0:  # its bytes did not read as its value: kept as they are, not guessed
+                        d.pop(f.name, None)
+                        if unk is None:
+                            unk = {}
+                        unk[str(tag)] = buf[start:e2].hex()
+                        pos = e2
+                        continue
+                else:
+                    try:
+                        pos = self.value(f.type, f.nullable_in(self.v), self.compact(f), buf, pos, e2, d,
+                                         f.name, f, depth)
+                        if pos != e2:
+                            raise R.tag_size(f.name, tag, sz, sz - (e2 - pos), pos)
+                    except DecodeError as e:
+                        e.prefix(f.name)
+                        raise
                 if d[f.name] == default_value(f, self.v):  # a peer wrote the default explicitly
                     if expl is None:
                         expl = []
@@ -152,6 +192,28 @@ class Walker:
         if expl:
             d["_explicit_tags"] = expl
         return pos
+
+    def lenient_tag(self, f: FieldSpec, tag: int, buf: bytes, pos: int, e2: int, d: dict[str, Any],
+                    depth: int) -> int:
+        """Read a known tagged field leniently: its value, or -1 when its bytes do not read as it (the
+        violation recorded; the caller keeps the bytes). A value shorter than its declared size is a
+        violation and the rest of the size is skipped."""
+        mark = len(self.violations or [])
+        saved = list(self.path)
+        self.path.append(f.name)
+        try:
+            end = self.value(f.type, f.nullable_in(self.v), self.compact(f), buf, pos, e2, d, f.name, f, depth)
+        except DecodeError as e:
+            del self.path[len(saved):]
+            if self.violations is not None:
+                del self.violations[mark:]
+            self.violate(e, f.name)
+            return -1
+        finally:
+            self.path = saved
+        if end != e2:
+            self.violate(R.tag_size(f.name, tag, e2 - pos, end - pos, end), f.name)
+        return e2
 
     def value(self, ft: FieldType, nullable: bool, compact: bool, buf: bytes, pos: int, end: int,
               into: dict[str, Any] | list[Any], key: Any, f: FieldSpec | None, depth: int) -> int:
@@ -183,14 +245,18 @@ class Walker:
                 try:
                     put(buf[pos:e].decode("utf-8"))
                 except UnicodeDecodeError as x:
-                    raise R.bad_utf8(pos, x) from None
+                    self.violate(R.bad_utf8(pos, x))  # lenient: the bytes as they are, flagged
+                    put({"invalid_utf8": buf[pos:e].hex()})
             elif k == "bytes":
                 put(buf[pos:e].hex())
             else:
                 try:
                     put(self.rec(buf[pos:e]))
                 except KwireError as x:
-                    raise DecodeError(str(x), pos) from None
+                    err = DecodeError(str(x), pos)
+                    err.rule = "records"
+                    self.violate(err)  # lenient: the records bytes as hex
+                    put(buf[pos:e].hex())
             return e
         if k == "struct":
             if nullable:
@@ -218,7 +284,7 @@ class Walker:
                     raise R.neg_len(cnt, pos - 4)
             if cnt < 0:
                 if not nullable:
-                    raise R.not_nullable(pos - (1 if compact else 4))
+                    self.violate(R.not_nullable(pos - (1 if compact else 4)))  # lenient: shown as null
                 put(None)
                 return pos
             ms = max(1, R.min_size(el, compact))
@@ -227,11 +293,13 @@ class Walker:
             lst: list[Any] = []
             put(lst)
             for i in range(cnt):
+                self.path.append("[%d]" % i)
                 try:
                     pos = self.value(el, False, compact, buf, pos, end, lst, None, f, depth)
                 except DecodeError as e:
                     e.prefix("[%d]" % i)
                     raise
+                self.path.pop()
             return pos
         raise AssertionError(k)  # pragma: no cover
 
@@ -278,7 +346,7 @@ def _header_spec(kind: str) -> MessageSpec:
 
 def walk_message(data: bytes, kind: str, api_key: int | str | None = None, api_version: int | None = None,
                  *, size_prefixed: bool | None = None, header: bool = True,
-                 records: str | None = None) -> PartialMessage:
+                 records: str | None = None, violations: list[Violation] | None = None) -> PartialMessage:
     """Decode like decode_request / decode_response / decode_body, but keep the partial tree.
 
     Errors that leave nothing to show (no size prefix, unknown API, bad version) are raised.
@@ -303,7 +371,13 @@ def walk_message(data: bytes, kind: str, api_key: int | str | None = None, api_v
             raise KwireError("a response (or a bare body) needs its api key and version")
         api = registry().api(api_key)
         version = api_version
-    check_version(api, version, kind)
+    if layout_version(api, version, kind) != version:
+        # newer than the specs: the codec reads it whole with the newest layout (an assumed version)
+        # or refuses it; either way there is no partial tree worth more than its word
+        msg = (decode_body(data, api.key, version, kind, records=records) if not header else
+               decode_request(data, size_prefixed=size_prefixed, records=records) if kind == "request" else
+               decode_response(data, api.key, version, size_prefixed=size_prefixed, records=records))
+        return PartialMessage(api, version, kind, None, msg.header, msg.body, end - start, offset=start)
     label = message_label(api, version, kind)
     pm = PartialMessage(api, version, kind, None, None, None, end - start, offset=start)
     pos = start
@@ -311,20 +385,25 @@ def walk_message(data: bytes, kind: str, api_key: int | str | None = None, api_v
         hv = request_header_version(api, version) if kind == "request" else response_header_version(api, version)
         pm.header_version = hv
         pm.header = {}
-        pos, err = _walk(Walker(_header_spec(kind), hv, "hex"), _header_spec(kind).struct, data, pos, end,
-                         label + " header", pm.header)
+        pos, err = _walk(Walker(_header_spec(kind), hv, "hex", violations), _header_spec(kind).struct, data, pos,
+                         end, label + " header", pm.header)
         if err:
             pm.error = err
             return pm
     pm.body = {}
+    body_at = pos
     if records == "decode":  # all records fields of the message share one decompression budget
         with frame_budget():
-            pos, err = _walk(Walker(api.spec(kind), version, records), api.spec(kind).struct, data, pos, end,
-                             label, pm.body)
+            pos, err = _walk(Walker(api.spec(kind), version, records, violations), api.spec(kind).struct, data,
+                             pos, end, label, pm.body)
     else:
-        pos, err = _walk(Walker(api.spec(kind), version, records), api.spec(kind).struct, data, pos, end, label,
-                         pm.body)
+        pos, err = _walk(Walker(api.spec(kind), version, records, violations), api.spec(kind).struct, data, pos,
+                         end, label, pm.body)
     if err:
+        fallback = kip511_fallback(api, version, data, body_at, end, records) if kind == "response" else None
+        if fallback is not None:  # a KIP-511 answer, read as clients read it (as the codec does)
+            pm.body = fallback[0]
+            return pm
         pm.error = err
         return pm
     if pos != end:

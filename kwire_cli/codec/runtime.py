@@ -32,7 +32,7 @@ __all__ = ["ARRAY_FMT", "FMT", "MAX_DEPTH", "MISSING", "SMALL_ARRAY", "array_pac
            "as_list", "bad_bool", "bad_keys", "bad_utf8", "big_array", "collect_unknown_tags", "conv_fixed",
            "conv_float", "hex_bytes", "in_frame_budget", "min_size", "neg_len", "not_dict", "not_nullable",
            "pack_error", "records_bytes", "records_decoder", "short", "short_group", "short_repr", "str_bytes",
-           "tag_size", "too_deep", "uuid_bytes", "uuid_text", "write_tags"]
+           "tag_order", "tag_size", "too_deep", "uuid_bytes", "uuid_text", "write_tags"]
 
 # struct format of each fixed-size type, and of the elements of numeric arrays
 FMT = {"bool": "B", "int8": "b", "int16": "h", "uint16": "H", "int32": "i", "uint32": "I",
@@ -77,8 +77,14 @@ def min_size(ft: FieldType, compact: bool) -> int:
 
 # ----------------------------------------------------------------------------- decode errors
 
+def _ruled(rule: str, e: DecodeError) -> DecodeError:
+    e.rule = rule
+    return e
+
+
 def short(what: str, need: int, pos: int, end: int) -> DecodeError:
-    return DecodeError(f"{what} needs {need} bytes, {max(end - pos, 0)} left at offset {pos}", pos)
+    return _ruled("truncated",
+                  DecodeError(f"{what} needs {need} bytes, {max(end - pos, 0)} left at offset {pos}", pos))
 
 
 def short_group(names: tuple[str, ...], sizes: tuple[tuple[str, int], ...], pos: int, end: int) -> DecodeError:
@@ -94,28 +100,37 @@ def short_group(names: tuple[str, ...], sizes: tuple[tuple[str, int], ...], pos:
 
 
 def neg_len(n: int, pos: int) -> DecodeError:
-    return DecodeError(f"negative length {n} at offset {pos} (only -1 means null)", pos)
+    return _ruled("bad-length", DecodeError(f"negative length {n} at offset {pos} (only -1 means null)", pos))
 
 
 def not_nullable(pos: int) -> DecodeError:
-    return DecodeError(f"null at offset {pos}, but the field is not nullable in this version", pos)
+    return _ruled("null-not-nullable",
+                  DecodeError(f"null at offset {pos}, but the field is not nullable in this version", pos))
 
 
 def bad_utf8(pos: int, exc: UnicodeDecodeError) -> DecodeError:
-    return DecodeError(f"invalid UTF-8 at offset {pos + exc.start}: {exc.reason}", pos + exc.start)
+    return _ruled("invalid-utf8",
+                  DecodeError(f"invalid UTF-8 at offset {pos + exc.start}: {exc.reason}", pos + exc.start))
 
 
 def big_array(n: int, minsize: int, pos: int, end: int) -> DecodeError:
-    return DecodeError(f"array of {n} elements needs at least {n * minsize} bytes, "
-                       f"{max(end - pos, 0)} left at offset {pos}", pos)
+    return _ruled("truncated", DecodeError(f"array of {n} elements needs at least {n * minsize} bytes, "
+                                           f"{max(end - pos, 0)} left at offset {pos}", pos))
 
 
 def too_deep(pos: int) -> DecodeError:
-    return DecodeError(f"structs nested deeper than {MAX_DEPTH} levels at offset {pos}", pos)
+    return _ruled("too-deep", DecodeError(f"structs nested deeper than {MAX_DEPTH} levels at offset {pos}", pos))
+
+
+def tag_order(tag: int, prev: int, pos: int) -> DecodeError:
+    what = "repeats" if tag == prev else "comes after"
+    return _ruled("tag-order", DecodeError(f"tag {tag} {what} tag {prev}: tagged fields must be in ascending "
+                                           f"tag order, each once", pos))
 
 
 def tag_size(name: str, tag: int, size: int, used: int, pos: int) -> DecodeError:
-    return DecodeError(f"tagged field {name} (tag {tag}) declares {size} bytes but its value uses {used}", pos)
+    return _ruled("tag-size", DecodeError(f"tagged field {name} (tag {tag}) declares {size} bytes but its value "
+                                          f"uses {used}", pos))
 
 
 # ----------------------------------------------------------------------------- encode converters
@@ -214,11 +229,18 @@ def hex_bytes(x: Any) -> bytes:
 
 
 def str_bytes(x: Any) -> bytes:
+    """A string field's value: text, or ``{"invalid_utf8": HEX}`` (what lenient decoding shows for
+    bytes that are not UTF-8: written back as those bytes, so a capture's frame re-encodes exactly)."""
     if isinstance(x, str):
         try:
             return x.encode("utf-8")
         except UnicodeEncodeError as e:
             raise EncodeError(f"string cannot be encoded as UTF-8: {e.reason}") from None
+    if isinstance(x, dict) and len(x) == 1 and isinstance(x.get("invalid_utf8"), str):
+        try:
+            return bytes.fromhex(x["invalid_utf8"])
+        except ValueError:
+            raise EncodeError(f"invalid_utf8 must be hex, got {short_repr(x['invalid_utf8'])}") from None
     raise EncodeError(f"expected a string, got {type(x).__name__} {short_repr(x)}")
 
 

@@ -62,6 +62,11 @@ def _decode_paired(ev: Any, where: str) -> BrokerAnswer:
                             "decode at that version")
         return ans
     ans = answer_from_body(msg.body, address=ev.src, source=where, form="capture")
+    if msg.layout_version is not None:  # a KIP-511 answer (v0 layout), or a version newer than the specs
+        ans.api_version = msg.layout_version
+        ans.notes.insert(0, f"the request was ApiVersions v{ev.api_version} (frame {ev.request_packet}); "
+                            f"the answer reads whole with the v{msg.layout_version} layout: {msg.notes[0]}")
+        return ans
     ans.api_version = ev.api_version
     ans.notes.insert(0, f"ApiVersionsResponse v{ev.api_version} to the request of frame "
                         f"{ev.request_packet}, correlation id {ev.correlation_id}")

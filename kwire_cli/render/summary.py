@@ -30,6 +30,10 @@ def print_summary(s: dict, console: Console | None = None) -> None:
          f"reconciled {'yes' if s['reconciled'] else 'NO'}")
     if s["undecodable_by_reason"]:
         line("undecodable by reason: " + ", ".join(f"{k} {v}" for k, v in s["undecodable_by_reason"].items()))
+    if s.get("violations_by_rule"):
+        line(f"decoded with violations of the format {s['decoded_with_violations']} (--strict makes them "
+             "undecodable); violations by rule: "
+             + ", ".join(f"{k} {v}" for k, v in s["violations_by_rule"].items()))
     t = Table(title="APIs", title_justify="left")
     for c in ("API", "version", "kind", "count", "bytes", "undecodable", "p50 ms", "p99 ms"):
         t.add_column(c, justify="right" if c not in ("API", "kind") else "left")

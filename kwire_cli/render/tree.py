@@ -9,6 +9,7 @@ or their hex.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from rich.text import Text
@@ -77,6 +78,8 @@ def scalar_text(value: Any, ft: FieldType | None = None, name: str = "") -> Text
         red = redacted_text(value)
         if red is not None:
             return red
+        if len(value) == 1 and isinstance(value.get("invalid_utf8"), str):
+            return _hex_text(value["invalid_utf8"]) + Text("  ⚠ not UTF-8: its bytes, as hex", style=S_ERR)
     if isinstance(value, bool):
         return Text("true" if value else "false")
     if isinstance(value, int):
@@ -202,9 +205,14 @@ def add_value(node: Tree, name: str, v: Any, typ: str | None = None) -> None:
 def message_tree(api_name: str, api_key: int, version: int, kind: str, header: dict | None,
                  body: dict | None, size: int | None, *, header_struct: StructSpec | None = None,
                  header_version: int | None = None, body_struct: StructSpec | None = None,
-                 error: str | None = None) -> Tree:
-    """The tree `kwire decode` prints. `error` adds a last line saying where decoding stopped."""
+                 error: str | None = None, layout_version: int | None = None, notes: Iterable[str] = (),
+                 violations: Iterable[Any] = ()) -> Tree:
+    """The tree `kwire decode` prints. `error` adds a last line saying where decoding stopped;
+    ``layout_version`` (the body read with another version's layout), ``notes`` and ``violations``
+    (lenient decoding: each rule the bytes break, where) are shown after the body."""
     title = Text(escape(f"{api_name} v{version} {kind}"), style="bold")
+    if layout_version is not None:
+        title.append(f" (read as v{layout_version})", style="bold")
     title.append(f"  api key {api_key}", style=S_TYPE)
     if size is not None:
         title.append(f", {size} bytes", style=S_TYPE)
@@ -213,7 +221,14 @@ def message_tree(api_name: str, api_key: int, version: int, kind: str, header: d
         hv = f"header v{header_version}" if header_version is not None else "header"
         add_struct(root.add(Text(hv, style="bold")), header, header_struct, header_version or 0)
     if body is not None:
-        add_struct(root.add(Text("body", style="bold")), body, body_struct, version)
+        add_struct(root.add(Text("body", style="bold")), body, body_struct,
+                   version if layout_version is None else layout_version)
+    for note in notes:
+        root.add(Text(f"note: {escape(note)}", style=S_NOTE))
+    for v in violations:
+        at = f" at {v.path}" if v.path else ""
+        off = f" (offset {v.offset})" if v.offset is not None else ""
+        root.add(Text(escape(f"⚠ violation {v.rule}{at}{off}: {v.detail}"), style=S_ERR))
     if error:
         root.add(Text(f"✗ decoding stopped: {escape(error)}", style=S_ERR))
     return root

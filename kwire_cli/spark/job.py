@@ -118,7 +118,7 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
         raw_records: bool = False, overwrite: bool = False, conf: Iterable[tuple[str, str]] = (),
         spark=None, progress: bool = True, ship: bool | None = None,
         limits: tuple = (None, None, None), show_secrets: bool = False, on_skip=None,
-        keylog=None) -> JobResult:
+        keylog=None, strict: bool = False) -> JobResult:
     """Decode captures with Spark; write rows to ``out`` (partitioned by api_name) and the summary.
 
     ``on_skip(path, what)``: told about each FIFO, socket or device found in a directory or glob
@@ -128,7 +128,8 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
     and headers decoded (kwire pcap's --max-frame-size, --max-decompressed, --max-records; None:
     the default). Secrets are redacted in the rows and the summary unless ``show_secrets``
     (``kwire_cli.codec.secrets``). ``keylog``: a ``kwire_cli.tls.KeyLog`` that TLS connections are
-    decrypted with (shipped to the executors with the tasks)."""
+    decrypted with (shipped to the executors with the tasks). ``strict``: a frame that breaks a rule
+    of the format is undecodable (kwire pcap --strict), not read leniently with its violations listed."""
     t0 = time.monotonic()
     if fmt not in ("parquet", "jsonl"):
         raise SparkJobError(f"unknown output format {fmt!r} (parquet or jsonl)")
@@ -144,14 +145,14 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
     try:
         return _run(spark, paths, out, fmt, tuple(ports), partitions, split_size,
                     "hex" if raw_records else None, t0, time.monotonic() - t0, ship, tuple(limits),
-                    show_secrets, keylog)
+                    show_secrets, keylog, strict)
     finally:
         if created:
             spark.stop()
 
 
 def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0, startup,
-         ship=None, limits=(None, None, None), show_secrets=False, keylog=None) -> JobResult:
+         ship=None, limits=(None, None, None), show_secrets=False, keylog=None, strict=False) -> JobResult:
     from kwire_cli.spark.summary import final_summary
     sc = spark.sparkContext
     specs_name = ship_code(sc, ship)
@@ -208,7 +209,7 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
         names_acc = sc.accumulator({}, names_param())
         frames = by_conn.mapPartitionsWithIndex(
             lambda i, it, ports=ports, rm=records_mode, sn=specs_name, n=nparts, na=names_acc, ss=show_secrets,
-            kl=keylog: assemble_partition(i, it, ports, rm, sn, n, na, limits, ss, kl))
+            kl=keylog, st=strict: assemble_partition(i, it, ports, rm, sn, n, na, limits, ss, kl, st))
         # one more partition than the frames go to: running a job on that empty one makes Spark
         # reassemble every connection (and write the shuffle) without decoding anything, so that the
         # topic ids learned on all connections are known before the decode stage, which then reuses
@@ -217,8 +218,8 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
         sc.runJob(spread, lambda it: [], [nparts])
         bnames = sc.broadcast(dict(names_acc.value))
         rows = spread.mapPartitions(
-            lambda it, labels=labels, fmt=fmt, rm=records_mode, sn=specs_name, acc=acc, bn=bnames, ss=show_secrets:
-            decode_partition(it, labels, fmt, rm, sn, acc, bn.value, limits, ss))
+            lambda it, labels=labels, fmt=fmt, rm=records_mode, sn=specs_name, acc=acc, bn=bnames, ss=show_secrets,
+            st=strict: decode_partition(it, labels, fmt, rm, sn, acc, bn.value, limits, ss, st))
         df = rows_dataframe(spark, rows, fmt)
         # rows go to one open file per api_name instead of being sorted by it first
         # (jsonl only: a parquet writer buffers a row group, so parquet rows are sorted instead)

@@ -101,7 +101,7 @@ def _request_client_id(data: bytes) -> tuple[bool, Any]:
 def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records_mode: str | None,
                        specs_name: str | None, nout: int = 1, names_acc=None,
                        limits: tuple = (None, None, None), show_secrets: bool = False,
-                       keylog: Any = None) -> Iterator[tuple]:
+                       keylog: Any = None, strict: bool = False) -> Iterator[tuple]:
     """Stage 2: sorted packets of some connections -> frames (with context), rows, damage.
 
     Each item leaves keyed (file rank, packet, this partition, seq, decode partition): the first
@@ -173,7 +173,7 @@ def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records
             asm = StreamAssembler(broker_ports=ports or None, stats=stats,
                                   max_frame=limits[0] or DEFAULT_MAX_FRAME, check=check, keylog=keylog)
             conv = Conversation(records_mode, on_topic_name=lambda tid, name: fresh.append((tid, name)),
-                                show_secrets=show_secrets)
+                                show_secrets=show_secrets, strict=strict)
             feed = asm.feed
         ev = feed(Packet(k[2], k[3], *v))
         if ev:
@@ -187,7 +187,8 @@ def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records
 
 def decode_partition(items: Iterator[tuple], labels: list[str], fmt: str, records_mode: str | None,
                      specs_name: str | None, acc, names: dict | None = None,
-                     limits: tuple = (None, None, None), show_secrets: bool = False) -> Iterator[tuple]:
+                     limits: tuple = (None, None, None), show_secrets: bool = False,
+                     strict: bool = False) -> Iterator[tuple]:
     """Stage 3: frames -> output rows (``spark.rows.to_row``); everything else -> the accumulator.
 
     ``names``: every topic id the job learned, ``{id: (position, name)}``; a row's ids are named
@@ -196,7 +197,7 @@ def decode_partition(items: Iterator[tuple], labels: list[str], fmt: str, record
     from kwire_cli.render.jsonlines import gc_tuned
     executor_setup(specs_name, limits)
     with gc_tuned():
-        yield from _decode_partition(items, labels, fmt, records_mode, acc, names or {}, show_secrets)
+        yield from _decode_partition(items, labels, fmt, records_mode, acc, names or {}, show_secrets, strict)
 
 
 def _name_topics(rec: dict, pos: tuple, names: dict) -> None:
@@ -210,7 +211,7 @@ def _name_topics(rec: dict, pos: tuple, names: dict) -> None:
                     tn[tid] = known[1]
 
 
-def _decode_partition(items, labels, fmt, records_mode, acc, names, show_secrets=False):
+def _decode_partition(items, labels, fmt, records_mode, acc, names, show_secrets=False, strict=False):
     tot = Totals()
     tot.executor_code.add(code_location())
     summ = tot.summary  # positions: the sort key, kwire pcap's row order across all tasks
@@ -221,7 +222,7 @@ def _decode_partition(items, labels, fmt, records_mode, acc, names, show_secrets
             t[_FILE_AT] = labels[t[_FILE_AT]]
             f = KafkaFrame(*t)
             # knows only this frame's request (client id, protocol type)
-            conv = Conversation(records_mode, show_secrets=show_secrets)
+            conv = Conversation(records_mode, show_secrets=show_secrets, strict=strict)
             if v[2] is not None:
                 conv.remember_request(f.conn, f.correlation_id, *v[2])
             rec = conv.row(f)
