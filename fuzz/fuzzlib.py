@@ -318,10 +318,10 @@ def seeds_for(name: str) -> list[tuple[bytes, dict]]:
         return [(p[2], {}) for p in pairs()] + [(h, {}) for h in hex_fixtures()]
     if name == "response":
         return [(p[3], {"key": p[0], "version": p[1]}) for p in pairs() if p[3]]
-    if name in ("body", "partial", "partial_agrees", "native_agrees"):
+    if name in ("body", "partial", "partial_agrees", "native_agrees", "lenient"):
         out = [(p[2][4:], {"key": p[0], "version": p[1], "kind": "request"}) for p in pairs()]
         out += [(p[3][4:], {"key": p[0], "version": p[1], "kind": "response"}) for p in pairs() if p[3]]
-        if name in ("partial", "partial_agrees", "native_agrees"):
+        if name in ("partial", "partial_agrees", "native_agrees", "lenient"):
             out += [(p[2], {"key": p[0], "version": p[1], "kind": "request", "header": True}) for p in pairs()]
             out += [(p[3], {"key": p[0], "version": p[1], "kind": "response", "header": True})
                     for p in pairs() if p[3]]
@@ -432,6 +432,51 @@ def t_partial_agrees(data: bytes, rng: random.Random, key: int | None = None, ve
 
 
 TARGETS["partial_agrees"] = t_partial_agrees
+
+LENIENT_RULES = frozenset({"truncated", "null-not-nullable", "invalid-utf8", "bad-length", "tag-size", "tag-order",
+                           "trailing-bytes", "records", "too-deep", "unreadable", "missing-tags"})
+
+
+def t_lenient(data: bytes, rng: random.Random, key: int | None = None, version: int | None = None,
+              kind: str | None = None, header: bool = False) -> None:
+    """Lenient decoding (kwire decode / pcap without --strict): where the strict codec decodes, the same
+    message and no violation; where it refuses, either a message whose violations name known rules at
+    offsets inside the input, or a DecodeError whose partial tree (when there is one) ends with the stop."""
+    from kwire_cli.codec import decode_body, decode_request, decode_response
+    from kwire_cli.codec.lenient import decode_lenient
+    from kwire_cli.errors import DecodeError
+    if key is None:
+        key, version, kind = rng.choice(api_versions())
+    assert kind is not None
+    records = rng.choice(("decode", "hex"))
+    try:
+        if not header:
+            strict = decode_body(data, key, version, kind, records=records)
+        elif kind == "request":
+            strict = decode_request(data, records=records)
+        else:
+            strict = decode_response(data, key, version, records=records)
+    except DecodeError:
+        strict = None
+    try:
+        msg = decode_lenient(data, kind, None if (header and kind == "request") else key, version,
+                             header=header, records=records)
+    except DecodeError as e:
+        if strict is not None:
+            raise AssertionError(f"lenient raised {e!s:.100} where the codec decoded") from None
+        if e.partial is not None:
+            assert e.partial.violations and e.partial.violations[-1].rule in LENIENT_RULES
+        return
+    if strict is not None:
+        assert msg.body == strict.body and not msg.violations, "lenient differs from the codec"
+        return
+    assert msg.violations, "lenient decoded without a violation what the codec refused"
+    for v in msg.violations:
+        assert v.rule in LENIENT_RULES, v
+        assert v.offset is None or 0 <= v.offset <= len(data), v
+
+
+TARGETS["lenient"] = t_lenient
 
 
 def t_negotiate(data: bytes, rng: random.Random) -> None:

@@ -76,7 +76,7 @@ class DecodeError(CodecError):
 
     ``rule``: which rule of the format the bytes break, as the violations list of lenient decoding
     names it (``truncated``, ``null-not-nullable``, ``invalid-utf8``, ``bad-length``, ``tag-size``,
-    ``tag-order``, ``trailing-bytes``, ``too-deep``, ``records``; ``unreadable`` when unnamed)."""
+    ``tag-order``, ``trailing-bytes``, ``too-deep``, ``records``, ``missing-tags``; ``unreadable`` when unnamed)."""
 
     kind = "decode-error"
     rule = "unreadable"

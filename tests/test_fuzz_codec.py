@@ -89,3 +89,12 @@ def test_native_decoder_agrees_with_the_generated_one_on_mutated_frames(seed, rn
     Python decoder, or the same refusal (skipped for plans without a native program)."""
     data, kw = seed
     _check("native_agrees", fuzzlib.mutate(rnd, data), rnd, **kw)
+
+
+@fuzz(300)
+@given(seed=seeds("lenient"), rnd=st.randoms(use_true_random=False))
+def test_lenient_decoding_of_mutated_frames(seed, rnd):
+    """Lenient decoding agrees with the codec where it decodes; where it refuses, every violation
+    names a known rule at an offset inside the input, and nothing but a DecodeError escapes."""
+    data, kw = seed
+    _check("lenient", fuzzlib.mutate(rnd, data), rnd, **kw)

@@ -11,7 +11,9 @@ rules the bytes break where the bytes still allow it and records each as a ``Vio
 - a tagged field whose value does not fill its declared size: the rest skipped (``tag-size``); whose
   bytes do not read as its type at all: kept as hex among the unknown tags, never guessed;
 - a records field whose framing does not read: kept as hex (``records``);
-- bytes after a complete message: the message, and the count of bytes (``trailing-bytes``).
+- bytes after a complete message: the message, and the count of bytes (``trailing-bytes``);
+- the bytes end where a tag section must be (an encoder that left it out): read as no tagged fields
+  (``missing-tags``).
 
 Where the bytes cannot be read further (cut short, an impossible length), nothing is invented: the
 walk stops there and the ``DecodeError`` raised names where; its ``partial`` holds what was read

@@ -138,6 +138,14 @@ class Walker:
 
     def tags(self, tagged: dict[int, FieldSpec], buf: bytes, pos: int, end: int, d: dict[str, Any], depth: int,
              read: set[str]) -> int:
+        if pos >= end and self.violations is not None:
+            # the bytes end where a tag section must be: an encoder that left it out (tansu's
+            # CreateAcls v3 answer, sarama's AlterConfigs v2 request); read as no tagged fields
+            e = R.short("tagged field count", 1, pos, end)
+            e.rule = "missing-tags"
+            e.reason = f"the tagged-field section is missing at offset {pos}, where the bytes end (read as none)"
+            self.violate(e)
+            return pos
         nt, pos = self.uvarint(buf, pos, end, "tagged field count")
         if not nt:
             return pos
