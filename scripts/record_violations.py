@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from record_apiversions import exchange, start_tansu  # noqa: E402
+from record_apiversions import exchange, start_tansu
 
 CLIENT_ID = b"kwire-recorder"
 

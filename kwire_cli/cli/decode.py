@@ -175,7 +175,7 @@ def _lenient_frames(decoded, records_mode: str) -> None:
         if isinstance(e, TrailingBytes) and e.decoded is not None:
             from kwire_cli.errors import Violation
             d.message, d.error = e.decoded, None
-            d.message.violations.append(Violation.of(e))
+            d.message.violations = [*d.message.violations, Violation.of(e)]
             continue
         try:
             if d.request is not None and decoded[d.request].message is not None:

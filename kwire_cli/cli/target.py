@@ -33,7 +33,7 @@ class Target:
                 raise
             if isinstance(e, TrailingBytes) and e.decoded is not None:
                 msg = e.decoded
-                msg.violations.append(Violation.of(e))
+                msg.violations = [*msg.violations, Violation.of(e)]
                 return msg
             return self._lenient(data, records, e)
 

@@ -63,7 +63,7 @@ def decode_lenient(data: bytes, kind: str, api_key: int | str | None = None, api
         if strict or e.decoded is None:
             raise
         msg: Message = e.decoded
-        msg.violations.append(Violation.of(e))
+        msg.violations = [*msg.violations, Violation.of(e)]
         return msg
     except DecodeError as e:
         if strict:

@@ -7,8 +7,8 @@ request it sent.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
-from dataclasses import field as dc_field
 from typing import Any
 
 from kwire_cli.codec.compiler import Plan, compile_plan
@@ -40,8 +40,9 @@ class Message:
     # the version whose body layout read the bytes when it is not api_version: a KIP-511 fallback
     # answer (v0), or the newest known layout for a version newer than the specs ("assumed")
     layout_version: int | None = None
-    notes: list[str] = dc_field(default_factory=list)  # what a reader should know (one line each)
-    violations: list[Violation] = dc_field(default_factory=list)  # lenient decoding only
+    # (empty tuples by default: no allocation per message on the hot path; set, never appended to)
+    notes: Sequence[str] = ()  # what a reader should know (one line each)
+    violations: Sequence[Violation] = ()  # lenient decoding only
 
     def to_json(self) -> dict[str, Any]:
         out = {"api_key": self.api_key, "api_name": self.api_name, "api_version": self.api_version,
@@ -158,7 +159,7 @@ def _assumed(api: Api, version: int, kind: str, msg: Message | None, err: Decode
         why = str(err) if err is not None else "it does not read"
         raise newer_than_specs(api, version, kind, lv, why.split(": ", 1)[-1]) from None
     msg.layout_version = lv
-    msg.notes.append(assumed_note(api, version, lv))
+    msg.notes = [*msg.notes, assumed_note(api, version, lv)]
     return msg
 
 
