@@ -189,16 +189,21 @@ def test_decode_shows_the_limit_in_the_tree():
 def test_decode_partial_walk_uses_the_limits_too():
     """--partial's walker opens its own frame budget: it takes the limits of the command too."""
     data = bytes.fromhex(PRODUCE_GZIP)[4:-1]  # the request's last tagged-field count cut off
-    r = kwire("decode", data.hex(), "--no-size-prefix", "--partial", "--format", "json",
+    r = kwire("decode", data.hex(), "--no-size-prefix", "--partial", "--format", "json", "--strict",
               "--max-decompressed", "300")
     assert r.code == 1, r
     out = r.json()
     assert out["partial"] is True
     (gz,) = [x for x in batches(out["body"]) if "CompressedSize" in x]
     assert "gzip: decompressed size exceeds the frame's cap of 300 bytes" in gz["error"], gz
-    r = kwire("decode", data.hex(), "--no-size-prefix", "--partial", "--format", "json")
+    r = kwire("decode", data.hex(), "--no-size-prefix", "--partial", "--format", "json", "--strict")
     (gz,) = [x for x in batches(r.json()["body"]) if "CompressedSize" in x]
     assert r.code == 1 and "error" not in gz and len(gz["Records"]) == 3
+    # leniently the missing tag section at the end is a violation, and the lenient walk takes the limits too
+    r = kwire("decode", data.hex(), "--no-size-prefix", "--format", "json", "--max-decompressed", "300")
+    assert r.code == 0 and [v["rule"] for v in r.json()["violations"]] == ["missing-tags"]
+    (gz,) = [x for x in batches(r.json()["body"]) if "CompressedSize" in x]
+    assert "gzip: decompressed size exceeds the frame's cap of 300 bytes" in gz["error"], gz
 
 
 # ------------------------------------------------------------------------ --max-records
