@@ -56,11 +56,16 @@ def esc(text: str) -> str:
     return "\n".join(("\\&" + ln) if ln.startswith((".", "'")) else ln for ln in text.split("\n"))
 
 
+def one_line(summary: str) -> str:
+    """A NAME line: the summary on one line, its whitespace collapsed, without the final period."""
+    return re.sub(r"\s+", " ", summary).strip().rstrip(".")
+
+
 def split_help(help_text: str) -> tuple[str, list[tuple[str, list[str]]], list[str]]:
     """(summary, paragraphs, examples); paragraphs are ("fill"|"verbatim", lines)."""
     text = help_text.strip("\n")
     blocks = re.split(r"\n\s*\n", text)
-    summary = blocks[0].strip().replace("\n", " ")
+    summary = re.sub(r"\s+", " ", blocks[0]).strip()
     paras: list[tuple[str, list[str]]] = []
     examples: list[str] = []
     for b in blocks[1:]:
@@ -79,7 +84,30 @@ def split_help(help_text: str) -> tuple[str, list[tuple[str, list[str]]], list[s
 
 
 def command_examples(cmd: click.Command) -> list[str]:
-    return split_help(cmd.help or "")[2]
+    return split_help(cmd.help or "")[2] + split_epilog(cmd.epilog or "")[0]
+
+
+def split_epilog(epilog: str) -> tuple[list[str], list[tuple[str, list[str]]], list[str], list[str]]:
+    """(examples, other paragraphs, filter lines, exit-code lines) of a command's --help epilog: its
+    blocks are "Examples:", "Filter fields:", "Exit codes:" or plain text (kept as description)."""
+    examples: list[str] = []
+    paras: list[tuple[str, list[str]]] = []
+    filters: list[str] = []
+    exits: list[str] = []
+    for b in re.split(r"\n\s*\n", epilog.strip("\n")):
+        lines = [ln for ln in b.split("\n") if ln.strip() != "\b"]
+        if not lines:
+            continue
+        head = lines[0].strip().lower()
+        if head.rstrip(":") == "examples":
+            examples += [ln.strip() for ln in lines[1:] if ln.strip()]
+        elif head.startswith("filter fields:"):
+            filters.append(" ".join(ln.strip() for ln in lines))
+        elif head.startswith("exit codes:"):
+            exits.append(" ".join(ln.strip() for ln in lines)[len("exit codes:"):].strip())
+        else:
+            paras.append(("fill", [" ".join(ln.strip() for ln in lines)]))
+    return examples, paras, filters, exits
 
 
 def _options(cmd: click.Command, ctx: click.Context) -> list[str]:
@@ -118,10 +146,13 @@ def _examples(examples: list[str]) -> list[str]:
     return out + [".RE", ".fi"]
 
 
-def _tail(see_also: list[str]) -> list[str]:
+def _tail(see_also: list[str], exits: list[str] | None = None) -> list[str]:
     out = _section("EXIT STATUS")
-    for code, text in EXIT_STATUS:
-        out += [".TP", f"\\fB{code}\\fR", esc(text)]
+    if exits:  # the command's own words (its --help says them too)
+        out += [".PP", esc(" ".join(exits))]
+    else:
+        for code, text in EXIT_STATUS:
+            out += [".TP", f"\\fB{code}\\fR", esc(text)]
     out += _section("SEE ALSO") + [", ".join(f"\\fB{esc(p)}\\fR(1)" for p in see_also)]
     return out
 
@@ -135,21 +166,24 @@ def _header(title: str) -> list[str]:
 def command_page(name: str, cmd: click.Command, parent: click.Context, all_names: list[str]) -> str:
     ctx = click.Context(cmd, info_name=f"kwire {name}", parent=parent, **cmd.context_settings)
     summary, paras, examples = split_help(cmd.help or "")
+    more_examples, more_paras, filters, exits = split_epilog(cmd.epilog or "")
     usage = " ".join(cmd.collect_usage_pieces(ctx))
     lines = _header(f"kwire-{name}")
-    lines += _section("NAME") + [f"kwire\\-{esc(name)} \\- {esc(summary.rstrip('.'))}"]
+    lines += _section("NAME") + [f"kwire\\-{esc(name)} \\- {esc(one_line(summary))}"]
     lines += _section("SYNOPSIS") + [f"\\fBkwire {esc(name)}\\fR {esc(usage)}"]
-    lines += _section("DESCRIPTION") + _paragraphs([("fill", [summary])] + paras)
+    lines += _section("DESCRIPTION") + _paragraphs([("fill", [summary])] + paras + more_paras)
     lines += _section("OPTIONS") + _options(cmd, ctx)
-    lines += _examples(examples)
-    lines += _tail(["kwire"] + [f"kwire-{n}" for n in all_names if n != name])
+    if filters:
+        lines += _section("FILTER") + _paragraphs([("fill", [f]) for f in filters])
+    lines += _examples(examples + more_examples)
+    lines += _tail(["kwire"] + [f"kwire-{n}" for n in all_names if n != name], exits)
     return "\n".join(lines) + "\n"
 
 
 def main_page(group: click.Group, ctx: click.Context, names: list[str]) -> str:
     summary, paras, examples = split_help(group.help or "")
     lines = _header("kwire")
-    lines += _section("NAME") + [f"kwire \\- {esc(summary.rstrip('.'))}"]
+    lines += _section("NAME") + [f"kwire \\- {esc(one_line(summary))}"]
     lines += _section("SYNOPSIS") + ["\\fBkwire\\fR [\\fIOPTIONS\\fR] \\fICOMMAND\\fR [\\fIARGS\\fR]..."]
     lines += _section("DESCRIPTION") + _paragraphs([("fill", [summary])] + paras)
     lines += [".PP", esc("Output goes to stdout, diagnostics to stderr. On a terminal the output is a "

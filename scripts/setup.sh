@@ -17,3 +17,11 @@ if [ "${1:-}" = "--test" ]; then
 else
   python -m pip install -q -e '.[spark]'
 fi
+# the man pages: a wheel install puts them in PREFIX/share/man/man1 (setup.py's data_files); an
+# editable install does not, so they are copied there, and (as root) to /usr/local/share/man/man1,
+# which man finds whatever PATH holds (pyenv's shims hide PREFIX/bin from man's PATH mapping)
+prefix=$(python -c 'import sys; print(sys.prefix)')
+mkdir -p "$prefix/share/man/man1" && cp man/*.1 "$prefix/share/man/man1/" 2>/dev/null || true
+if [ "$(id -u)" = "0" ] && [ -d /usr/local/share/man ]; then
+  mkdir -p /usr/local/share/man/man1 && cp man/*.1 /usr/local/share/man/man1/ 2>/dev/null || true
+fi

@@ -1,6 +1,8 @@
 """kwire list and kwire describe, checked against the spec files themselves."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from cli_run import ROOT, kwire
@@ -83,6 +85,20 @@ def test_describe_errors(args, code, line):
 
 def test_click_usage_errors_exit_2():
     r = kwire("describe Metadata x")
-    assert r.code == 2 and "Error: Invalid value for '[VERSION]': 'x' is not a valid integer." in r.err
+    assert r.code == 2 and r.err == ("kwire: error: Invalid value for '[VERSION]': 'x' is not a valid integer. "
+                                     "(see kwire describe --help)\n")
     r = kwire("describe")
-    assert r.code == 2 and "Error: Missing argument 'API'." in r.err
+    assert r.code == 2 and r.err == "kwire: error: Missing argument 'API'. (see kwire describe --help)\n"
+
+
+def test_describe_shows_the_descriptions_a_kafka_checkouts_specs_carry():
+    ref = ROOT.parent / "shared" / "kafka-message-specs"
+    if not ref.is_dir():
+        pytest.skip("../shared/kafka-message-specs is not beside the checkout")
+    r = kwire("--specs", str(ref), "describe", "Metadata", "12", "--kind", "request")
+    assert r.code == 0 and "AllowAutoTopicCreation  BOOLEAN  default true  — If this is true" in r.out
+    j = json.loads(kwire("--specs", str(ref), "describe", "Metadata", "12", "--kind", "request",
+                         "--format", "json").out)
+    assert j["request"]["fields"][0]["about"].startswith("The topics to fetch metadata for")
+    # kwire's own specs carry facts only: no descriptions
+    assert "—" not in kwire("describe", "Metadata", "12", "--kind", "request").out

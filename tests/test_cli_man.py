@@ -105,6 +105,47 @@ def test_shell_completion_through_click():
     assert r.stdout.split() == ["plain,Metadata"]
 
 
+def _complete(words: str, cword: int) -> list[str]:
+    env = dict(os.environ, _KWIRE_COMPLETE="bash_complete", COMP_WORDS=words, COMP_CWORD=str(cword))
+    r = subprocess.run([sys.executable, "-c", "from kwire_cli.cli import main; main()"], capture_output=True,
+                       text=True, env=env, cwd=ROOT)
+    return r.stdout.split()
+
+
+def test_completion_of_at_files_versions_and_files():
+    # @FILE: the path after the @ (the shell's own file completion cannot see past it)
+    got = _complete("kwire decode @fixtures/hex/metadata-req", 2)
+    assert got == ["plain,@fixtures/hex/metadata-request-v1.hex", "plain,@fixtures/hex/metadata-request-v12.hex"]
+    assert _complete("kwire decode @fixtures/he", 2) == ["plain,@fixtures/hex/"]
+    assert _complete("kwire decode --request @fixtures/hex/produce-req", 3) == \
+        ["plain,@fixtures/hex/produce-request-v9.hex"]
+    # a bare word: left to the shell's file completion
+    assert _complete("kwire decode fixt", 2) == ["file,fixt"]
+    # versions of the API the command line names
+    assert _complete("kwire describe Heartbeat ", 3) == [f"plain,{v}" for v in range(5)]
+    assert _complete("kwire decode --api Heartbeat --version ", 5) == [f"plain,{v}" for v in range(5)]
+    assert _complete("kwire decode --version ", 3) == []  # no API named yet
+    # capture files: Click's path type, completed by the shell
+    assert _complete("kwire pcap fix", 2) == ["file,fix"]
+
+
+def test_man_pages_carry_the_help_epilogs():
+    pcap = (ROOT / "man" / "kwire-pcap.1").read_text()
+    name = pcap.split(".SH NAME\n", 1)[1].split("\n", 1)[0]
+    assert "  " not in name and name.startswith("kwire\\-pcap \\- Decode Kafka conversations")
+    assert ".SH FILTER" in pcap and "transactional_id" in pcap.split(".SH FILTER", 1)[1]
+    examples = pcap.split(".SH EXAMPLES", 1)[1].split(".SH", 1)[0]
+    assert "\\-\\-filter 'topic~gzip and partition=1'" in examples  # from the epilog
+    status = pcap.split(".SH EXIT STATUS", 1)[1].split(".SH", 1)[0]
+    assert "a FILE that does not exist (nothing is read then)" in status
+    spark = (ROOT / "man" / "kwire-spark-decode.1").read_text()
+    assert "spark://10.0.0.5:7077" in spark.split(".SH EXAMPLES", 1)[1]
+    assert "_kwire_summary.json" in spark.split(".SH DESCRIPTION", 1)[1].split(".SH OPTIONS", 1)[0]
+    for page in (ROOT / "man").glob("*.1"):
+        line = page.read_text().split(".SH NAME\n", 1)[1].split("\n", 1)[0]
+        assert "  " not in line, page.name
+
+
 def test_docs_cli_md_says_how_to_turn_completion_on():
     text = (ROOT / "docs" / "cli.md").read_text()
     assert 'eval "$(_KWIRE_COMPLETE=bash_source kwire)"' in text

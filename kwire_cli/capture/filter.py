@@ -3,8 +3,10 @@
     api=Metadata            api=3              api~Offset         (name, key, or part of a name)
     version>=9              version=9-12       kind=response
     client=rdkafka          client~python      corr=42  frame>100  size>1000  latency>5
-    error                   error=UNKNOWN_TOPIC_OR_PARTITION       error=3
+    error                   error=UNKNOWN_TOPIC_OR_PARTITION       error=3   (any depth of the body)
     undecodable             conn=127.0.0.1:9092   conn=9092   src=...   dst=...
+    topic=orders  topic~ord  partition=3  group=g1  member~consumer  producer_id=1000
+    transactional_id=tx-1   key=k-0  key~user-  header=trace  header~t-   (values inside the body)
     combined with and / or / not (also && || ! and a comma for and) and parentheses.
 
 The fields, the columns each reads and how it compares are declared in
@@ -18,7 +20,7 @@ from typing import Any
 
 from kwire_cli.capture.rows import BY_NAME as COLUMNS
 from kwire_cli.capture.rows import FILTER_FIELDS, FLOAT64
-from kwire_cli.errors import FilterError
+from kwire_cli.errors import FilterError, KwireError
 
 _TOKEN = re.compile(r"""\s*(?:(?P<lp>\()|(?P<rp>\))|(?P<op>==|!=|>=|<=|=|>|<|~)|(?P<and>&&|,)|(?P<or>\|\|)|(?P<not>!)
                         |"(?P<q>[^"]*)"|(?P<word>[^\s()=!<>~,&|"]+))""", re.X)
@@ -79,6 +81,9 @@ def _term(name: str, op: str | None, value: str | None, pos: int) -> Predicate:
         raise FilterError(f"filter: unknown field {name!r} at position {pos} (known: {', '.join(FIELDS)})")
     match, cols = field.match, field.columns
     if op is None:
+        if match in ("body-text", "body-number"):
+            from kwire_cli.capture.bodyfields import row_values
+            return lambda r: bool(row_values(name, r))
         if match == "error-code":
             col = cols[0]
             return lambda r: bool(r.get(col))
@@ -96,7 +101,16 @@ def _term(name: str, op: str | None, value: str | None, pos: int) -> Predicate:
         low = value.lower()
         if op == "~":
             return lambda r: low in (r.get(name_col) or "").lower()
+        from kwire_cli.spec.registry import registry
+        try:
+            low = registry().api(value).name.lower()  # MetadataRequest, metadata: Metadata
+        except KwireError:
+            if low != "sasltoken":  # the rows of KIP-43 raw SASL tokens
+                raise FilterError(f"filter: unknown API {value!r} at position {pos} (see `kwire list`; "
+                                  f"api~{value} matches a part of a name)") from None
         return lambda r: _cmp(op, (r.get(name_col) or "").lower(), low)
+    if match in ("body-text", "body-number"):
+        return _body_term(name, match, op, value, pos)
     if match == "number":
         key = cols[0]
         if op in ("=", "==", "!=") and re.fullmatch(r"\d+-\d+", value):
@@ -125,6 +139,33 @@ def _term(name: str, op: str | None, value: str | None, pos: int) -> Predicate:
         has = lambda r: any(_endpoint_match(value, r.get(k)) for k in cols)  # noqa: E731
         return has if op != "!=" else (lambda r: not has(r))
     raise FilterError(f"filter: {name} does not take {op} (position {pos})")
+
+
+def _body_term(name: str, match: str, op: str, value: str, pos: int) -> Predicate:
+    """A field whose values are inside the body (``kwire_cli.capture.bodyfields``): true when any value
+    compares so (``!=``: when none equals)."""
+    from kwire_cli.capture.bodyfields import row_values
+    if match == "body-number":
+        if op == "~":
+            raise FilterError(f"filter: {name} takes =, !=, <, >, <=, >= or a range a-b, not ~ (position {pos})")
+        if re.fullmatch(r"-?\d+-\d+", value) and not value.startswith("-"):
+            lo, hi = (_int(v, name, pos) for v in value.split("-"))
+            some = lambda r: any(isinstance(v, int) and lo <= v <= hi for v in row_values(name, r))  # noqa: E731
+        else:
+            try:
+                num = _int(value, name, pos)
+            except ValueError:
+                raise FilterError(f"filter: {name} takes a number, got {value!r} (position {pos})") from None
+            cmp = "=" if op == "!=" else op
+            some = lambda r: any(isinstance(v, int) and _cmp(cmp, v, num) for v in row_values(name, r))  # noqa: E731
+    elif op == "~":
+        some = lambda r: any(isinstance(v, str) and value in v for v in row_values(name, r))  # noqa: E731
+    elif op in ("=", "==", "!="):
+        some = lambda r: any(v == value for v in row_values(name, r))  # noqa: E731
+    else:
+        cmp = op
+        some = lambda r: any(isinstance(v, str) and _cmp(cmp, v, value) for v in row_values(name, r))  # noqa: E731
+    return some if op != "!=" else (lambda r: not some(r))
 
 
 class _Parser:

@@ -81,7 +81,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("file", STRING, "the capture file, as named on the command line"),
     Column("frame", INT64, "number of the packet that completed the frame, 1-based as Wireshark numbers "
            "packets (the column keeps Wireshark's name)", "frame"),
-    Column("ts", FLOAT64, "time of that packet, seconds since the epoch (the table: since the first row)",
+    Column("ts", FLOAT64, "time of that packet, seconds since the epoch (the table: since the capture's first "
+           "frame, shown or not)",
            "time"),
     Column("src", STRING, "sender, ip:port ([ip]:port for IPv6)", "src -> dst"),
     Column("dst", STRING, "receiver, ip:port", "src -> dst"),
@@ -149,7 +150,9 @@ class FilterField:
     """A ``--filter`` field: the columns it reads and how it compares (``match``):
     ``number`` (=, !=, <, >, <=, >=), ``text`` (those, and ~ for a part), ``endpoint`` (ip:port, ip or
     port), ``api`` (a name, a key, or ~ part of a name), ``error-code`` (a name or a code in
-    error_codes; alone: any), ``present`` (alone: the column is not null)."""
+    error_codes; alone: any), ``present`` (alone: the column is not null); ``body-text`` and
+    ``body-number``: any of the values ``kwire_cli.capture.bodyfields`` finds in the body compares
+    as text or number (``!=``: none equals; alone: there is one)."""
 
     name: str
     columns: tuple[str, ...]
@@ -171,6 +174,15 @@ FILTER_FIELDS: tuple[FilterField, ...] = (
     FilterField("size", ("size",), "number"),
     FilterField("latency", ("latency_ms",), "number"),
     FilterField("file", ("file",), "text"),
+    # values inside the body (kwire_cli.capture.bodyfields: the specs' entityType, or field names)
+    FilterField("topic", ("body", "topic_names"), "body-text"),
+    FilterField("partition", ("body",), "body-number"),
+    FilterField("group", ("body",), "body-text"),
+    FilterField("member", ("body",), "body-text"),
+    FilterField("producer_id", ("body",), "body-number"),
+    FilterField("transactional_id", ("body",), "body-text"),
+    FilterField("key", ("body",), "body-text"),
+    FilterField("header", ("body",), "body-text"),
 )
 
 

@@ -15,8 +15,7 @@ from typing import Any
 import click
 
 from kwire_cli import __version__
-from kwire_cli.errors import KwireError
-from kwire_cli.render.safe import escape
+from kwire_cli.errors import FilterError, KwireError
 
 # command name -> (module, attribute); a module that does not exist yet is left out of the list
 COMMANDS = {
@@ -106,10 +105,18 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except click.ClickException as e:
-        if not isinstance(e, KwireUsageError):  # Click's own errors quote the argument; ours escape
-            e.message = escape(e.message)
-        e.show()
+        if isinstance(e, KwireUsageError):
+            e.show()
+        else:  # Click's own (a bad option value, a missing argument): one line too, escaped, with where to look
+            msg = e.format_message()
+            ctx = getattr(e, "ctx", None)
+            if isinstance(e, click.UsageError) and ctx is not None:
+                msg += f" (see {ctx.command_path} --help)"
+            diagnostic("error", msg)
         sys.exit(e.exit_code)
+    except FilterError as e:  # a --filter that does not parse or names what does not exist: usage
+        diagnostic("error", e)
+        sys.exit(2)
     except KwireError as e:
         diagnostic("error", e)
         sys.exit(1)

@@ -4,21 +4,29 @@ from __future__ import annotations
 import click
 
 from kwire_cli.cli.app import read_frames
-from kwire_cli.cli.options import FORMATS, complete_api, emit, limit_options, show_secrets_option
+from kwire_cli.cli.options import (
+    FORMATS,
+    complete_api,
+    complete_input,
+    complete_version,
+    emit,
+    limit_options,
+    show_secrets_option,
+)
 from kwire_cli.cli.target import resolve_target
 from kwire_cli.errors import DecodeError, KwireError, TrailingBytes
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("input", required=False, metavar="[INPUT]")
+@click.argument("input", required=False, metavar="[INPUT]", shell_complete=complete_input)
 @click.option("--api", "api_name", metavar="NAME|KEY", shell_complete=complete_api,
               help="API of a response or bare body, by name (Metadata) or key (3).")
-@click.option("--version", "api_version", type=int, metavar="N",
+@click.option("--version", "api_version", type=int, metavar="N", shell_complete=complete_version,
               help="API version of a response or bare body.")
 @click.option("--kind", type=click.Choice(["request", "response"]),
               help="request or response (default: response when --api or --request is given, "
                    "else request).")
-@click.option("--request", "request_input", metavar="HEX|@FILE",
+@click.option("--request", "request_input", metavar="HEX|@FILE", shell_complete=complete_input,
               help="The request this response answers: API and version are taken from it.")
 @click.option("--no-header", is_flag=True, help="INPUT is a bare body: no size prefix, no header.")
 @click.option("--size-prefix/--no-size-prefix", "size_prefix", default=None,

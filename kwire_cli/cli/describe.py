@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from kwire_cli.cli.options import FORMATS, check_version, complete_api, emit, resolve_api
+from kwire_cli.cli.options import FORMATS, check_version, complete_api, complete_version, emit, resolve_api
 
 
 @click.command("list", context_settings={"help_option_names": ["-h", "--help"]})
@@ -37,7 +37,7 @@ def list_apis(fmt):
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("api_name", metavar="API", shell_complete=complete_api)
-@click.argument("version", type=int, required=False, metavar="[VERSION]")
+@click.argument("version", type=int, required=False, metavar="[VERSION]", shell_complete=complete_version)
 @click.option("--kind", type=click.Choice(["request", "response"]),
               help="Only the request or the response (default: both).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="pretty", show_default=True,

@@ -9,7 +9,7 @@ from rich.console import Group
 from rich.text import Text
 
 from kwire_cli.cli.app import KwireUsageError, argument_blocks, open_source, read_text_source, source_blocks
-from kwire_cli.cli.options import FORMATS, check_version, complete_api, emit, resolve_api
+from kwire_cli.cli.options import FORMATS, check_version, complete_api, complete_version, emit, resolve_api
 from kwire_cli.cli.target import decode_frames, resolve_target
 from kwire_cli.inputs import InputError
 from kwire_cli.inputs.frames import split_frames
@@ -28,7 +28,8 @@ from kwire_cli.render.safe import escape
                    "(e.g. ErrorCode,ErrorMessage).")
 @click.option("--api", "api_name", metavar="NAME|KEY", shell_complete=complete_api,
               help="API of hex response MESSAGEs (--what-if-tagged).")
-@click.option("--version", "api_version", type=int, metavar="N", help="Version of hex response MESSAGEs.")
+@click.option("--version", "api_version", type=int, metavar="N", shell_complete=complete_version,
+              help="Version of hex response MESSAGEs.")
 @click.option("--request", "request_input", metavar="HEX|@FILE",
               help="The request a hex response MESSAGE answers (gives API and version).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="pretty", show_default=True,

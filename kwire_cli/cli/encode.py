@@ -4,14 +4,15 @@ from __future__ import annotations
 import click
 
 from kwire_cli.cli.app import KwireUsageError, read_text_source, std_binary
-from kwire_cli.cli.options import complete_api, resolve_api
+from kwire_cli.cli.options import complete_api, complete_version, resolve_api
 from kwire_cli.errors import KwireError
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("file", required=False, metavar="[FILE]")
 @click.option("--api", "api_name", metavar="NAME|KEY", shell_complete=complete_api, help="API, when FILE does not say.")
-@click.option("--version", "api_version", type=int, metavar="N", help="API version, when FILE does not say.")
+@click.option("--version", "api_version", type=int, metavar="N", shell_complete=complete_version,
+              help="API version, when FILE does not say.")
 @click.option("--kind", type=click.Choice(["request", "response"]), help="When FILE does not say (default request).")
 @click.option("--raw", is_flag=True, help="Write raw bytes instead of hex.")
 @click.option("--size-prefix/--no-size-prefix", "size_prefix", default=True, show_default=True,

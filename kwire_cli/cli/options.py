@@ -5,6 +5,7 @@ completion of API names), and the decoding limits (--max-frame-size, --max-decom
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -67,6 +68,37 @@ def complete_api(_ctx: click.Context, _param: click.Parameter, incomplete: str) 
     except KwireError:
         return []
     return [CompletionItem(a.name) for a in apis if a.name.lower().startswith(incomplete.lower())]
+
+
+def complete_version(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list:
+    """Shell completion of versions: those of the API the command line names (--api or API), else none."""
+    from click.shell_completion import CompletionItem
+
+    from kwire_cli.spec.registry import registry
+    name = ctx.params.get("api_name")
+    if name is None:
+        return []
+    try:
+        valid = registry().api(name).request.valid_versions
+    except KwireError:
+        return []
+    return [CompletionItem(str(v)) for v in range(valid.lo, valid.hi + 1) if str(v).startswith(incomplete)]
+
+
+def complete_input(_ctx: click.Context, _param: click.Parameter, incomplete: str) -> list:
+    """Shell completion of a MESSAGE/INPUT argument: ``@FILE`` completes the file's path after the @
+    (the shell cannot: the word starts with @), ``-`` is stdin; anything else is left to the shell's
+    own file completion (bare paths are read as files too)."""
+    import glob
+
+    from click.shell_completion import CompletionItem
+    if not incomplete.startswith("@"):
+        return [CompletionItem(incomplete, type="file")]
+    base = os.path.expanduser(incomplete[1:])
+    out = []
+    for p in sorted(glob.glob(glob.escape(base) + "*"))[:200]:
+        out.append(CompletionItem("@" + p + ("/" if os.path.isdir(p) else "")))
+    return out
 
 
 # --------------------------------------------------------------------------- decoding limits

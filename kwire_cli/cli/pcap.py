@@ -13,9 +13,9 @@ import click
 
 from kwire_cli.cli.app import KwireUsageError, diagnostic, note_skipped, std_binary
 from kwire_cli.cli.options import DecodeLimits, limit_options, read_keylogs, show_secrets_option, tls_keylog_option
-from kwire_cli.errors import KwireError
+from kwire_cli.errors import FilterError, KwireError
 from kwire_cli.render.jsonlines import gc_tuned, line_encoder
-from kwire_cli.render.safe import json_text
+from kwire_cli.render.safe import escape, json_text
 
 if TYPE_CHECKING:
     from kwire_cli.capture import CaptureStats
@@ -27,17 +27,23 @@ Examples:
   kwire pcap fixtures/captures/*.pcap --format jsonl --filter 'api=Produce and version>=9'
   kwire pcap fixtures/captures/confluent-kafka-consume.pcap --summary
   kwire pcap capture.pcapng --port 19092 --filter 'error or undecodable'
+  kwire pcap fixtures/captures/kafkajs-consume.pcap --filter 'topic~gzip and partition=1'
+  kwire pcap fixtures/captures/kafkajs-produce.pcap --filter 'key=k-1 or header~dup'
 
 \b
 Filter fields: api (name or key; api~part), version (=, !=, <, >, a-b), kind,
-client (client~part), error (any non-zero code, or error=NAME|CODE), undecodable,
-conn / src / dst (ip:port, ip or port), corr, frame, size, latency (ms), file;
-joined with and / or / not and parentheses.
+client (client~part), error (any non-zero code anywhere in the body, or
+error=NAME|CODE), undecodable, conn / src / dst (ip:port, ip or port), corr,
+frame, size, latency (ms), file; and values inside the body: topic, group,
+member, transactional_id (=, !=, ~part), partition, producer_id (numbers, a-b),
+key (a record key), header (a record header's key or value); joined with
+and / or / not and parentheses. An unknown field or API name is a usage error.
 
 \b
 Exit codes: 0 every file read (damage and undecodable frames are reported on
 stderr and in --summary; with --strict they give 1), 1 a file could not be read
-as a capture, 2 usage error."""
+as a capture (the others are still read), 2 usage error: an option or filter
+that does not parse, a FILE that does not exist (nothing is read then)."""
 
 
 class _Counting(io.RawIOBase):
@@ -98,7 +104,6 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
         from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
         from kwire_cli.render.console import make_console
-        from kwire_cli.render.safe import escape
         progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(),
                             TransferSpeedColumn(), console=make_console(stderr=True), transient=True)
         progress.start()
@@ -161,6 +166,10 @@ def pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | Non
     secrets is reported once (tls-no-key, its bytes counted), and the summary shows each
     connection's TLS version and cipher suite.
     """
+    missing = [f for f in files if f != "-" and not os.path.lexists(f)]
+    if missing:  # before any output: nothing of the run depends on a name that is not there
+        raise KwireUsageError(f"FILES: no such file: {missing[0]}"
+                              + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
     files = _expand(files)
     if not files:
         raise KwireUsageError("FILES: the directories given hold no files")
@@ -189,7 +198,10 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
         from kwire_cli.render.json import to_jsonable as conv  # imports yaml: only when needed
         return conv(value)
 
-    keep = compile_filter(filter_expr)
+    try:
+        keep = compile_filter(filter_expr)
+    except FilterError as e:  # the filter is part of the command line: a usage error (exit 2)
+        raise KwireUsageError(str(e)) from None
     stats = CaptureStats()
     conv = Conversation(records_mode="hex" if raw_records else None, show_secrets=show_secrets, strict=strict)
     summ = Summary()
@@ -206,22 +218,29 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
         sep = b"\n" if fmt == "jsonl" else b",\n"
         if fmt == "json":
             write(b'{"frames": [\n')
+    multi = len(files) > 1  # the table then starts with the file, and frame numbers are per file
     if fmt == "table" and not summary:
         from kwire_cli.render.console import make_console
         con = make_console()
-        con.print(table_header(), soft_wrap=True)  # a row is one line, however long
+        head = table_header()
+        if multi:
+            head = "file  " + head.replace("frame", "frame (in its file)", 1)
+        con.print(head, soft_wrap=True)  # a row is one line, however long
     shown = 0
     for r in iter_rows(list(files), ports, stats, conv, failures, max_frame, keylog):
         summ.add(r)
+        if t0 is None:  # times count from the capture's first Kafka frame, whether --filter shows it or not
+            t0 = r.get("ts")
         if not keep(r):
             continue
         shown += 1
         if summary:
             continue
-        if t0 is None:
-            t0 = r.get("ts")
         if fmt == "table":
-            con.print("  ".join(table_cells(r, t0)), soft_wrap=True)
+            cells = table_cells(r, t0)
+            if multi:
+                cells.insert(0, escape(os.path.basename(r["file"] or "")))
+            con.print("  ".join(cells), soft_wrap=True)
         else:
             line = encode(json_ordered(r))
             if fmt == "jsonl":

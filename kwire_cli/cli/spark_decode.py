@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 import click
 
-from kwire_cli.cli.app import diagnostic
+from kwire_cli.cli.app import KwireUsageError, diagnostic
 from kwire_cli.cli.options import limit_options, read_keylogs, show_secrets_option, tls_keylog_option
 from kwire_cli.errors import KwireError
 from kwire_cli.render.safe import escape
@@ -60,6 +61,12 @@ def _conf(_ctx, _param, values):
     return out
 
 
+# the master URLs Spark accepts (SparkContext's master parsing): checked before the JVM starts, so that a
+# typo is one line, not the JVM's stack trace
+MASTER = re.compile(r"local(\[(\*|\d+)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]"
+                    r"|spark://[^\s,/:]+:\d+(,[^\s,/:]+:\d+)*|yarn|k8s://\S+|mesos://\S+")
+
+
 @click.command(epilog=EPILOG)
 @click.argument("inputs", nargs=-1, required=True, metavar="DIR|FILE|GLOB...")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Output directory.")
@@ -86,11 +93,14 @@ def _conf(_ctx, _param, values):
 @click.option("--strict", is_flag=True, help="A frame that breaks a rule of the format is undecodable (not "
               "read leniently with its violations listed); exit 1 when a file failed, a frame did not decode "
               "or the capture is damaged.")
+@click.option("--filter", "filter_expr", metavar="EXPR",
+              help="Write only the rows this display filter keeps (kwire pcap's filter language: api, topic, "
+                   "partition, group, key, header, error...); the summary counts every frame.")
 @limit_options(capture=True)
 @tls_keylog_option()
 @show_secrets_option()
 def spark_decode(inputs, out, fmt, master, ports, partitions, split_size, raw_records, overwrite, conf,
-                 ship_code, summary_format, strict, tls_keylogs, limits, show_secrets):
+                 ship_code, summary_format, strict, filter_expr, tls_keylogs, limits, show_secrets):
     """Decode Kafka conversations from captures with Spark (same codec and capture code as
     `kwire pcap`).
 
@@ -102,6 +112,17 @@ def spark_decode(inputs, out, fmt, master, ports, partitions, split_size, raw_re
     TLS is decrypted with the --tls-keylog files, shipped to the executors with the tasks (pcapng
     Decryption Secrets Blocks are not read here: give their key log with --tls-keylog).
     """
+    if master is not None and not MASTER.fullmatch(master):
+        raise KwireUsageError(f"--master: {master!r} is not a Spark master URL (local, local[N], local[*], "
+                              "local[N,F], local-cluster[N,C,M], spark://HOST:PORT[,HOST:PORT], yarn, "
+                              "k8s://https://HOST:PORT, mesos://HOST:PORT)")
+    if filter_expr:
+        from kwire_cli.capture.filter import compile_filter
+        from kwire_cli.errors import FilterError
+        try:
+            compile_filter(filter_expr)
+        except FilterError as e:  # before Spark starts: a usage error (exit 2)
+            raise KwireUsageError(str(e)) from None
     require_pyspark()
     keylog = read_keylogs(tls_keylogs) if tls_keylogs else None
     from kwire_cli.cli.app import note_skipped
@@ -110,7 +131,8 @@ def spark_decode(inputs, out, fmt, master, ports, partitions, split_size, raw_re
               split_size=split_size << 20, raw_records=raw_records, overwrite=overwrite, conf=conf,
               progress=not os.environ.get("KWIRE_NO_PROGRESS"),
               ship={"auto": None, "always": True, "never": False}[ship_code], limits=tuple(limits),
-              show_secrets=show_secrets, on_skip=note_skipped, keylog=keylog, strict=strict)
+              show_secrets=show_secrets, on_skip=note_skipped, keylog=keylog, strict=strict,
+              filter_expr=filter_expr)
     if summary_format == "table":
         from kwire_cli.render.summary import print_summary
         print_summary(res.summary)

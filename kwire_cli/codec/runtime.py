@@ -148,7 +148,13 @@ def bad_keys(v: dict[Any, Any], allowed: frozenset[str], all_fields: dict[str, s
                 return EncodeError(f"has no field {k} (versions {all_fields[k]})")
             if not isinstance(k, str):
                 return EncodeError(f"field names must be strings, got {k!r}")
-            return EncodeError(f"has no field {k} in any version")
+            import difflib
+            close = difflib.get_close_matches(k.lower(), [n.lower() for n in all_fields], n=1, cutoff=0.6)
+            hint = ""
+            if close:
+                name = next(n for n in all_fields if n.lower() == close[0])
+                hint = f" (did you mean {name}?)"
+            return EncodeError(f"has no field {k} in any version{hint}")
     return EncodeError("unexpected fields")  # pragma: no cover
 
 

@@ -113,7 +113,34 @@ def message_doc(doc: Any, where: str, *, api: str | None = None, version: int | 
         body = {}
     if not isinstance(body, dict):
         raise InputError(f"{where}: body must be a mapping of fields")
+    body = canonical_names(body, a.spec(k).struct)
+    if header is not None:
+        header = canonical_names(header, registry().schema("RequestHeader" if k == "request" else
+                                                            "ResponseHeader").struct)
     return MessageDoc(a, v, k, header, body, where)
+
+
+def canonical_names(value: Any, struct: Any, depth: int = 0) -> Any:
+    """``value`` with its field names spelled as the spec spells them, matched without regard to case
+    (``timeoutMs``, ``topics`` and ``TimeoutMs`` are one field: specs themselves differ, CreateTopics
+    spells ``timeoutMs``); names that match no field are kept as given (the encoder names them, with
+    the closest field it has)."""
+    if depth > 64 or struct is None:
+        return value
+    if isinstance(value, list):
+        return [canonical_names(x, struct, depth + 1) for x in value]
+    if not isinstance(value, dict):
+        return value
+    by_lower = {f.name.lower(): f for f in struct.fields}
+    out: dict[Any, Any] = {}
+    for key, v in value.items():
+        f = by_lower.get(key.lower()) if isinstance(key, str) else None
+        if f is None:
+            out[key] = v
+            continue
+        name = f.name if f.name not in out else key  # two spellings of one field: the encoder says so
+        out[name] = canonical_names(v, f.struct, depth + 1) if f.struct is not None else v
+    return out
 
 
 def _api(value: Any, where: str) -> Any:

@@ -28,6 +28,8 @@ def field_json(f: FieldSpec, version: int | None, flexible: bool | None) -> dict
         out = {"name": f.name, "type": str(f.type), "wire_type": field_wire_type(f, version, bool(flexible)),
                "nullable": f.nullable_in(version), "tag": f.tag if f.tagged_in(version) else None,
                "default": _default_json(f)}
+    if f.about:
+        out["about"] = f.about
     if f.struct is not None:
         out["fields"] = struct_json(f.struct, version, flexible)
     return out
@@ -79,6 +81,8 @@ def field_label(f: FieldSpec, version: int | None, flexible: bool | None) -> Tex
     d = _default_text(f)
     if d:
         t.append(f"  default {d}", style="green")
+    if f.about:  # only specs that carry descriptions (--specs at a Kafka checkout): kwire's are facts only
+        t.append("  — " + escape(" ".join(f.about.split())), style="dim")
     return t
 
 

@@ -118,7 +118,7 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
         raw_records: bool = False, overwrite: bool = False, conf: Iterable[tuple[str, str]] = (),
         spark=None, progress: bool = True, ship: bool | None = None,
         limits: tuple = (None, None, None), show_secrets: bool = False, on_skip=None,
-        keylog=None, strict: bool = False) -> JobResult:
+        keylog=None, strict: bool = False, filter_expr: str | None = None) -> JobResult:
     """Decode captures with Spark; write rows to ``out`` (partitioned by api_name) and the summary.
 
     ``on_skip(path, what)``: told about each FIFO, socket or device found in a directory or glob
@@ -129,8 +129,13 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
     the default). Secrets are redacted in the rows and the summary unless ``show_secrets``
     (``kwire_cli.codec.secrets``). ``keylog``: a ``kwire_cli.tls.KeyLog`` that TLS connections are
     decrypted with (shipped to the executors with the tasks). ``strict``: a frame that breaks a rule
-    of the format is undecodable (kwire pcap --strict), not read leniently with its violations listed."""
+    of the format is undecodable (kwire pcap --strict), not read leniently with its violations listed.
+    ``filter_expr``: kwire pcap's --filter (checked here, before Spark starts): only the rows it keeps
+    are written; the summary counts every frame."""
     t0 = time.monotonic()
+    if filter_expr:
+        from kwire_cli.capture.filter import compile_filter
+        compile_filter(filter_expr)  # a FilterError now, not in every task
     if fmt not in ("parquet", "jsonl"):
         raise SparkJobError(f"unknown output format {fmt!r} (parquet or jsonl)")
     paths = expand_inputs(inputs, on_skip)
@@ -145,14 +150,25 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
     try:
         return _run(spark, paths, out, fmt, tuple(ports), partitions, split_size,
                     "hex" if raw_records else None, t0, time.monotonic() - t0, ship, tuple(limits),
-                    show_secrets, keylog, strict)
+                    show_secrets, keylog, strict, filter_expr)
     finally:
         if created:
             spark.stop()
 
 
+def _name_jsonl(out: str) -> None:
+    """Spark's text writer names its files ``part-...txt``: on a local file system they are renamed
+    ``.jsonl``, which is what they hold (after the commit; on HDFS, S3 and the like the names stay)."""
+    if "://" in out and not out.startswith("file://"):
+        return
+    root = out[len("file://"):] if out.startswith("file://") else out
+    for p in glob.glob(os.path.join(glob.escape(root), "api_name=*", "part-*.txt")):
+        os.rename(p, p[:-len(".txt")] + ".jsonl")
+
+
 def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0, startup,
-         ship=None, limits=(None, None, None), show_secrets=False, keylog=None, strict=False) -> JobResult:
+         ship=None, limits=(None, None, None), show_secrets=False, keylog=None, strict=False,
+         filter_expr=None) -> JobResult:
     from kwire_cli.spark.summary import final_summary
     sc = spark.sparkContext
     specs_name = ship_code(sc, ship)
@@ -219,7 +235,7 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
         bnames = sc.broadcast(dict(names_acc.value))
         rows = spread.mapPartitions(
             lambda it, labels=labels, fmt=fmt, rm=records_mode, sn=specs_name, acc=acc, bn=bnames, ss=show_secrets,
-            st=strict: decode_partition(it, labels, fmt, rm, sn, acc, bn.value, limits, ss, st))
+            st=strict, fe=filter_expr: decode_partition(it, labels, fmt, rm, sn, acc, bn.value, limits, ss, st, fe))
         df = rows_dataframe(spark, rows, fmt)
         # rows go to one open file per api_name instead of being sorted by it first
         # (jsonl only: a parquet writer buffers a row group, so parquet rows are sorted instead)
@@ -235,6 +251,7 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
                  .option("parquet.page.size.row.check.max", "100").parquet(out)
             else:
                 w.text(out)
+                _name_jsonl(out)
         finally:
             for k, v in saved.items():
                 if v is None:
@@ -252,6 +269,8 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
     sc.setJobDescription(None)
     damage = [e[3] for e in sorted(totals.damage_events, key=lambda e: e[:3])]
     summary = final_summary(totals, damage)
+    if filter_expr:
+        summary["shown"] = rows_written  # as kwire pcap --filter says how many rows it showed
     elapsed = time.monotonic() - t0
     t_sum = elapsed - (t_job - t0)
     result = JobResult(files=totals.stats.files, packets=totals.stats.packets, frames=summary["frames"],

@@ -188,16 +188,18 @@ def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records
 def decode_partition(items: Iterator[tuple], labels: list[str], fmt: str, records_mode: str | None,
                      specs_name: str | None, acc, names: dict | None = None,
                      limits: tuple = (None, None, None), show_secrets: bool = False,
-                     strict: bool = False) -> Iterator[tuple]:
+                     strict: bool = False, filter_expr: str | None = None) -> Iterator[tuple]:
     """Stage 3: frames -> output rows (``spark.rows.to_row``); everything else -> the accumulator.
 
     ``names``: every topic id the job learned, ``{id: (position, name)}``; a row's ids are named
     from those learned before its position (kwire pcap's running map over all connections).
-    Runs with kwire pcap's garbage-collector tuning (decoded trees are large and acyclic)."""
+    Runs with kwire pcap's garbage-collector tuning (decoded trees are large and acyclic).
+    ``filter_expr``: kwire pcap's --filter; rows it does not keep are counted in the summary, not written."""
     from kwire_cli.render.jsonlines import gc_tuned
     executor_setup(specs_name, limits)
     with gc_tuned():
-        yield from _decode_partition(items, labels, fmt, records_mode, acc, names or {}, show_secrets, strict)
+        yield from _decode_partition(items, labels, fmt, records_mode, acc, names or {}, show_secrets, strict,
+                                     filter_expr)
 
 
 def _name_topics(rec: dict, pos: tuple, names: dict) -> None:
@@ -211,7 +213,10 @@ def _name_topics(rec: dict, pos: tuple, names: dict) -> None:
                     tn[tid] = known[1]
 
 
-def _decode_partition(items, labels, fmt, records_mode, acc, names, show_secrets=False, strict=False):
+def _decode_partition(items, labels, fmt, records_mode, acc, names, show_secrets=False, strict=False,
+                      filter_expr=None):
+    from kwire_cli.capture.filter import compile_filter
+    keep = compile_filter(filter_expr) if filter_expr else None
     tot = Totals()
     tot.executor_code.add(code_location())
     summ = tot.summary  # positions: the sort key, kwire pcap's row order across all tasks
@@ -246,6 +251,8 @@ def _decode_partition(items, labels, fmt, records_mode, acc, names, show_secrets
         if names:
             _name_topics(rec, k[:4], names)
         summ.add(rec, k[:4])
+        if keep is not None and not keep(rec):
+            continue
         tot.rows += 1
         yield to_row(rec, fmt)
     acc.add(tot)

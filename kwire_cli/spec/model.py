@@ -76,6 +76,7 @@ class FieldSpec:
     entity_type: str | None = None
     zero_copy: bool = False
     struct: StructSpec | None = None  # for struct and array-of-struct types
+    about: str | None = None  # the spec's description, when its folder carries one (a Kafka checkout's)
 
     @property
     def struct_spec(self) -> StructSpec:
@@ -320,7 +321,8 @@ class _Builder:
                       flexible_versions=fflex, tag=tag, tagged_versions=tagged,
                       default_text=default_text, ignorable=bool(r.get("ignorable", False)),
                       map_key=bool(r.get("mapKey", False)), entity_type=r.get("entityType"),
-                      zero_copy=bool(r.get("zeroCopy", False)))
+                      zero_copy=bool(r.get("zeroCopy", False)),
+                      about=r["about"] if isinstance(r.get("about"), str) and r["about"].strip() else None)
         f.default = parse_default(f, w)
         element = ftype.element
         sname = ftype.struct_name if ftype.is_struct else (
