@@ -24,7 +24,6 @@ from typing import Any, TypeVar
 
 from kwire_cli import wire
 from kwire_cli.errors import DecodeError, EncodeError, KwireError
-from kwire_cli.records import decode_records, encode_records
 from kwire_cli.records.limits import close_frame, current_budget, open_frame
 from kwire_cli.spec.model import INT_RANGES, PRIMITIVE_SIZES, FieldType
 
@@ -255,6 +254,7 @@ def records_bytes(x: Any) -> bytes:
     if isinstance(x, (str, bytes, bytearray, memoryview)):
         return hex_bytes(x)
     if isinstance(x, (dict, list)):
+        from kwire_cli.records import encode_records  # imported when a message has records (start-up time)
         try:
             return encode_records(x)
         except KwireError as e:
@@ -311,7 +311,20 @@ def records_decoder(mode: str) -> Callable[[bytes], Any]:
         return bytes.hex
     if mode == "bytes":
         return bytes
-    return decode_records
+    return _decode_records
+
+
+def _decode_records(data: bytes) -> Any:
+    """kwire_cli.records.decode_records, imported on the first records field decoded (a message
+    without one never loads the record decoders, the compression libraries or crc32c)."""
+    global _decode_records_impl
+    if _decode_records_impl is None:
+        from kwire_cli.records import decode_records
+        _decode_records_impl = decode_records
+    return _decode_records_impl(data)
+
+
+_decode_records_impl: Callable[[bytes], Any] | None = None
 
 
 _Decode = TypeVar("_Decode", bound=Callable[..., Any])

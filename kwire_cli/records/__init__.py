@@ -102,13 +102,45 @@ Rules:
   ``CompressionFraming: frame-kafka-legacy-hc``, which write early Kafka's header checksum.
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from kwire_cli.errors import RecordsError
 
-from .compression import Compression, codec_label
-from .decode import decode_records
-from .encode import encode_records, to_bytes
-from .forms import show_bytes
-from .limits import DEFAULT_MAX_DECOMPRESSED, FrameBudget, FrameLimits, frame_budget, frame_limits, set_frame_limits
+if TYPE_CHECKING:
+    from .compression import Compression, codec_label
+    from .decode import decode_records
+    from .encode import encode_records, to_bytes
+    from .forms import show_bytes
+    from .limits import (
+        DEFAULT_MAX_DECOMPRESSED,
+        FrameBudget,
+        FrameLimits,
+        frame_budget,
+        frame_limits,
+        set_frame_limits,
+    )
+
+# The package's names are loaded from their modules when first used (PEP 562): a message without
+# records fields never imports the decoders, the compression libraries or crc32c (start-up time).
+_WHERE = {
+    "Compression": "compression", "codec_label": "compression",
+    "decode_records": "decode",
+    "encode_records": "encode", "to_bytes": "encode",
+    "show_bytes": "forms",
+    "DEFAULT_MAX_DECOMPRESSED": "limits", "FrameBudget": "limits", "FrameLimits": "limits",
+    "frame_budget": "limits", "frame_limits": "limits", "set_frame_limits": "limits",
+}
+
+
+def __getattr__(name: str) -> Any:
+    mod = _WHERE.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{mod}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Compression",

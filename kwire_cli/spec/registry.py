@@ -125,7 +125,8 @@ def use_specs(folder: str | None) -> None:
 
 @cache
 def _load(folder: str) -> Registry:
-    return load_folder(folder)
+    from kwire_cli.spec.cache import cached
+    return cached(folder, lambda: load_folder(folder), Registry)
 
 
 def registry() -> Registry:
