@@ -11,6 +11,13 @@ floor every Python program pays on this machine (site, .pth files), shown for sc
 
 The spec cache (kwire_cli/spec/cache.py) is warm after the first run, as it is for a user after
 their first kwire command; --cold runs kwire with KWIRE_NO_SPEC_CACHE=1 as well.
+
+By default kwire runs from this checkout (`python -m kwire_cli`, with whatever .pth files the
+interpreter's site-packages hold, an editable install's finder among them). `--kwire PATH` runs an
+installed console script instead, e.g. from a fresh venv as a user gets it:
+
+    python -m venv /tmp/kv && /tmp/kv/bin/pip install .
+    python bench/bench_startup.py --kwire /tmp/kv/bin/kwire
 """
 from __future__ import annotations
 
@@ -46,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--cold", action="store_true", help="also run kwire decode without the spec cache")
+    ap.add_argument("--kwire", help="an installed kwire console script to run instead of python -m kwire_cli")
     a = ap.parse_args(argv)
     tshark = shutil.which("tshark")
     if tshark is None:
@@ -55,9 +63,14 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         cap = five_packets(Path(tmp) / "five.pcap")
         py = sys.executable
+        kw = [py, "-m", "kwire_cli"]
+        if a.kwire:
+            kw = [a.kwire]
+            first = Path(a.kwire).read_text(errors="replace").splitlines()[0]
+            py = first[2:].strip() if first.startswith("#!") else py  # the script's own interpreter
         cmds = {
-            "kwire decode HEX": [py, "-m", "kwire_cli", "decode", HEX],
-            "kwire --help": [py, "-m", "kwire_cli", "--help"],
+            "kwire decode HEX": [*kw, "decode", HEX],
+            "kwire --help": [*kw, "--help"],
             "tshark -r five.pcap": [tshark, "-r", str(cap)],
             "python -c pass": [py, "-c", "pass"],
         }
