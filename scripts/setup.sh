@@ -8,6 +8,11 @@ set -e
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--test" ]; then
   python -m pip install -q -e '.[spark,test]'
+  # kafkajs (the third real client of tests/test_proxy.py; its test skips without node)
+  if command -v npm >/dev/null 2>&1; then
+    (cd scripts/record && npm install --silent --no-audit --no-fund >/dev/null 2>&1) \
+      || echo "setup: npm install in scripts/record failed; the kafkajs tests will skip" >&2
+  fi
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
     if ! command -v tcpdump >/dev/null 2>&1 || ! command -v tshark >/dev/null 2>&1; then
       (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tcpdump tshark >/dev/null) \

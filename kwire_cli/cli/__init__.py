@@ -26,6 +26,7 @@ COMMANDS = {
     "list": ("kwire_cli.cli.describe", "list_apis"),
     "negotiate": ("kwire_cli.cli.negotiate", "negotiate"),
     "pcap": ("kwire_cli.cli.pcap", "pcap"),
+    "proxy": ("kwire_cli.cli.proxy", "proxy"),
     "spark-decode": ("kwire_cli.cli.spark_decode", "spark_decode"),
 }
 

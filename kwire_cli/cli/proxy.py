@@ -1,0 +1,192 @@
+"""kwire proxy: decode a running client's traffic by standing between it and its brokers."""
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+
+import click
+
+from kwire_cli.cli.app import KwireUsageError, diagnostic, std_binary
+from kwire_cli.cli.options import limit_options, show_secrets_option
+from kwire_cli.errors import FilterError
+from kwire_cli.render.safe import escape, json_text
+
+EPILOG = """\b
+Examples:
+  kwire proxy --broker 127.0.0.1:9092 --listen 127.0.0.1:19092
+  kwire proxy --broker kafka-1:9092 --broker kafka-2:9092 --listen 0.0.0.0:19092 --format jsonl --filter 'api=Produce'
+  kwire proxy --broker kafka:9093 --broker-tls --ca ca.pem --listen 127.0.0.1:19092 --write-pcap client.pcap
+
+\b
+Point the client's bootstrap servers at the --listen address. Answers that tell clients where
+brokers are (Metadata, FindCoordinator, DescribeCluster, Produce/Fetch NodeEndpoints,
+ShareFetch/ShareAcknowledge, DescribeQuorum) are rewritten so that every later connection comes
+through the proxy too: each broker gets a local port when it first appears (the listen port + 1,
++ 2 ... or --node-ports), said on stderr. Every client connection has its own connection to its
+broker; bytes are forwarded as they come, and frames are decoded off the forwarding path.
+
+\b
+Output: the rows of `kwire pcap` (table or JSON lines), flushed one by one; Ctrl-C (or SIGTERM)
+stops the proxy and prints the summary with --summary. Secrets are redacted unless --show-secrets.
+
+\b
+Exit codes: 0 stopped by Ctrl-C or SIGTERM, 1 the proxy could not start (a port in use, no
+certificate), 2 usage."""
+
+
+def _hostport(value: str, option: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise KwireUsageError(f"{option}: {value!r} is not HOST:PORT")
+    return host, int(port)
+
+
+@click.command(epilog=EPILOG)
+@click.option("--broker", "brokers", multiple=True, required=True, metavar="HOST:PORT",
+              help="A bootstrap broker (repeatable: the first that answers serves each new client connection).")
+@click.option("--listen", default="127.0.0.1:19092", show_default=True, metavar="HOST:PORT",
+              help="Where clients connect (their bootstrap address).")
+@click.option("--advertise", metavar="HOST",
+              help="The host written into rewritten answers (default: the listen host).")
+@click.option("--node-ports", metavar="FIRST-LAST",
+              help="Local ports for the brokers (default: the listen port + 1, + 2 ...).")
+@click.option("--format", "fmt", type=click.Choice(["table", "jsonl"]), default="table", show_default=True,
+              help="One line per frame (table) or one JSON object per line.")
+@click.option("--filter", "filter_expr", metavar="EXPR", help="Show only frames matching EXPR (kwire pcap's filter).")
+@click.option("--summary", is_flag=True, help="Print the summary when the proxy stops.")
+@click.option("--write-pcap", "write_pcap", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
+              help="Also write the conversations, as the client saw them, to a pcap file.")
+@click.option("--listen-tls", nargs=2, metavar="CERT KEY", type=click.Path(exists=True, dir_okay=False),
+              help="Accept TLS from clients with this certificate chain and key (PEM).")
+@click.option("--broker-tls", is_flag=True, help="Talk TLS to the brokers.")
+@click.option("--ca", type=click.Path(exists=True, dir_okay=False),
+              help="CA certificates (PEM) the brokers' are checked against (default: the system's).")
+@click.option("--client-cert", nargs=2, metavar="CERT KEY", type=click.Path(exists=True, dir_okay=False),
+              help="A client certificate and key (PEM) for brokers that ask for one.")
+@click.option("--insecure", is_flag=True, help="Do not check the brokers' certificates (testing only).")
+@limit_options(capture=True)
+@show_secrets_option()
+def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, write_pcap, listen_tls, broker_tls,
+          ca, client_cert, insecure, limits, show_secrets):
+    """Decode a running client's Kafka traffic by proxying it to its brokers.
+
+    The client connects to --listen instead of its brokers; kwire forwards everything, rewrites
+    the broker addresses in the answers so that the client's later connections come through
+    the proxy too, and prints every request and answer as `kwire pcap` does. Because it
+    terminates TLS itself, it decodes encrypted traffic without key logs; SASL passes through
+    unchanged and is decoded, secrets redacted.
+    """
+    import ssl
+
+    from kwire_cli.capture.filter import compile_filter
+    from kwire_cli.capture.rows import json_ordered, table_cells, table_header
+    from kwire_cli.capture.session import Conversation
+    from kwire_cli.capture.summary import Summary
+    from kwire_cli.proxy import Proxy, ProxyConfig
+    from kwire_cli.render.jsonlines import line_encoder
+
+    targets = [_hostport(b, "--broker") for b in brokers]
+    lhost, lport = _hostport(listen, "--listen")
+    ports = None
+    if node_ports:
+        a, _, b = node_ports.partition("-")
+        if not (a.isdigit() and b.isdigit() and 0 < int(a) <= int(b) < 65536):
+            raise KwireUsageError(f"--node-ports: {node_ports!r} is not FIRST-LAST")
+        ports = (int(a), int(b))
+    try:
+        keep = compile_filter(filter_expr)
+    except FilterError as e:
+        raise KwireUsageError(str(e)) from None
+    listen_ctx = broker_ctx = None
+    try:
+        if listen_tls:
+            listen_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            listen_ctx.load_cert_chain(*listen_tls)
+        if broker_tls or ca or client_cert:
+            broker_ctx = ssl.create_default_context(cafile=ca)
+            if client_cert:
+                broker_ctx.load_cert_chain(*client_cert)
+            if insecure:
+                broker_ctx.check_hostname = False
+                broker_ctx.verify_mode = ssl.CERT_NONE
+    except (ssl.SSLError, OSError) as e:
+        raise KwireUsageError(f"TLS: cannot load the certificates or keys: {e}") from None
+    pcap_file = None
+    if write_pcap:
+        try:
+            pcap_file = open(write_pcap, "wb")  # noqa: SIM115 (open for the proxy's whole life)
+        except OSError as e:
+            raise KwireUsageError(f"--write-pcap: cannot write {write_pcap}: {e.strerror}") from None
+
+    conv = Conversation(show_secrets=show_secrets)
+    summ = Summary()
+    out = std_binary("stdout")
+    encode = line_encoder()
+    state = {"t0": None, "shown": 0}
+    if fmt == "table":
+        out.write((table_header() + "\n").encode())
+        out.flush()
+
+    def on_frame(frame, notes) -> None:
+        row = conv.row(frame)
+        if notes:
+            row["notes"] = list(row.get("notes") or ()) + notes
+        summ.add(row)
+        if state["t0"] is None:
+            state["t0"] = row.get("ts")
+        if not keep(row):
+            return
+        state["shown"] += 1
+        if fmt == "table":
+            out.write(("  ".join(table_cells(row, state["t0"])) + "\n").encode("utf-8", "replace"))
+        else:
+            out.write(encode(json_ordered(row)) + b"\n")
+        out.flush()
+
+    def on_note(text: str) -> None:
+        diagnostic("note", text)
+
+    config = ProxyConfig(brokers=targets, listen=(lhost, lport), advertise=advertise, node_ports=ports,
+                         listen_ssl=listen_ctx, broker_ssl=broker_ctx, max_frame=limits.frame_size(), pcap=pcap_file)
+    with limits.apply():
+        px = Proxy(config, on_frame, on_note)
+        try:
+            asyncio.run(_run(px))
+        except OSError as e:
+            from kwire_cli.errors import KwireError
+            raise KwireError(f"cannot listen on {listen}: {e.strerror or e}") from None
+        finally:
+            if pcap_file is not None:
+                pcap_file.close()
+    st = px.stats
+    if summary:
+        result = summ.to_dict()
+        result["proxy"] = {"connections": st.connections, "frames": st.frames, "rewritten": st.rewritten,
+                           "upstream_failures": st.upstream_failures, "not_shown": st.not_shown,
+                           "brokers": {f"{h}:{p}": f"{lh}:{lp}" for (h, p), (lh, lp) in px.book.local.items()}}
+        if filter_expr:
+            result["shown"] = state["shown"]
+        if fmt == "table":
+            from kwire_cli.render.summary import print_summary
+            print_summary(result)
+        else:
+            from kwire_cli.render.json import to_jsonable
+            sys.stdout.write(json_text(json.dumps(to_jsonable(result), ensure_ascii=False, allow_nan=False)) + "\n")
+    diagnostic("note", escape(f"proxy stopped: {st.connections} connections, {st.frames} frames, "
+                              f"{st.rewritten} answers rewritten, {st.upstream_failures} upstream failures"
+                              + (f", {st.not_shown} frames not shown (decoding fell behind)" if st.not_shown else "")))
+
+
+async def _run(px) -> None:
+    await px.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await px.close()
