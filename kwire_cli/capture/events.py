@@ -103,7 +103,7 @@ CORRUPT_BLOCK = "corrupt-block"         # pcapng block whose lengths do not add 
 UNSUPPORTED_LINK = "unsupported-link"   # link type this reader does not know (once per interface)
 UNPAIRED_RESPONSE = "unpaired-response"  # a response whose correlation id matches no open request
 UNPARSEABLE = "unparseable"         # a frame too short for its header (request < 8, response < 4 bytes)
-UNANSWERED_REQUEST = "unanswered-request"  # requests still open when their connection ended
+UNANSWERED_REQUEST = "unanswered-request"  # requests still open when their connection ended (or expired)
 NON_KAFKA = "non-kafka"             # connection skipped because it is not Kafka (strict mode)
 AFTER_CLOSE = "after-close"         # payload after FIN/RST or beyond the FIN sequence: ignored
 # TLS (kwire_cli.tls): a connection's records that gave no plaintext, kind "tls-" + the TLS event's
@@ -179,6 +179,7 @@ class CaptureStats:
     paired: int = 0
     acks0_requests: int = 0
     acks0_answered: int = 0     # acks=0 Produce requests a broker answered anyway (paired)
+    expired_requests: int = 0   # requests unanswered for the request timeout (live captures), dropped
     connections: int = 0
     damage_count: dict = field(default_factory=dict)  # kind -> events
     tls_connections: int = 0    # connections recognised as TLS

@@ -78,6 +78,24 @@ def _read_fully(f: BinaryIO | _Gunzip | _Prefixed, n: int) -> bytes:
     return b"".join(parts)
 
 
+def _read_some(f: BinaryIO | _Gunzip | _Prefixed, least: int, most: int) -> bytes:
+    """Read at least ``least`` bytes (fewer only at end of file) and at most ``most``: one read
+    asks for ``most``, further reads only for what ``least`` still lacks. A regular file fills
+    the whole chunk at once; a stream (a pipe, a followed file: ``kwire_cli.capture.live``) gives
+    what has arrived, so a packet is read as soon as its bytes are there and never waits for a
+    chunk's worth of later packets."""
+    try:
+        data = f.read(most)
+    except EOFError:
+        return b""
+    if data is None:
+        data = b""
+    if len(data) >= least or not data:
+        return data
+    more = _read_fully(f, least - len(data))
+    return data + more if more else data
+
+
 class _Chunks:
     """A sliding window over a binary stream: ``ensure(pos, n)`` makes buf[pos:pos+n] present.
 
@@ -101,7 +119,7 @@ class _Chunks:
             self.buf = rest
             return 0
         want = need - len(rest)
-        data = _read_fully(self.f, want if want > CHUNK else CHUNK)
+        data = _read_some(self.f, want, want if want > CHUNK else CHUNK)
         if len(data) < want or not data:
             self.eof = True
         self.buf = rest + data if rest else data
@@ -215,7 +233,8 @@ class _Gunzip:
         self.done = False
 
     def read(self, n: int = -1) -> bytes:
-        while not self.done and (n < 0 or len(self.out) < n):
+        # (one read of what has arrived at a time: a stream's reader asks again for what it lacks)
+        while not self.done and (n < 0 or not self.out):
             raw = self.f.read(1 << 16)
             if not raw:
                 self.done = True

@@ -40,6 +40,8 @@ TOPIC_NAMING_APIS = frozenset({"Metadata", "CreateTopics", "DescribeTopicPartiti
 _NO_REQUEST: tuple[Any, Any] = (None, None)
 
 MAX_NOTES = 10000  # notes kept for the summary (one or two per TLS connection)
+MAX_DAMAGE_KEPT = 1000  # damage events kept as entries (the summary lists 200; all are counted by kind)
+MAX_CONNECTIONS = 100_000  # connections whose open requests / SASL mechanism are remembered (the least recent go)
 
 def error_codes(body: Any) -> list[str]:
     """Names of the non-zero error codes anywhere in a body (fields named *ErrorCode)."""
@@ -95,19 +97,26 @@ class Conversation:
         self.strict = strict  # --strict: a frame that breaks the format is undecodable, not read leniently
         self._mechanisms: dict[str, str | None] = {}
         self._envelopes: OrderedDict[tuple[str, int], tuple[int, int]] = OrderedDict()
-        self.damage: list[dict] = []  # the Damage events seen by ``rows``, as the summary lists them
+        self.damage: list[dict] = []  # the first Damage events seen by ``rows``, as the summary lists them
+        self.damage_kinds: dict[str, list[int]] = {}  # kind -> [events, bytes] of all of them
         self.notes: list[dict] = []   # the Note events (TLS handshakes, alerts), as the summary lists them
         self._names: dict[str, str] = {}
-        self._open: dict[str, OrderedDict[int, tuple[Any, Any]]] = {}
+        # per connection (least recently used first: a live capture's closed connections go)
+        self._open: OrderedDict[str, OrderedDict[int, tuple[Any, Any]]] = OrderedDict()
         self._on_topic_name = on_topic_name
 
     # ------------------------------------------------------------------ state
     def remember_request(self, conn: str, corr: int, client_id: str | None, protocol_type: str | None) -> None:
         """Keep what the response to request ``corr`` on ``conn`` will need (at most ``MAX_OPEN`` per
         connection: the oldest are forgotten)."""
-        od = self._open.get(conn)
+        opened = self._open
+        od = opened.get(conn)
         if od is None:
-            od = self._open[conn] = OrderedDict()
+            od = opened[conn] = OrderedDict()
+            if len(opened) > MAX_CONNECTIONS:
+                opened.popitem(last=False)
+        else:
+            opened.move_to_end(conn)
         od[corr] = (client_id, protocol_type)
         if len(od) > MAX_OPEN:
             od.popitem(last=False)
@@ -120,7 +129,10 @@ class Conversation:
         od = self._open.get(conn)
         if od is None:
             return _NO_REQUEST
-        return od.pop(corr, _NO_REQUEST)
+        info = od.pop(corr, _NO_REQUEST)
+        if not od:
+            del self._open[conn]  # (nothing open: a connection's state goes with its last answer)
+        return info
 
     def sasl_mechanism(self, conn: str) -> str | None:
         """The SASL mechanism the last SaslHandshake request on ``conn`` named (None: none seen)."""
@@ -131,7 +143,11 @@ class Conversation:
         key, conn = rec["api_key"], f.conn
         if key == SASL_HANDSHAKE:
             if f.kind == "request":
-                self._mechanisms[conn] = body.get("Mechanism")
+                mechs = self._mechanisms
+                mechs.pop(conn, None)
+                mechs[conn] = body.get("Mechanism")
+                if len(mechs) > MAX_CONNECTIONS:
+                    del mechs[next(iter(mechs))]
             return
         inner = None
         if key == ENVELOPE and f.kind == "response":
@@ -268,4 +284,10 @@ class Conversation:
                 if len(self.notes) < MAX_NOTES:
                     self.notes.append(note_entry(ev))
             else:
-                self.damage.append(damage_entry(ev))
+                k = self.damage_kinds.get(ev.kind)
+                if k is None:
+                    k = self.damage_kinds[ev.kind] = [0, 0]
+                k[0] += 1
+                k[1] += ev.bytes
+                if len(self.damage) < MAX_DAMAGE_KEPT:
+                    self.damage.append(damage_entry(ev))

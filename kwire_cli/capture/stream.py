@@ -39,10 +39,17 @@ Per connection and direction:
   frames of kind ``sasl-token``; Kafka framing resumes after them. Other mechanisms (GSSAPI) have
   no fixed count: their tokens stay undecoded frames.
 * Pairing: requests by correlation id (Produce with acks=0 expects no response); at most
-  ``max_open`` open requests per connection (the oldest are dropped and reported).
+  ``max_open`` open requests per connection (the oldest are dropped and reported); with a
+  ``request_timeout``, requests unanswered for that long (capture time) expire and are reported
+  (``unanswered-request``, counted in ``CaptureStats.expired_requests``).
 
 Memory is bounded per connection (out-of-order buffer, one partial frame, the open requests) and
 closed connections are dropped (FIN both ways, RST, or idle longer than ``idle_timeout``).
+
+Live captures (``kwire_cli.capture.live``): ``tick(now)`` tells the assembler that capture time
+``now`` has come with no packet (the input is waiting for traffic), so that a hole held open for a
+late segment is declared a gap ``hold_time`` after it opened, and requests expire, without waiting
+for the next packet.
 """
 from __future__ import annotations
 
@@ -250,6 +257,10 @@ class StreamAssembler:
     ``hold_time`` (capture seconds) / ``hold_packets``: how long a hole the peer acknowledged stays
     open for a late segment before it is declared a gap.
 
+    ``request_timeout`` (capture seconds, None: never): a request still unanswered that long after
+    it completed expires (reported, counted in ``stats.expired_requests``; its response, should it
+    come after all, is unpaired). Live captures set it so that memory stays flat.
+
     ``keylog``: the ``kwire_cli.tls.KeyLog`` that TLS connections are decrypted with (None: an
     empty one; TLS connections are still recognised, and reported as not decrypted).
 
@@ -266,7 +277,7 @@ class StreamAssembler:
                  stats: CaptureStats | None = None, api_check: ApiCheck | None = None,
                  strict: bool = False, check: FrameCheck | None = None,
                  resync_window: int = 1 << 20, hold_time: float = 0.2, hold_packets: int = 64,
-                 keylog: KeyLog | None = None) -> None:
+                 keylog: KeyLog | None = None, request_timeout: float | None = None) -> None:
         self.broker_ports = frozenset(broker_ports) if broker_ports is not None else frozenset({9092})
         self.max_frame = max_frame
         self.max_buffered = max_buffered
@@ -279,6 +290,9 @@ class StreamAssembler:
         self.resync_window = min(resync_window, max_frame)
         self.hold_time = hold_time
         self.hold_packets = hold_packets
+        self.request_timeout = request_timeout
+        self._holding: dict = {}         # id -> Connection with a hole held open (for ``tick``)
+        self._next_expiry = -_INF        # capture time of the next look for expired requests
         self.keylog = keylog if keylog is not None else KeyLog()
         if check is not None and api_check is None:
             self.api_check = check.api_ok
@@ -303,6 +317,8 @@ class StreamAssembler:
         self._count += 1
         if not self._count & 0xFFFF and self.idle_timeout is not None:
             self._sweep(ts)
+        if ts >= self._next_expiry and self.request_timeout is not None:
+            self._expire_requests(ts)
         if ent is None:
             tomb = self._closed.get(key)
             gen = 1
@@ -405,6 +421,62 @@ class StreamAssembler:
             self._out = []
             return out
         return _EMPTY
+
+    def tick(self, now: float) -> list | tuple:
+        """No packet until capture time ``now`` (a live capture waiting for traffic): declare the
+        holes held open that are ``hold_time`` old, expire requests older than
+        ``request_timeout``, forget closed connections' tombstones; return the events."""
+        for key, conn in list(self._holding.items()):
+            if self._flows.get(conn.keys[0], (None,))[0] is not conn:
+                del self._holding[key]  # closed since
+                continue
+            if conn.held:
+                self._expire_holds(conn, conn.file, now, count=False)
+            if not conn.held:
+                del self._holding[key]
+        if self.request_timeout is not None and now >= self._next_expiry:
+            self._expire_requests(now)
+        out = self._out
+        if out:
+            self._out = []
+            return out
+        return _EMPTY
+
+    def _expire_requests(self, now: float) -> None:
+        """Requests unanswered for ``request_timeout`` expire (looked at once a capture second);
+        closed connections' tombstones older than 120 s go too."""
+        timeout = self.request_timeout
+        assert timeout is not None
+        self._next_expiry = now + 1.0
+        limit = now - timeout
+        seen = set()
+        for conn, _ in list(self._flows.values()):
+            op = conn.open
+            if not op or id(conn) in seen:
+                continue
+            seen.add(id(conn))
+            old = []
+            for corr, req in op.items():  # opened in capture order: the oldest first
+                if req[2] >= limit:
+                    break
+                old.append(corr)
+            if not old:
+                continue
+            for corr in old:
+                del op[corr]
+            self.stats.expired_requests += len(old)
+            shown = ", ".join(str(i) for i in old[:5]) + (", ..." if len(old) > 5 else "")
+            self._damage(conn.file, None, conn, UNANSWERED_REQUEST, 0,
+                         f"{len(old)} request(s) without a response after {timeout:g} s, expired "
+                         f"(correlation ids {shown})", now)
+        if self._closed:
+            cut = now - 120.0
+            closed = self._closed
+            while closed:
+                k = next(iter(closed))
+                if closed[k][0] >= cut:
+                    break
+                del closed[k]
 
     def finish(self) -> list:
         """End of input: declare remaining gaps, flush partial frames, close every connection."""
@@ -623,10 +695,13 @@ class StreamAssembler:
         if d.held is None or a > d.held:
             d.held = a
         conn.held = True
+        self._holding[id(conn)] = conn
 
-    def _expire_holds(self, conn, file, ts) -> None:
-        """After each packet of a connection with a hole held open: declare what is old enough."""
-        conn.hold_pkts += 1
+    def _expire_holds(self, conn, file, ts, count: bool = True) -> None:
+        """After each packet of a connection with a hole held open (``count``: one more packet of
+        it), or as time passes (``tick``): declare what is old enough."""
+        if count:
+            conn.hold_pkts += 1
         held = False
         for d in conn.dirs:
             a = d.held

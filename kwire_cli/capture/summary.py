@@ -289,7 +289,10 @@ class Summary:
         return out
 
     def to_dict(self, stats: dict | None = None, damage: list[dict] | None = None,
-                notes: list[dict] | None = None) -> dict:
+                notes: list[dict] | None = None, damage_kinds: dict[str, list[int]] | None = None) -> dict:
+        """The summary document. ``damage``: the damage events (the first 200 are listed); their
+        counts by kind are made from them, or given as ``damage_kinds`` (kind -> [events, bytes]
+        of all events, when only the first ones are kept: ``Conversation.damage_kinds``)."""
         apis = []
         by_api = sorted(self.apis.items(), key=lambda kv: (str(kv[0][0]), kv[0][1] or -1, kv[0][2]))
         for (name, version, kind), a in by_api:
@@ -323,10 +326,14 @@ class Summary:
                 out["tls"] = tls
         if damage is not None:
             kinds: dict[str, dict] = {}
-            for d in damage:
-                k = kinds.setdefault(d["kind"], {"events": 0, "bytes": 0})
-                k["events"] += 1
-                k["bytes"] += d["bytes"]
+            if damage_kinds is not None:
+                for kind, (n, b) in damage_kinds.items():
+                    kinds[kind] = {"events": n, "bytes": b}
+            else:
+                for d in damage:
+                    k = kinds.setdefault(d["kind"], {"events": 0, "bytes": 0})
+                    k["events"] += 1
+                    k["bytes"] += d["bytes"]
             out["damage"] = kinds
             out["damage_events"] = damage[:200]
         return out

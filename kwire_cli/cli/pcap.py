@@ -29,6 +29,9 @@ Examples:
   kwire pcap capture.pcapng --port 19092 --filter 'error or undecodable'
   kwire pcap fixtures/captures/kafkajs-consume.pcap --filter 'topic~gzip and partition=1'
   kwire pcap fixtures/captures/kafkajs-produce.pcap --filter 'key=k-1 or header~dup'
+  kwire pcap - --format jsonl < fixtures/captures/kafkajs-consume.pcap
+  tcpdump -U -w - -i any port 9092 | kwire pcap -
+  kwire pcap --follow /var/captures/kafka/   # tcpdump -C/-G rotating into it
 
 \b
 Filter fields: api (name or key; api~part), version (=, !=, <, >, a-b), kind,
@@ -38,6 +41,16 @@ frame, size, latency (ms), file; and values inside the body: topic, group,
 member, transactional_id (=, !=, ~part), partition, producer_id (numbers, a-b),
 key (a record key), header (a record header's key or value); joined with
 and / or / not and parentheses. An unknown field or API name is a usage error.
+
+\b
+Live captures: - (standard input) and --follow print each frame as soon as it
+is complete (a request when it arrives, its response when it arrives), flushed
+line by line in every format, and the summary at end of input or on Ctrl-C
+(SIGINT, or SIGTERM: the frames so far, then the summary; exit status as at end
+of input, 0, as tcpdump and tshark do). Requests unanswered for
+--request-timeout seconds of capture time (default 60) expire and are counted
+(unanswered-request damage, capture.expired_requests); closed connections are
+dropped, so memory stays flat over hours.
 
 \b
 Exit codes: 0 every file read (damage and undecodable frames are reported on
@@ -90,7 +103,8 @@ def captures(paths: list[str]) -> list[list[str]]:
 
 
 def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, conv: Conversation,
-              failures: list[str], max_frame: int | None = None, keylog=None) -> Iterator[dict]:
+              failures: list[str], max_frame: int | None = None, keylog=None,
+              request_timeout: float | None = None) -> Iterator[dict]:
     """The output rows of the files, one capture (``conv.rows``): their packets merged by
     timestamp into one reassembly, so that connections go on across rotated files; a file that is
     not a capture is reported in ``failures`` and left out."""
@@ -116,7 +130,7 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
         for group in captures(paths):
             events = iter_capture(group, broker_ports=ports or None, stats=stats, max_frame=max_frame,
                                   failures=failures, wrap=wrap, reopenable=lambda p: not is_stream(p),
-                                  keylog=keylog)
+                                  keylog=keylog, request_timeout=request_timeout)
             yield from conv.rows(events)
     except KwireError as e:
         failures.append(str(e))
@@ -135,6 +149,13 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
 @click.option("--port", "ports", type=click.IntRange(1, 65535), multiple=True, metavar="N",
               help="A broker port (repeatable). Default: 9092 and any port seen answering Kafka requests.")
 @click.option("--raw-records", is_flag=True, help="Keep records fields as hex instead of decoding batches.")
+@click.option("--follow", "follow", is_flag=True, help="FILE is still being written (tcpdump -w FILE -U): "
+              "read what is there, then wait for more, until Ctrl-C. A directory: its files in rotation "
+              "order, then the rotated files as they appear (tcpdump -C, -G).")
+@click.option("--request-timeout", "request_timeout", type=click.FloatRange(0, min_open=True), metavar="SECONDS",
+              help="A request unanswered this long (capture time) expires and is counted in the summary. "
+                   "Default: 60 for - and --follow, never for files. A JoinGroup may wait up to the "
+                   "group's rebalance timeout: raise it for those.")
 @click.option("--strict", is_flag=True, help="A frame that breaks a rule of the format (a null where none is "
               "allowed, a string that is not UTF-8, trailing bytes...) is undecodable, not read leniently with its "
               "violations listed; exit 1 when any frame did not decode or the capture is damaged.")
@@ -142,10 +163,10 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
 @limit_options(capture=True)
 @show_secrets_option()
 def pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | None, ports: tuple[int, ...],
-         raw_records: bool, strict: bool, tls_keylogs: tuple[str, ...], limits: DecodeLimits,
-         show_secrets: bool) -> None:
+         raw_records: bool, follow: bool, request_timeout: float | None, strict: bool,
+         tls_keylogs: tuple[str, ...], limits: DecodeLimits, show_secrets: bool) -> None:
     """Decode Kafka conversations from pcap/pcapng FILES (a directory: the regular files under it,
-    in rotation order: cap, cap1, cap2 ... cap10).
+    in rotation order: cap, cap1, cap2 ... cap10; -: standard input, read as it comes).
 
     Every Kafka frame becomes one output row: requests decode from their header, responses by pairing
     with their request through the correlation id on the same connection. Damaged captures still
@@ -166,17 +187,82 @@ def pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | Non
     secrets is reported once (tls-no-key, its bytes counted), and the summary shows each
     connection's TLS version and cipher suite.
     """
-    missing = [f for f in files if f != "-" and not os.path.lexists(f)]
-    if missing:  # before any output: nothing of the run depends on a name that is not there
-        raise KwireUsageError(f"FILES: no such file: {missing[0]}"
-                              + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
-    files = _expand(files)
-    if not files:
-        raise KwireUsageError("FILES: the directories given hold no files")
+    live = _live_input(files, follow)
+    if live is None:
+        missing = [f for f in files if f != "-" and not os.path.lexists(f)]
+        if missing:  # before any output: nothing of the run depends on a name that is not there
+            raise KwireUsageError(f"FILES: no such file: {missing[0]}"
+                                  + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+        files = _expand(files)
+        if not files:
+            raise KwireUsageError("FILES: the directories given hold no files")
     keylog = read_keylogs(tls_keylogs)
     with gc_tuned(), limits.apply():
         _pcap(files, fmt, summary, filter_expr, ports, raw_records, strict, limits.frame_size(), show_secrets,
-              keylog)
+              keylog, live=live, request_timeout=request_timeout)
+
+
+def _live_input(files: tuple[str, ...], follow: bool):
+    """The live input FILES name (``kwire_cli.capture.live.LiveInput``: - or --follow), or None
+    for files read whole."""
+    if "-" not in files and not follow:
+        return None
+    from kwire_cli.capture.live import LiveInput
+    if len(files) != 1:
+        what = "--follow" if follow else "- (standard input)"
+        raise KwireUsageError(f"{what} reads one input: give it alone, not with other files")
+    path = files[0]
+    if path == "-":
+        return LiveInput.stdin(std_binary("stdin"))
+    if os.path.isdir(path):
+        return LiveInput.follow_dir(path)
+    if not os.path.exists(path):
+        raise KwireUsageError(f"--follow: no such file or directory: {path}")
+    return LiveInput.follow_file(path)
+
+
+def live_rows(live, ports: tuple[int, ...], stats: CaptureStats, conv: Conversation, failures: list[str],
+              max_frame: int, keylog, request_timeout: float | None, stop) -> Iterator[dict]:
+    """The output rows of a live capture as its frames complete (``kwire_cli.capture.live``)."""
+    from kwire_cli.capture.live import DEFAULT_REQUEST_TIMEOUT, iter_live
+    events = iter_live(live, broker_ports=ports or None, max_frame=max_frame, stats=stats, keylog=keylog,
+                       request_timeout=request_timeout or DEFAULT_REQUEST_TIMEOUT, stop=stop,
+                       failures=failures, on_skip=note_skipped)
+    try:
+        yield from conv.rows(events)
+    except KwireError as e:
+        failures.append(str(e))
+
+
+class _Interrupts:
+    """While live: SIGINT and SIGTERM end reading (``stop`` is set) instead of killing kwire, so
+    that the frames so far and the summary still print; a second one stops at once."""
+
+    def __init__(self, stop) -> None:
+        self.stop = stop
+        self.saved: dict = {}
+
+    def __enter__(self) -> _Interrupts:
+        import signal
+        if threading_main():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.saved[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, _signum, _frame) -> None:
+        if self.stop.is_set():
+            raise SystemExit(130)  # the second one: now
+        self.stop.set()
+
+    def __exit__(self, *exc) -> None:
+        import signal
+        for sig, h in self.saved.items():
+            signal.signal(sig, h)
+
+
+def threading_main() -> bool:
+    import threading
+    return threading.current_thread() is threading.main_thread()
 
 
 def _expand(specs: tuple[str, ...]) -> tuple[str, ...]:
@@ -187,7 +273,8 @@ def _expand(specs: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | None, ports: tuple[int, ...],
-          raw_records: bool, strict: bool, max_frame: int, show_secrets: bool = False, keylog=None) -> None:
+          raw_records: bool, strict: bool, max_frame: int, show_secrets: bool = False, keylog=None,
+          live=None, request_timeout: float | None = None) -> None:
     from kwire_cli.capture import CaptureStats
     from kwire_cli.capture.filter import compile_filter
     from kwire_cli.capture.rows import json_ordered, table_cells, table_header
@@ -227,31 +314,50 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
             head = "file  " + head.replace("frame", "frame (in its file)", 1)
         con.print(head, soft_wrap=True)  # a row is one line, however long
     shown = 0
-    for r in iter_rows(list(files), ports, stats, conv, failures, max_frame, keylog):
-        summ.add(r)
-        if t0 is None:  # times count from the capture's first Kafka frame, whether --filter shows it or not
-            t0 = r.get("ts")
-        if not keep(r):
-            continue
-        shown += 1
-        if summary:
-            continue
-        if fmt == "table":
-            cells = table_cells(r, t0)
-            if multi:
-                cells.insert(0, escape(os.path.basename(r["file"] or "")))
-            con.print("  ".join(cells), soft_wrap=True)
-        else:
-            line = encode(json_ordered(r))
-            if fmt == "jsonl":
-                write(line)
-                write(sep)
+    flush = None
+    if live is not None:
+        import threading
+        stop = threading.Event()
+        rows = live_rows(live, ports, stats, conv, failures, max_frame, keylog, request_timeout, stop)
+        flush = (bout.flush if bout is not None else out.flush) if not summary else None
+        interrupts = _Interrupts(stop)
+    else:
+        rows = iter_rows(list(files), ports, stats, conv, failures, max_frame, keylog,
+                         request_timeout=request_timeout)
+        interrupts = None
+    if interrupts is not None:
+        interrupts.__enter__()
+    try:
+        for r in rows:
+            summ.add(r)
+            if t0 is None:  # times count from the capture's first Kafka frame, whether --filter shows it or not
+                t0 = r.get("ts")
+            if not keep(r):
+                continue
+            shown += 1
+            if summary:
+                continue
+            if fmt == "table":
+                cells = table_cells(r, t0)
+                if multi:
+                    cells.insert(0, escape(os.path.basename(r["file"] or "")))
+                con.print("  ".join(cells), soft_wrap=True)
             else:
-                if not first_json:
+                line = encode(json_ordered(r))
+                if fmt == "jsonl":
+                    write(line)
                     write(sep)
-                write(line)
-                first_json = False
-    result = summ.to_dict(stats.to_dict(), conv.damage, conv.notes)
+                else:
+                    if not first_json:
+                        write(sep)
+                    write(line)
+                    first_json = False
+            if flush is not None:
+                flush()  # a live capture's row goes out now, not with the next buffer
+    finally:
+        if interrupts is not None:
+            interrupts.__exit__()
+    result = summ.to_dict(stats.to_dict(), conv.damage, conv.notes, conv.damage_kinds)
     if filter_expr:
         result["shown"] = shown
     if summary:

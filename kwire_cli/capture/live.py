@@ -1,0 +1,303 @@
+"""Live captures: pcap / pcapng read as it is written, frames out as soon as they are complete.
+
+``kwire pcap -`` (standard input, e.g. ``tcpdump -U -w - | kwire pcap -``) and ``kwire pcap
+--follow FILE|DIR`` (a file tcpdump is still writing; a directory: its files in rotation order,
+and the rotated files as they appear) read here. Nothing waits for the end of the input:
+
+* ``LiveInput``: what is read. ``stdin()``, ``follow_file(path)``, ``follow_dir(path)``.
+  Its streams' ``read(n)`` give what has arrived (at least one byte; fewer than ``n``), so the
+  capture reader (``reader.iter_records``, which asks for at least what a record lacks and at most
+  a chunk) yields each packet as soon as its bytes are there. Before waiting for more bytes a
+  stream says so (``on_wait``): the packets read so far go to the assembler then, not when a
+  batch is full. A followed file polls for growth (``poll`` seconds) at its end; in a directory,
+  a file is complete once a later file (rotation order, ``inputs.rotation_key``) exists and the
+  first file's end has been read again, and reading goes on with the next one.
+* ``iter_live(input, ...)``: the reader runs in a thread (it blocks in reads) that hands packets
+  over in batches through a bounded queue (a fast writer is slowed down by the pipe, memory does
+  not grow); the assembler, framing and pairing run in the caller's thread, where
+  ``StreamAssembler.tick`` is called whenever no packet came for ``tick`` seconds, with the
+  capture time that has passed since the last packet (its timestamp plus the wall-clock time
+  since it was read): a hole held open for a late segment is declared a gap at most ``hold_time``
+  (0.2 s) after it opened, and requests unanswered for ``request_timeout`` expire, with no packet
+  to trigger it. ``stop`` (a ``threading.Event``: the command sets it on SIGINT/SIGTERM) ends
+  reading; what is pending is flushed as at end of input (``StreamAssembler.finish``).
+
+The reader thread counts into its own ``CaptureStats`` (packets, files, reader damage), added to
+the caller's when the iterator ends, so that no counter is written by two threads.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import select
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from kwire_cli.errors import CaptureError, KwireError
+
+from .events import CaptureStats, Damage, KafkaFrame, Note, Packet
+from .inputs import files_under, rotation_key
+from .kafka import DEFAULT_MAX_FRAME
+from .reader import iter_packets
+from .stream import StreamAssembler
+
+#: how long a followed file's end is waited at before it is read again (seconds)
+POLL = 0.05
+#: how long the assembler waits for packets before time is let pass (``StreamAssembler.tick``)
+TICK = 0.05
+#: packets handed over at once at most (fewer when the input has nothing more for now)
+BATCH = 256
+#: default for unanswered requests (capture seconds) in live captures
+DEFAULT_REQUEST_TIMEOUT = 60.0
+STDIN_LABEL = "-"
+
+
+class _Stream:
+    """A read-only file object over a descriptor (or a file object without one) whose ``read(n)``
+    gives what has arrived: at least one byte, b"" only at the end."""
+
+    def __init__(self, fd: int | None, name: str, on_wait: Callable[[], object], stop: threading.Event,
+                 follow: bool = False, done: Callable[[], bool] | None = None, fobj: Any = None) -> None:
+        self.fd = fd
+        self.name = name
+        self.on_wait = on_wait
+        self.stop = stop
+        self.follow = follow
+        self.done = done          # follow: True once the file is complete (a later rotated file exists)
+        self.fobj = fobj
+        self._pollable = True
+
+    def readable(self) -> bool:
+        return True
+
+    def _ready(self) -> bool:
+        if not self._pollable or self.fd is None:
+            return True
+        try:
+            return bool(select.select([self.fd], [], [], 0)[0])
+        except (OSError, ValueError):
+            self._pollable = False
+            return True
+
+    def read(self, n: int = -1) -> bytes:
+        if n is None or n < 0:
+            n = 1 << 20
+        if n == 0:
+            return b""
+        if self.fd is None:  # a file object (e.g. a test's BytesIO): whatever it gives
+            if self.stop.is_set():
+                return b""
+            read1 = getattr(self.fobj, "read1", None)
+            return (read1(n) if read1 is not None else self.fobj.read(n)) or b""
+        waited = False
+        while True:
+            if self.stop.is_set():
+                return b""
+            if not waited and not self._ready():
+                self.on_wait()
+                waited = True
+            data = os.read(self.fd, n)
+            if data or not self.follow:
+                return data
+            # a followed file's end: more may come
+            if self.done is not None and self.done():
+                data = os.read(self.fd, n)  # written before the next file began
+                return data
+            if not waited:
+                self.on_wait()
+                waited = True
+            time.sleep(POLL)
+
+
+class LiveInput:
+    """What a live capture reads: standard input, a followed file or a followed directory.
+    ``sources(on_wait, stop)`` yields ``(stream, label)`` for the reader, one capture file after
+    the other."""
+
+    def __init__(self, kind: str, path: str | None = None, fobj: Any = None) -> None:
+        self.kind = kind          # "stdin" | "file" | "dir"
+        self.path = path
+        self.fobj = fobj
+
+    @classmethod
+    def stdin(cls, fobj: Any) -> LiveInput:
+        """Standard input (``fobj``: its binary stream)."""
+        return cls("stdin", None, fobj)
+
+    @classmethod
+    def follow_file(cls, path: str) -> LiveInput:
+        return cls("file", path)
+
+    @classmethod
+    def follow_dir(cls, path: str) -> LiveInput:
+        return cls("dir", path)
+
+    def sources(self, on_wait: Callable[[], object], stop: threading.Event,
+                on_skip: Callable[[str, str], object] | None = None) -> Iterator[tuple[_Stream, str]]:
+        if self.kind == "stdin":
+            fd = None
+            try:
+                fd = self.fobj.fileno()
+            except (AttributeError, OSError, ValueError):
+                fd = None
+            yield _Stream(fd, STDIN_LABEL, on_wait, stop, fobj=self.fobj), STDIN_LABEL
+            return
+        if self.kind == "file":
+            assert self.path is not None
+            yield from self._followed(self.path, on_wait, stop, None)
+            return
+        assert self.path is not None
+        done_files: set[str] = set()
+        warned: set[str] = set()
+        while not stop.is_set():
+            pending = [p for p in self._listing(on_skip, warned) if p not in done_files]
+            if not pending:
+                on_wait()
+                time.sleep(POLL * 4)
+                continue
+            cur = pending[0]
+            done_files.add(cur)
+
+            def later(cur: str = cur) -> bool:
+                key = rotation_key(cur)
+                return any(rotation_key(p) > key for p in self._listing(None, warned) if p not in done_files)
+
+            yield from self._followed(cur, on_wait, stop, _every(0.25, later))
+
+    def _listing(self, on_skip, warned: set[str]) -> list[str]:
+        def skip(p: str, what: str) -> None:
+            if on_skip is not None and p not in warned:
+                warned.add(p)
+                on_skip(p, what)
+        assert self.path is not None
+        return files_under(self.path, skip)
+
+    @staticmethod
+    def _followed(path: str, on_wait, stop, done) -> Iterator[tuple[_Stream, str]]:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError as e:
+            raise CaptureError(f"cannot open capture {path}: {e.strerror or e}") from None
+        try:
+            yield _Stream(fd, path, on_wait, stop, follow=True, done=done), path
+        finally:
+            os.close(fd)
+
+
+def _every(seconds: float, check: Callable[[], bool]) -> Callable[[], bool]:
+    """``check`` asked at most once per ``seconds`` (it lists a directory); True stays True."""
+    at = [0.0]
+    yes = [False]
+
+    def cached() -> bool:
+        now = time.monotonic()
+        if not yes[0] and now - at[0] >= seconds:
+            at[0] = now
+            yes[0] = check()
+        return yes[0]
+    return cached
+
+
+class _End:
+    """The reader thread is done (``error``: why it stopped early, or None at end of input)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException | None) -> None:
+        self.error = error
+
+
+def _produce(live: LiveInput, q: queue.Queue, stats: CaptureStats, stop: threading.Event, keylog,
+             failures: list[str], report_skipped: bool, on_skip) -> None:
+    batch: list = []
+
+    def flush() -> None:
+        if batch:
+            q.put(batch.copy())
+            batch.clear()
+
+    err: BaseException | None = None
+    try:
+        for stream, label in live.sources(flush, stop, on_skip):
+            try:
+                for item in iter_packets(stream, label, stats=stats, report_skipped=report_skipped, keylog=keylog):
+                    batch.append(item)
+                    if len(batch) >= BATCH:
+                        flush()
+            except KwireError as e:
+                if live.kind == "stdin":
+                    raise
+                msg = str(e)
+                failures.append(msg if label in msg else f"{label}: {msg}")  # the directory goes on
+            if stop.is_set():
+                break
+    except BaseException as e:  # handed to the caller's thread
+        err = e
+    flush()
+    q.put(_End(err))
+
+
+def iter_live(live: LiveInput, *, broker_ports=None, max_frame: int = DEFAULT_MAX_FRAME,
+              stats: CaptureStats | None = None, check: Any = "codec", keylog: Any = None,
+              request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT, stop: threading.Event | None = None,
+              failures: list[str] | None = None, report_skipped: bool = False,
+              on_skip: Callable[[str, str], object] | None = None, tick: float = TICK,
+              **assembler_options) -> Iterator[KafkaFrame | Damage | Note]:
+    """Kafka frames, damage and notes of a live capture as soon as they are complete (see the
+    module docstring). ``failures``: where a file of a followed directory that is not a capture is
+    reported (the others go on); standard input that is not a capture raises ``CaptureError``.
+    Other keyword options go to ``StreamAssembler``."""
+    if stats is None:
+        stats = CaptureStats()
+    if stop is None:
+        stop = threading.Event()
+    if failures is None:
+        failures = []
+    if check == "codec":
+        from .check import CodecCheck
+        check = CodecCheck()
+    if keylog is None:
+        from kwire_cli.tls import KeyLog
+        keylog = KeyLog()
+    asm = StreamAssembler(broker_ports=broker_ports, max_frame=max_frame, stats=stats, check=check,
+                          keylog=keylog, request_timeout=request_timeout, **assembler_options)
+    rstats = CaptureStats()
+    q: queue.Queue = queue.Queue(maxsize=64)
+    worker = threading.Thread(target=_produce, name="kwire-live-reader", daemon=True,
+                              args=(live, q, rstats, stop, keylog, failures, report_skipped, on_skip))
+    worker.start()
+    feed = asm.feed
+    last_ts: float | None = None
+    last_wall = 0.0
+    error: BaseException | None = None
+    try:
+        while not stop.is_set():
+            try:
+                batch = q.get(timeout=tick)
+            except queue.Empty:
+                if last_ts is not None:
+                    late = asm.tick(last_ts + (time.monotonic() - last_wall))
+                    if late:
+                        yield from late
+                continue
+            if batch.__class__ is _End:
+                error = batch.error
+                break
+            for item in batch:
+                if item.__class__ is Packet:
+                    last_ts = item.ts
+                    ev = feed(item)
+                    if ev:
+                        yield from ev
+                else:
+                    yield item
+            last_wall = time.monotonic()
+        stop.set()  # (the reader thread stops at its next read)
+        if error is not None:
+            raise error
+        yield from asm.finish()
+    finally:
+        stop.set()
+        stats.merge(rstats)
