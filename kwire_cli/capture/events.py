@@ -122,7 +122,8 @@ class Damage(NamedTuple):
     ``packet`` is the number of the packet where it was noticed (for a gap: the first packet after
     it; ``detail`` names the packets on both sides; None: no one packet, e.g. at the end).
     ``bytes`` is the number of stream bytes concerned (0 where no bytes are involved, e.g. an
-    unpaired response).
+    unpaired response). ``corrs``: for ``unanswered-request``, the correlation ids of the requests
+    given up (what pairing state above the assembler may forget: ``session.Conversation``).
     """
 
     file: str
@@ -132,6 +133,7 @@ class Damage(NamedTuple):
     bytes: int
     detail: str
     ts: float | None = None
+    corrs: tuple | None = None
 
 
 class Note(NamedTuple):

@@ -72,11 +72,11 @@ class _Stream:
     def readable(self) -> bool:
         return True
 
-    def _ready(self) -> bool:
+    def _ready(self, timeout: float = 0.0) -> bool:
         if not self._pollable or self.fd is None:
             return True
         try:
-            return bool(select.select([self.fd], [], [], 0)[0])
+            return bool(select.select([self.fd], [], [], timeout)[0])
         except (OSError, ValueError):
             self._pollable = False
             return True
@@ -95,9 +95,12 @@ class _Stream:
         while True:
             if self.stop.is_set():
                 return b""
-            if not waited and not self._ready():
-                self.on_wait()
-                waited = True
+            if not self._ready():
+                if not waited:
+                    self.on_wait()
+                    waited = True
+                self._ready(POLL * 2)  # (waits in steps, so that ``stop`` is seen)
+                continue
             data = os.read(self.fd, n)
             if data or not self.follow:
                 return data
@@ -264,7 +267,7 @@ def iter_live(live: LiveInput, *, broker_ports=None, max_frame: int = DEFAULT_MA
     asm = StreamAssembler(broker_ports=broker_ports, max_frame=max_frame, stats=stats, check=check,
                           keylog=keylog, request_timeout=request_timeout, **assembler_options)
     rstats = CaptureStats()
-    q: queue.Queue = queue.Queue(maxsize=64)
+    q: queue.Queue = queue.Queue(maxsize=8)
     worker = threading.Thread(target=_produce, name="kwire-live-reader", daemon=True,
                               args=(live, q, rstats, stop, keylog, failures, report_skipped, on_skip))
     worker.start()
@@ -272,12 +275,19 @@ def iter_live(live: LiveInput, *, broker_ports=None, max_frame: int = DEFAULT_MA
     last_ts: float | None = None
     last_wall = 0.0
     error: BaseException | None = None
+    deadline = None
     try:
-        while not stop.is_set():
+        while True:
+            if stop.is_set():
+                # stopped (Ctrl-C): what the reader has read still goes through, until it ends
+                if deadline is None:
+                    deadline = time.monotonic() + 2.0
+                elif time.monotonic() > deadline:
+                    break
             try:
                 batch = q.get(timeout=tick)
             except queue.Empty:
-                if last_ts is not None:
+                if last_ts is not None and deadline is None:
                     late = asm.tick(last_ts + (time.monotonic() - last_wall))
                     if late:
                         yield from late

@@ -134,6 +134,16 @@ class Conversation:
             del self._open[conn]  # (nothing open: a connection's state goes with its last answer)
         return info
 
+    def _forget(self, conn: str, corrs: Iterable[int]) -> None:
+        """Requests the assembler gave up (unanswered: expired, or their connection ended)."""
+        od = self._open.get(conn)
+        if od is None:
+            return
+        for corr in corrs:
+            od.pop(corr, None)
+        if not od:
+            del self._open[conn]
+
     def sasl_mechanism(self, conn: str) -> str | None:
         """The SASL mechanism the last SaslHandshake request on ``conn`` named (None: none seen)."""
         return self._mechanisms.get(conn)
@@ -284,6 +294,8 @@ class Conversation:
                 if len(self.notes) < MAX_NOTES:
                     self.notes.append(note_entry(ev))
             else:
+                if ev.corrs and ev.conn is not None:
+                    self._forget(ev.conn, ev.corrs)
                 k = self.damage_kinds.get(ev.kind)
                 if k is None:
                     k = self.damage_kinds[ev.kind] = [0, 0]

@@ -468,7 +468,7 @@ class StreamAssembler:
             shown = ", ".join(str(i) for i in old[:5]) + (", ..." if len(old) > 5 else "")
             self._damage(conn.file, None, conn, UNANSWERED_REQUEST, 0,
                          f"{len(old)} request(s) without a response after {timeout:g} s, expired "
-                         f"(correlation ids {shown})", now)
+                         f"(correlation ids {shown})", now, tuple(old))
         if self._closed:
             cut = now - 120.0
             closed = self._closed
@@ -502,9 +502,9 @@ class StreamAssembler:
         yield from self.finish()
 
     # ------------------------------------------------------------------ internals
-    def _damage(self, file, packet, conn, kind, nbytes, detail, ts=None):
+    def _damage(self, file, packet, conn, kind, nbytes, detail, ts=None, corrs=None):
         self.stats.add_damage(kind, nbytes)
-        self._out.append(Damage(file, packet, conn.label, kind, nbytes, detail, ts))
+        self._out.append(Damage(file, packet, conn.label, kind, nbytes, detail, ts, corrs))
 
     def _decide(self, conn: Connection, di: int, payload: bytes, file, packet, ts) -> None:
         ports = self.broker_ports
@@ -1389,7 +1389,7 @@ class StreamAssembler:
             del op[old]
             self._damage(conn.file, packet, conn, UNANSWERED_REQUEST, 0,
                          f"request with correlation id {old} dropped unanswered: more than "
-                         f"{self.max_open} open requests on the connection")
+                         f"{self.max_open} open requests on the connection", corrs=(old,))
         op[corr] = (ak, av, ts, packet)
 
     def _emit(self, conn, d: _Dir, data: bytes, file, packet, ts, start_packet) -> None:
@@ -1511,7 +1511,7 @@ class StreamAssembler:
                 shown = ", ".join(str(i) for i in ids[:5]) + (", ..." if len(ids) > 5 else "")
                 self._damage(file, None, conn, UNANSWERED_REQUEST, 0,
                              f"{len(ids)} request(s) without a response at {why} "
-                             f"(correlation ids {shown})", conn.last_ts)
+                             f"(correlation ids {shown})", conn.last_ts, tuple(ids))
                 conn.open.clear()
         if conn.apis and len(self._apis_closed) < 512:
             self._apis_closed |= conn.apis

@@ -347,6 +347,11 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
                 if fmt == "jsonl":
                     write(line)
                     write(sep)
+                elif live is not None:
+                    # live: each row a whole line at once (the comma opens the next one's line)
+                    write(line if first_json else b"," + line)
+                    write(b"\n")
+                    first_json = False
                 else:
                     if not first_json:
                         write(sep)
