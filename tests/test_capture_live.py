@@ -459,3 +459,41 @@ def _recv_exactly(s: socket.socket, n: int) -> bytes:
             raise ConnectionError("closed")
         buf += chunk
     return buf
+
+
+def test_late_segment_hold_ends_in_wall_time_without_more_packets() -> None:
+    """A hole the peer acknowledged is held open 0.2 s for a late segment. Live, with no packet
+    after it, the frames behind the hole still come out about 0.2 s later (not at the next packet
+    or the end of input): time passes while kwire waits."""
+    c = Conversation()
+    a = kafka_request(18, 0, 1, "late")
+    lost = kafka_request(18, 0, 2, "late")
+    b = kafka_request(18, 0, 3, "late")
+    segs = c.handshake() + c.send(0, a) + c.send(1, kafka_response(1, struct.pack(">hi", 0, 0)))
+    c.seq[0] += len(lost)  # the capture never shows this segment
+    segs += c.send(0, b) + [c.ack(1)]
+    f = io.BytesIO()
+    w = PcapWriter(f)
+    for i, s in enumerate(segs):
+        w.write(1_700_000_000 + i * 0.001, ethernet_frame(s))
+    p = kwire_proc("-", "--format", "jsonl")
+    lines = Lines(p.stdout)
+    assert p.stdin is not None
+    data = f.getvalue()
+    cut = 24 + sum(16 + len(ethernet_frame(s)) for s in segs[:5])  # the handshake, request 1, its answer
+    p.stdin.write(data[:cut])
+    p.stdin.flush()
+    assert [json.loads(x)["correlation_id"] for _t, x in lines.take(2)] == [1, 1]
+    p.stdin.write(data[cut:])
+    p.stdin.flush()
+    written = time.monotonic()
+    got = lines.take(1)
+    assert [json.loads(x)["correlation_id"] for _t, x in got] == [3]
+    waited = got[-1][0] - written
+    print(f"frame behind an acknowledged hole: {waited * 1000:.0f} ms (hold 200 ms)")
+    assert 0.15 < waited < 2.0
+    p.send_signal(signal.SIGINT)
+    lines.rest()
+    assert p.wait(timeout=WAIT) == 0
+    err = p.stderr.read().decode() if p.stderr else ""
+    assert "2 damage events" in err  # the gap, and request 3 unanswered at the end

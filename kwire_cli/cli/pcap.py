@@ -30,7 +30,7 @@ Examples:
   kwire pcap fixtures/captures/kafkajs-consume.pcap --filter 'topic~gzip and partition=1'
   kwire pcap fixtures/captures/kafkajs-produce.pcap --filter 'key=k-1 or header~dup'
   kwire pcap - --format jsonl < fixtures/captures/kafkajs-consume.pcap
-  tcpdump -U -w - -i any port 9092 | kwire pcap -
+  tcpdump -U --immediate-mode -w - -i any port 9092 | kwire pcap -
   kwire pcap --follow /var/captures/kafka/   # tcpdump -C/-G rotating into it
 
 \b
