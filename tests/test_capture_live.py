@@ -497,3 +497,16 @@ def test_late_segment_hold_ends_in_wall_time_without_more_packets() -> None:
     assert p.wait(timeout=WAIT) == 0
     err = p.stderr.read().decode() if p.stderr else ""
     assert "2 damage events" in err  # the gap, and request 3 unanswered at the end
+
+
+def test_dash_in_process_reads_a_file_object() -> None:
+    """Under Click's CliRunner standard input is a file object with no descriptor: read all the same."""
+    from tests.cli_run import kwire
+    data = (CAPTURES / "kafkajs-admin.pcap").read_bytes()
+    res = kwire("pcap", "-", "--format", "jsonl", input=data)
+    assert res.code == 0, res
+    rows = [json.loads(line) for line in res.out.splitlines()]
+    assert without_file(rows) == without_file(whole_rows(CAPTURES / "kafkajs-admin.pcap"))
+    res = kwire("pcap", "-", "--summary", "--format", "json", "--request-timeout", "0.5", input=data)
+    assert res.code == 0, res
+    assert res.json()["capture"]["expired_requests"] == 0

@@ -1,7 +1,7 @@
 """Live captures: pcap / pcapng read as it is written, frames out as soon as they are complete.
 
-``kwire pcap -`` (standard input, e.g. ``tcpdump -U -w - | kwire pcap -``) and ``kwire pcap
---follow FILE|DIR`` (a file tcpdump is still writing; a directory: its files in rotation order,
+``kwire pcap -`` (standard input, e.g. ``tcpdump -U -w - | kwire pcap -``; a FIFO named alone
+alike) and ``kwire pcap --follow FILE|DIR`` (a file tcpdump is still writing; a directory: its files in rotation order,
 and the rotated files as they appear) read here. Nothing waits for the end of the input:
 
 * ``LiveInput``: what is read. ``stdin()``, ``follow_file(path)``, ``follow_dir(path)``.
@@ -130,6 +130,11 @@ class LiveInput:
         return cls("stdin", None, fobj)
 
     @classmethod
+    def fifo(cls, path: str) -> LiveInput:
+        """A FIFO (or a device such as /dev/stdin): read as it comes, to its end."""
+        return cls("fifo", path)
+
+    @classmethod
     def follow_file(cls, path: str) -> LiveInput:
         return cls("file", path)
 
@@ -147,9 +152,9 @@ class LiveInput:
                 fd = None
             yield _Stream(fd, STDIN_LABEL, on_wait, stop, fobj=self.fobj), STDIN_LABEL
             return
-        if self.kind == "file":
+        if self.kind in ("file", "fifo"):
             assert self.path is not None
-            yield from self._followed(self.path, on_wait, stop, None)
+            yield from self._followed(self.path, on_wait, stop, None, follow=self.kind == "file")
             return
         assert self.path is not None
         done_files: set[str] = set()
@@ -178,13 +183,13 @@ class LiveInput:
         return files_under(self.path, skip)
 
     @staticmethod
-    def _followed(path: str, on_wait, stop, done) -> Iterator[tuple[_Stream, str]]:
+    def _followed(path: str, on_wait, stop, done, follow: bool = True) -> Iterator[tuple[_Stream, str]]:
         try:
             fd = os.open(path, os.O_RDONLY)
         except OSError as e:
             raise CaptureError(f"cannot open capture {path}: {e.strerror or e}") from None
         try:
-            yield _Stream(fd, path, on_wait, stop, follow=True, done=done), path
+            yield _Stream(fd, path, on_wait, stop, follow=follow, done=done), path
         finally:
             os.close(fd)
 

@@ -178,7 +178,7 @@ def pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | Non
     The files of one run are one capture: their packets are merged by timestamp, so connections go
     on across tcpdump's rotated files (-C, -G); each row keeps its file and packet number. A file
     named twice is read twice. FIFOs, sockets and devices in a directory are skipped with a note; a
-    FIFO named explicitly is read as a stream. A connection caught mid-stream resynchronises only on
+    FIFO named explicitly is read as a stream (alone: live, as -). A connection caught mid-stream resynchronises only on
     frames the codec confirms (nothing is made of payload bytes); a segment that arrives after the
     ACK of later bytes still fills its hole (held 0.2 s or 64 packets) instead of being a gap.
 
@@ -205,9 +205,12 @@ def pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | Non
 def _live_input(files: tuple[str, ...], follow: bool):
     """The live input FILES name (``kwire_cli.capture.live.LiveInput``: - or --follow), or None
     for files read whole."""
-    if "-" not in files and not follow:
-        return None
+    from kwire_cli.capture.inputs import is_stream
     from kwire_cli.capture.live import LiveInput
+    if "-" not in files and not follow:
+        if len(files) == 1 and is_stream(files[0]):
+            return LiveInput.fifo(files[0])  # a FIFO alone: live too (with other files: merged)
+        return None
     if len(files) != 1:
         what = "--follow" if follow else "- (standard input)"
         raise KwireUsageError(f"{what} reads one input: give it alone, not with other files")
