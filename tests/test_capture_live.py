@@ -510,3 +510,43 @@ def test_dash_in_process_reads_a_file_object() -> None:
     res = kwire("pcap", "-", "--summary", "--format", "json", "--request-timeout", "0.5", input=data)
     assert res.code == 0, res
     assert res.json()["capture"]["expired_requests"] == 0
+
+
+def test_table_rows_are_flushed_live_and_sigterm_ends_like_sigint() -> None:
+    src = CAPTURES / "kafkajs-consume.pcap"
+    head, recs, _o, _l = pcap_parts(src.read_bytes())
+    expected = whole_rows(src)
+    k = split_point(expected, len(recs))
+    first = [r for r in expected if r["frame"] <= k]
+    p = kwire_proc("-")
+    lines = Lines(p.stdout)
+    assert p.stdin is not None
+    p.stdin.write(head + b"".join(recs[:k]))
+    p.stdin.flush()
+    got = lines.take(1 + len(first))  # the header line, then a line per row
+    assert len(got) == 1 + len(first)
+    assert [int(x.split()[0]) for _t, x in got[1:]] == [r["frame"] for r in first]
+    p.send_signal(signal.SIGTERM)
+    lines.rest()
+    assert p.wait(timeout=WAIT) == 0
+    p.stdin.close()
+
+
+def test_follow_dir_reports_a_file_that_is_not_a_capture_and_goes_on(tmp_path: Path) -> None:
+    src = CAPTURES / "kafkajs-admin.pcap"
+    expected = whole_rows(src)
+    d = tmp_path / "rot"
+    d.mkdir()
+    (d / "cap").write_bytes(b"not a capture, just text\n")
+    p = kwire_proc("--follow", str(d), "--format", "jsonl", stdin=subprocess.DEVNULL)
+    lines = Lines(p.stdout)
+    time.sleep(0.5)
+    (d / "cap1").write_bytes(src.read_bytes())
+    got = lines.take(len(expected))
+    assert len(got) == len(expected)
+    p.send_signal(signal.SIGINT)
+    lines.rest()
+    assert p.wait(timeout=WAIT) == 1
+    err = p.stderr.read().decode() if p.stderr else ""
+    assert f"kwire: error: {d / 'cap'}: not a pcap or pcapng file: magic 0x6e6f7420 at offset 0" in err.splitlines()
+    assert "Traceback" not in err
