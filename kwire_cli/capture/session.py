@@ -40,7 +40,7 @@ TOPIC_NAMING_APIS = frozenset({"Metadata", "CreateTopics", "DescribeTopicPartiti
 _NO_REQUEST: tuple[Any, Any] = (None, None)
 
 MAX_NOTES = 10000  # notes kept for the summary (one or two per TLS connection)
-MAX_DAMAGE_KEPT = 1000  # damage events kept as entries (the summary lists 200; all are counted by kind)
+MAX_DAMAGE_KEPT = 1000  # live captures: damage events kept as entries (the summary lists 200; all are counted)
 MAX_CONNECTIONS = 100_000  # connections whose open requests / SASL mechanism are remembered (the least recent go)
 
 def error_codes(body: Any) -> list[str]:
@@ -87,11 +87,14 @@ class Conversation:
 
     Secrets are redacted in every row (``kwire_cli.codec.secrets``) unless ``show_secrets``; for
     that a conversation also keeps, per connection, the SASL mechanism its last SaslHandshake
-    named, and the request an open Envelope forwards."""
+    named, and the request an open Envelope forwards.
+
+    ``max_damage``: keep only the first so many damage events in ``damage`` (a live capture:
+    ``MAX_DAMAGE_KEPT``); all of them are counted by kind in ``damage_kinds`` either way."""
 
     def __init__(self, records_mode: str | None = None,
                  on_topic_name: Callable[[str, str], None] | None = None, show_secrets: bool = False,
-                 strict: bool = False) -> None:
+                 strict: bool = False, max_damage: int | None = None) -> None:
         self.records_mode = records_mode
         self.show_secrets = show_secrets
         self.strict = strict  # --strict: a frame that breaks the format is undecodable, not read leniently
@@ -99,6 +102,7 @@ class Conversation:
         self._envelopes: OrderedDict[tuple[str, int], tuple[int, int]] = OrderedDict()
         self.damage: list[dict] = []  # the first Damage events seen by ``rows``, as the summary lists them
         self.damage_kinds: dict[str, list[int]] = {}  # kind -> [events, bytes] of all of them
+        self.max_damage = max_damage
         self.notes: list[dict] = []   # the Note events (TLS handshakes, alerts), as the summary lists them
         self._names: dict[str, str] = {}
         # per connection (least recently used first: a live capture's closed connections go)
@@ -301,5 +305,5 @@ class Conversation:
                     k = self.damage_kinds[ev.kind] = [0, 0]
                 k[0] += 1
                 k[1] += ev.bytes
-                if len(self.damage) < MAX_DAMAGE_KEPT:
+                if self.max_damage is None or len(self.damage) < self.max_damage:
                     self.damage.append(damage_entry(ev))

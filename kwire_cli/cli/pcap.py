@@ -281,7 +281,7 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
     from kwire_cli.capture import CaptureStats
     from kwire_cli.capture.filter import compile_filter
     from kwire_cli.capture.rows import json_ordered, table_cells, table_header
-    from kwire_cli.capture.session import Conversation
+    from kwire_cli.capture.session import MAX_DAMAGE_KEPT, Conversation
     from kwire_cli.capture.summary import Summary
 
     def to_jsonable(value):
@@ -293,7 +293,8 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
     except FilterError as e:  # the filter is part of the command line: a usage error (exit 2)
         raise KwireUsageError(str(e)) from None
     stats = CaptureStats()
-    conv = Conversation(records_mode="hex" if raw_records else None, show_secrets=show_secrets, strict=strict)
+    conv = Conversation(records_mode="hex" if raw_records else None, show_secrets=show_secrets, strict=strict,
+                        max_damage=MAX_DAMAGE_KEPT if live is not None else None)
     summ = Summary()
     failures: list[str] = []
     out = sys.stdout
