@@ -8,7 +8,8 @@ there:
   headers, an unsupported interpreter) the build warns and goes on, and kwire runs its pure-Python
   decoders. KWIRE_NO_EXTENSION=1 skips them on purpose.
 * the repository's specs/ folder goes into wheels as kwire_cli/_bundled_specs (an editable install
-  reads ../specs from the source tree instead; see kwire_cli/spec/registry.py bundled_folder()).
+  reads ../specs from the source tree instead; see kwire_cli/spec/registry.py bundled_folder()), and
+  record-specs/ (the records of internal topics) as kwire_cli/_bundled_record_specs.
 """
 import os
 import shutil
@@ -51,10 +52,11 @@ class BuildPyWithSpecs(build_py):
         src = HERE / "specs"
         if not src.is_dir():
             return  # building from an sdist that already carries them under kwire_cli/
-        dst = Path(self.build_lib) / "kwire_cli" / "_bundled_specs"
-        if dst.exists():
-            shutil.rmtree(dst)
-        shutil.copytree(src, dst)
+        for folder, bundled in (("specs", "_bundled_specs"), ("record-specs", "_bundled_record_specs")):
+            dst = Path(self.build_lib) / "kwire_cli" / bundled
+            if dst.exists():
+                shutil.rmtree(dst)
+            shutil.copytree(HERE / folder, dst)
 
 
 ext_modules = []

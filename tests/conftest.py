@@ -7,6 +7,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
 REFERENCE_SPECS = ROOT.parent / "shared" / "kafka-message-specs"
+# Kafka's record specs beside the checkout (or beside the folder of worktrees holding it)
+REFERENCE_RECORD_SPECS = next((p / "shared" / "kafka-record-specs" for p in (ROOT.parent, ROOT.parent.parent)
+                               if (p / "shared" / "kafka-record-specs").is_dir()),
+                              ROOT.parent / "shared" / "kafka-record-specs")
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # test helpers (spec_strategies, ...)
 
 

@@ -279,9 +279,11 @@ class _Builder:
             raise SpecError(f"{where}: invalid field name {name!r}")
         w = f"{where}.{name}"
         ftype = parse_type(r.get("type"), w)
-        if "versions" not in r:
+        if "versions" not in r and "taggedVersions" not in r:
             raise SpecError(f"{w}: missing versions")
-        versions = Versions.parse(r["versions"], f"{w}: versions")
+        # a tagged field may leave out its versions: they are its taggedVersions (as in Kafka's
+        # generator; TransactionLogValue's PreviousProducerId does)
+        versions = Versions.parse(r.get("versions", r.get("taggedVersions")), f"{w}: versions")
         nullable = Versions.parse(r.get("nullableVersions", "none"), f"{w}: nullableVersions")
         tagged = Versions.parse(r.get("taggedVersions", "none"), f"{w}: taggedVersions")
         fflex = None
@@ -307,10 +309,17 @@ class _Builder:
                 raise SpecError(f"{w}: taggedVersions {tagged} are not within the flexible versions {flex}")
         elif not tagged.empty:
             raise SpecError(f"{w}: has taggedVersions but no tag")
+        flags: dict[str, bool] = {}
         for key in ("ignorable", "mapKey", "zeroCopy"):
-            if key in r and not isinstance(r[key], bool):
+            flag = r.get(key, False)
+            if flag in ("true", "false"):
+                flag = flag == "true"  # as text (Kafka's streams SubscriptionInfoData writes "false")
+            if not isinstance(flag, bool):
                 raise SpecError(f"{w}: {key} must be true or false")
+            flags[key] = flag
         default_text = r.get("default")
+        if default_text is None and "default" in r:
+            default_text = "null"  # a JSON null literal (ConsumerGroupMemberMetadataValue writes one)
         if default_text is not None and not isinstance(default_text, (str, int, bool)):
             raise SpecError(f"{w}: default must be a string")
         if isinstance(default_text, bool):
@@ -319,9 +328,9 @@ class _Builder:
             default_text = str(default_text)
         f = FieldSpec(name=name, type=ftype, versions=versions, nullable_versions=nullable,
                       flexible_versions=fflex, tag=tag, tagged_versions=tagged,
-                      default_text=default_text, ignorable=bool(r.get("ignorable", False)),
-                      map_key=bool(r.get("mapKey", False)), entity_type=r.get("entityType"),
-                      zero_copy=bool(r.get("zeroCopy", False)),
+                      default_text=default_text, ignorable=flags["ignorable"],
+                      map_key=flags["mapKey"], entity_type=r.get("entityType"),
+                      zero_copy=flags["zeroCopy"],
                       about=r["about"] if isinstance(r.get("about"), str) and r["about"].strip() else None)
         f.default = parse_default(f, w)
         element = ftype.element
