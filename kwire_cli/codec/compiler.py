@@ -339,7 +339,9 @@ class _Gen:
                 self.emit(ind + 1, f"raise (_not_nullable(pos - {size}) if n == -1 else _neg_len(n, pos - {size}))")
 
     def read_value(self, ft: FieldType, nullable: bool, compact: bool, target: str, ind: int,
-                   end: str, f: FieldSpec | None) -> None:
+                   end: str, f: FieldSpec | None, tagged: bool = False) -> None:
+        """Read one value into `target`. `tagged`: the value is a tagged field's own, where a nullable
+        struct's presence marker is an unsigned varint (0: null) instead of an int8 (-1: null)."""
         k = ft.kind
         if k in R.FMT:
             st = struct.Struct(">" + R.FMT[k])
@@ -372,7 +374,12 @@ class _Gen:
             self.emit(body, "pos = e")
         elif k == "struct":
             sid = self.struct_id(_struct_of(f))
-            if nullable:
+            if nullable and tagged:
+                self.emit(ind, f"if pos >= {end}: raise _short('struct presence marker', 1, pos, {end})")
+                self.emit(ind, f"pres, pos = _ruv(buf, pos, {end})")
+                self.emit(ind, f"if pres == 0: {target} = None")
+                self.emit(ind, f"else: {target}, pos = dec{sid}(buf, pos, {end}, depth + 1)")
+            elif nullable:
                 self.emit(ind, f"if pos >= {end}: raise _short('struct presence byte', 1, pos, {end})")
                 self.emit(ind, "pos += 1")
                 self.emit(ind, f"if buf[pos - 1] >= 128: {target} = None")
@@ -476,7 +483,8 @@ class _Gen:
             first = False
             self.emit(b + 2, "try:")
             self.in_tags += 1
-            self.read_value(f.type, f.nullable_in(self.v), self.compact(f), f"{dname}[{f.name!r}]", b + 3, "e2", f)
+            self.read_value(f.type, f.nullable_in(self.v), self.compact(f), f"{dname}[{f.name!r}]", b + 3, "e2", f,
+                            tagged=True)
             self.in_tags -= 1
             self.emit(b + 3, f"if pos != e2: raise _tag_size({f.name!r}, tag, sz, sz - (e2 - pos), pos)")
             self.emit(b + 2, "except _DE as e:")
@@ -518,7 +526,7 @@ class _Gen:
             self.emit(ind, f"{out} += b'\\xff\\xff\\xff\\xff'")
 
     def write_value(self, ft: FieldType, nullable: bool, compact: bool, var: str, ind: int, out: str,
-                    f: FieldSpec | None) -> None:
+                    f: FieldSpec | None, tagged: bool = False) -> None:
         k = ft.kind
         nulltext = (f"null is not allowed here (nullable in versions {f.nullable_versions})"
                     if f is not None else "null is not allowed here")
@@ -536,7 +544,7 @@ class _Gen:
             self.emit(ind, f"if {var} is None:")
             if nullable:
                 if k == "struct":
-                    self.emit(ind + 1, f"{out}.append(255)")
+                    self.emit(ind + 1, f"{out}.append({0 if tagged else 255})")
                 else:
                     self.write_null(k, compact, ind + 1, out)
             else:
@@ -610,7 +618,7 @@ class _Gen:
             saved = self.lines
             self.lines = []
             self.emit(0, f"def {fn}(x, out):")
-            self.write_value(f.type, f.nullable_in(self.v), self.compact(f), "x", 1, "out", f)
+            self.write_value(f.type, f.nullable_in(self.v), self.compact(f), "x", 1, "out", f, tagged=True)
             fn_lines = self.lines
             self.lines = saved
             self.lines[:0] = fn_lines  # define before use (module level)

@@ -79,7 +79,7 @@ Description = tuple[bool, int, int, tuple[tuple[Any, ...], ...]]
 
 def describe(gen: PlanSource) -> Description | None:
     """(flexible, max depth, records mode, structs) for ``_speedups.Program``, or None when the plan
-    has something it does not do: records decoded into values (kwire_cli.records is called per
+    has something it does not do: a nullable struct as a tagged field's value, records decoded into values (kwire_cli.records is called per
     field and charges a per-frame budget, so it must run exactly once, in Python).
 
     Each struct is a tuple of fields in spec order, (name, type, tagged, tag, default, default
@@ -89,6 +89,8 @@ def describe(gen: PlanSource) -> Description | None:
     v = gen.v
     if gen.records_mode not in ("bytes", "hex") and _has_records(gen.structs, v):
         return None
+    if any(f.type.kind == "struct" and f.tagged_in(v) and f.nullable_in(v) for s in gen.structs for f in s.fields):
+        return None  # a nullable struct in a tagged field (a varint presence marker): Python only
     structs = []
     for s in gen.structs:
         fields = []

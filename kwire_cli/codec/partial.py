@@ -180,7 +180,7 @@ class Walker:
                 else:
                     try:
                         pos = self.value(f.type, f.nullable_in(self.v), self.compact(f), buf, pos, e2, d,
-                                         f.name, f, depth)
+                                         f.name, f, depth, tagged=True)
                         if pos != e2:
                             raise R.tag_size(f.name, tag, sz, sz - (e2 - pos), pos)
                     except DecodeError as e:
@@ -210,7 +210,8 @@ class Walker:
         saved = list(self.path)
         self.path.append(f.name)
         try:
-            end = self.value(f.type, f.nullable_in(self.v), self.compact(f), buf, pos, e2, d, f.name, f, depth)
+            end = self.value(f.type, f.nullable_in(self.v), self.compact(f), buf, pos, e2, d, f.name, f, depth,
+                             tagged=True)
         except DecodeError as e:
             del self.path[len(saved):]
             if self.violations is not None:
@@ -224,8 +225,9 @@ class Walker:
         return e2
 
     def value(self, ft: FieldType, nullable: bool, compact: bool, buf: bytes, pos: int, end: int,
-              into: dict[str, Any] | list[Any], key: Any, f: FieldSpec | None, depth: int) -> int:
-        """Read one value and store it as into[key] (or append it when `into` is a list)."""
+              into: dict[str, Any] | list[Any], key: Any, f: FieldSpec | None, depth: int, tagged: bool = False) -> int:
+        """Read one value and store it as into[key] (or append it when `into` is a list). `tagged`: a
+        tagged field's own value (a nullable struct's presence marker is then a varint, 0: null)."""
 
         def put(x: Any) -> None:
             if isinstance(into, list):
@@ -267,7 +269,14 @@ class Walker:
                     put(buf[pos:e].hex())
             return e
         if k == "struct":
-            if nullable:
+            if nullable and tagged:
+                if pos >= end:
+                    raise R.short("struct presence marker", 1, pos, end)
+                present, pos = wire.read_uvarint(buf, pos, end)
+                if present == 0:
+                    put(None)
+                    return pos
+            elif nullable:
                 if pos >= end:
                     raise R.short("struct presence byte", 1, pos, end)
                 pos += 1
