@@ -4,9 +4,9 @@
 The records Kafka keeps in its internal topics (__consumer_offsets, __transaction_state,
 __share_group_state, __cluster_metadata) are defined in Kafka's own JSON format, one folder per
 coordinator. Only the folders of internal topics are taken (FOLDERS: not raft/'s quorum-state
-file or streams/' subscription userdata). As for the message specs (scripts/import_specs.py), kwire keeps the protocol's facts
-only: names, types, version ranges, nullability, tags, defaults and apiKeys, never comments or
-`about` sentences. The folder layout (group-coordinator/, metadata/, ...) is kept.
+file or streams/' subscription userdata). As for the message specs (scripts/import_specs.py),
+kwire keeps the protocol's facts only: names, types, version ranges, nullability, tags, defaults
+and apiKeys, never comments or `about` sentences. The folder layout (group-coordinator/, metadata/, ...) is kept.
 
     python scripts/import_record_specs.py ../shared/kafka-record-specs record-specs/
 """
@@ -22,7 +22,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from import_specs import render
 
 from kwire_cli.spec.jsonc import loads_jsonc
-
 
 # the folders of Kafka's record specs that define records of internal topics
 FOLDERS = ("group-coordinator", "transaction-coordinator", "share-coordinator", "metadata")

@@ -79,8 +79,9 @@ Description = tuple[bool, int, int, tuple[tuple[Any, ...], ...]]
 
 def describe(gen: PlanSource) -> Description | None:
     """(flexible, max depth, records mode, structs) for ``_speedups.Program``, or None when the plan
-    has something it does not do: a nullable struct as a tagged field's value, records decoded into values (kwire_cli.records is called per
-    field and charges a per-frame budget, so it must run exactly once, in Python).
+    has something it does not do: a nullable struct as a tagged field's value (a varint presence
+    marker), records decoded into values (kwire_cli.records is called per field and charges a
+    per-frame budget, so it must run exactly once, in Python).
 
     Each struct is a tuple of fields in spec order, (name, type, tagged, tag, default, default
     factory, default's encoding); a type is (kind, nullable, compact, struct index, minimum element
