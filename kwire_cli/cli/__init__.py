@@ -22,6 +22,7 @@ COMMANDS = {
     "decode": ("kwire_cli.cli.decode", "decode"),
     "encode": ("kwire_cli.cli.encode", "encode"),
     "diff": ("kwire_cli.cli.diff", "diff"),
+    "dump-log": ("kwire_cli.cli.dump_log", "dump_log"),
     "describe": ("kwire_cli.cli.describe", "describe"),
     "list": ("kwire_cli.cli.describe", "list_apis"),
     "negotiate": ("kwire_cli.cli.negotiate", "negotiate"),

@@ -16,7 +16,8 @@ topics:
 ``decode_internal(topic, key, value, control=...)`` never raises for bad bytes: a record that does
 not decode has ``error`` (one line naming the field and offset) and what decoded before it
 (``partial: true`` on that part). Secrets of metadata records go through the one redaction table
-(``secrets.redact_record``) unless ``show_secrets``. Classic group members' consumer-protocol
+(``secrets.redact_record``) unless ``show_secrets``; ``hidden`` then counts them, and whoever shows
+the record's raw value must hide it too (``secrets.RECORD_VALUE``). Classic group members' consumer-protocol
 subscription and assignment bytes are decoded too (``embedded``, as in JoinGroup/SyncGroup).
 """
 from __future__ import annotations
@@ -211,8 +212,10 @@ def decode_metadata(value: bytes | None, *, show_secrets: bool = False) -> dict[
         out["error"] = f"value: {spec.name} version {version} is unknown (known: {spec.valid_versions})"
         return out
     data, _, err = _struct(spec, version, value, pos)
-    redact_record(spec.name, data, show=show_secrets)
+    hidden = redact_record(spec.name, data, show=show_secrets)
     out["data"] = data
+    if hidden:
+        out["hidden"] = hidden  # the caller hides the record's raw value too (secrets.RECORD_VALUE)
     if err is not None:
         out["partial"] = True
         out["error"] = f"value: {err}"

@@ -48,6 +48,8 @@ REASONS: dict[str, str] = {
     "scram-server-key": "a SCRAM ServerKey (UserScramCredentialRecord)",
     "delegation-token-hmac": "a delegation token's HMAC: the token's password",
     "sensitive-config": "the value of a sensitive config (see sensitive_config)",
+    "record-value": "the raw value of a KRaft metadata record that holds a secret (its decoded form, redacted, "
+                    "is in Internal)",
     "envelope-request": "an Envelope's forwarded request, which carries a secret or could not be checked "
                         "(its decoded form is in Request)",
     "envelope-response": "an Envelope's forwarded response, which carries a secret or could not be checked "
@@ -133,6 +135,7 @@ TABLE: tuple[Entry, ...] = (
     Entry("record", "ConfigRecord", 4, (), "config", "sensitive-config"),
 )
 
+RECORD_VALUE = "record-value"  # the reason a metadata record's raw value is hidden with (kwire_cli.logs)
 ENVELOPE = 58
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36

@@ -1,0 +1,427 @@
+"""`kwire dump-log`: Kafka log segments, indexes and KRaft snapshots, with internal topics decoded."""
+from __future__ import annotations
+
+import functools
+import io
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import click
+
+from kwire_cli.cli.app import KwireUsageError, diagnostic, std_binary
+from kwire_cli.cli.options import show_secrets_option
+from kwire_cli.errors import KwireError
+
+EPILOG = """\b
+Examples:
+  kwire dump-log fixtures/logs/__consumer_offsets-12/00000000000000000000.log
+  kwire dump-log fixtures/logs/orders-0 --verify --format jsonl
+  kwire dump-log fixtures/logs/__cluster_metadata-0 --record-type TopicRecord
+  kwire dump-log fixtures/logs/orders-0/00000000000000000000.log --offsets 2-3
+
+\b
+The topic of a file is the name of its partition directory (TOPIC-PARTITION), or --topic; records
+of __consumer_offsets, __transaction_state, __share_group_state and __cluster_metadata (and
+*.checkpoint snapshots) are decoded from kwire's record specs (Internal). Secrets of metadata
+records (SCRAM salts and keys, sensitive config values) are redacted unless --show-secrets.
+
+\b
+Exit codes: 0 every file read (damaged tails are reported on stderr and as damage entries),
+1 a file could not be read, or --verify found an index entry or snapshot the files contradict,
+2 usage error."""
+
+PRODUCER_SNAPSHOT_NOTE = ("producer state snapshots are listed, not read: their layout could not be checked "
+                          "against a real file here")
+
+
+class _Counting(io.RawIOBase):
+    """A read-only file wrapper that reports the bytes read to a callback (progress)."""
+
+    def __init__(self, f: Any, advance: Callable[[int], object]) -> None:
+        self.f = f
+        self.advance = advance
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        n = self.f.readinto(b)
+        if n:
+            self.advance(n)
+        return n or 0
+
+
+def _parse_offsets(value: str | None) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    text = value.strip()
+    try:
+        if "-" in text[1:]:
+            lo, hi = text.split("-", 1) if not text.startswith("-") else (text, "")
+            return int(lo), int(hi)
+        n = int(text)
+        return n, n
+    except ValueError:
+        raise KwireUsageError(f"--offsets: expected N or A-B (record offsets), got {value!r}") from None
+
+
+def _record_type_of(rec: dict[str, Any]) -> str | None:
+    internal = rec.get("Internal")
+    if not isinstance(internal, dict):
+        return None
+    key = internal.get("key")
+    if isinstance(key, dict) and key.get("schema"):
+        return str(key["schema"])
+    return internal.get("schema")
+
+
+def _type_matches(name: str | None, wanted: str) -> bool:
+    if name is None:
+        return False
+    w = wanted.lower()
+    n = name.lower()
+    return n == w or n.removesuffix("key") == w or n.removesuffix("record") == w or n.removesuffix("message") == w
+
+
+def _filter_batch(batch: dict[str, Any], offsets: tuple[int, int] | None, record_type: str | None) -> bool:
+    """Keep only the records the filters select (in place); False when none is left."""
+    if offsets is None and record_type is None:
+        return True
+    lo, hi = offsets if offsets is not None else (None, None)
+
+    def keep(rec: dict[str, Any]) -> bool:
+        off = rec.get("Offset", rec.get("AbsoluteOffset"))
+        if lo is not None and (not isinstance(off, int) or not lo <= off <= hi):  # type: ignore[operator]
+            return False
+        return record_type is None or _type_matches(_record_type_of(rec), record_type)
+
+    if "Records" in batch:
+        batch["Records"] = [r for r in batch["Records"] or () if keep(r)]
+        return bool(batch["Records"])
+    if "Messages" in batch:
+        batch["Messages"] = [m for m in batch["Messages"] or () if keep(m)]
+        return bool(batch["Messages"])
+    return keep(batch) if "error" not in batch else offsets is None and record_type is None
+
+
+# ------------------------------------------------------------------------------------------ output
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _show_form(form: Any) -> str:
+    if form is None:
+        return "null"
+    if isinstance(form, dict) and "text" in form:
+        return _compact(form["text"])
+    if isinstance(form, dict) and "hex" in form:
+        return "0x" + str(form["hex"])
+    return _compact(form)
+
+
+def _internal_text(internal: dict[str, Any]) -> str:
+    if "key" in internal or "value" in internal:
+        parts = []
+        key = internal.get("key")
+        if isinstance(key, dict):
+            parts.append(f"{key.get('schema', 'type ' + str(key.get('type')))} {_compact(key.get('data'))}")
+        if "value" in internal:
+            value = internal["value"]
+            if value is None:
+                parts.append("tombstone")
+            else:
+                parts.append(f"{value.get('schema')} v{value.get('version')} {_compact(value.get('data'))}")
+        text = " -> ".join(parts)
+    else:
+        text = f"{internal.get('schema', 'apiKey ' + str(internal.get('api_key')))}"
+        if "version" in internal:
+            text += f" v{internal['version']}"
+        if "data" in internal:
+            text += " " + _compact(internal["data"])
+    if internal.get("embedded"):
+        text += " embedded " + _compact([{k: v for k, v in e.items() if k != "schema"} for e in internal["embedded"]])
+    if internal.get("error"):
+        text += f"  ERROR {internal['error']}"
+    return text
+
+
+def _record_line(rec: dict[str, Any]) -> str:
+    off = rec.get("Offset", rec.get("AbsoluteOffset"))
+    cells = [f"  offset {off}", f"ts {rec.get('Timestamp', '-')}"]
+    if rec.get("Control"):
+        ctl = rec["Control"]
+        cells.append(f"control {ctl.get('Type', ctl.get('TypeId'))}")
+    internal = rec.get("Internal")
+    if internal is not None:
+        cells.append(_internal_text(internal))
+    else:
+        cells.append(f"key {_show_form(rec.get('Key'))}")
+        cells.append(f"value {_show_form(rec.get('Value'))}")
+        if rec.get("Headers"):
+            cells.append("headers " + ", ".join(f"{_show_form({'text': h.get('Key')})}={_show_form(h.get('Value'))}"
+                                                for h in rec["Headers"]))
+    return "  ".join(str(c) for c in cells)
+
+
+def _batch_lines(batch: dict[str, Any], size: int) -> Iterator[str]:
+    if "error" in batch:
+        yield f"position {batch['Position']}  size {size}  ERROR {batch['error']}"
+        return
+    if batch.get("Magic") == 2:
+        base = batch["BaseOffset"]
+        last = base + batch.get("LastOffsetDelta", 0)
+        flags = [batch.get("Compression", "none"), batch.get("TimestampType", "")]
+        if batch.get("IsTransactional"):
+            flags.append("transactional")
+        if batch.get("IsControlBatch"):
+            flags.append("control")
+        if batch.get("ProducerId", -1) != -1:
+            flags.append(f"producer {batch['ProducerId']}/{batch.get('ProducerEpoch')} seq {batch.get('BaseSequence')}")
+        crc = "crc ok" if batch.get("CrcValid") else \
+            f"CRC MISMATCH (stored {batch.get('Crc')}, computed {batch.get('CrcComputed')})"
+        yield (f"position {batch['Position']}  offsets {base}-{last}  magic 2  count {batch.get('RecordCount')}  "
+               f"size {size}  epoch {batch.get('PartitionLeaderEpoch')}  max ts {batch.get('MaxTimestamp')}  "
+               + "  ".join(str(f) for f in flags if f) + f"  {crc}")
+        for rec in batch.get("Records") or ():
+            yield _record_line(rec)
+        return
+    crc = "crc ok" if batch.get("CrcValid") else "CRC MISMATCH"
+    yield (f"position {batch['Position']}  offset {batch.get('Offset')}  magic {batch.get('Magic')}  size {size}  "
+           f"{batch.get('Compression', 'none')}  {crc}")
+    if "Messages" in batch:
+        for m in batch["Messages"] or ():
+            yield _record_line(m)
+    else:
+        yield _record_line(batch)
+
+
+class _Out:
+    """table lines, JSON lines, or one JSON document, written as they come (flat memory)."""
+
+    def __init__(self, fmt: str) -> None:
+        self.fmt = fmt
+        self.first = True
+        if fmt == "table":
+            from kwire_cli.render.safe import escape
+            self.escape = escape
+            self.text = sys.stdout
+        else:
+            from kwire_cli.render.jsonlines import line_encoder
+            sys.stdout.flush()
+            self.bout = std_binary("stdout")
+            self.encode = line_encoder()
+            if fmt == "json":
+                self.bout.write(b'{"entries": [\n')
+
+    def line(self, text: str) -> None:
+        self.text.write(self.escape(text) + "\n")
+
+    def entry(self, obj: dict[str, Any]) -> None:
+        data = self.encode(obj)
+        if self.fmt == "jsonl":
+            self.bout.write(data + b"\n")
+        else:
+            if not self.first:
+                self.bout.write(b",\n")
+            self.bout.write(data)
+            self.first = False
+
+    def close(self, summary: dict[str, Any]) -> None:
+        if self.fmt == "json":
+            self.bout.write(b'\n], "summary": ' + self.encode(summary) + b"}\n")
+        elif self.fmt == "jsonl":
+            self.entry({"type": "summary", **summary})
+        else:
+            self.line("summary: " + "  ".join(f"{k} {v}" for k, v in summary.items()))
+        if self.fmt != "table":
+            self.bout.flush()
+        sys.stdout.flush()
+
+
+def _progress_enabled() -> bool:
+    return sys.stderr.isatty() and not os.environ.get("KWIRE_NO_PROGRESS")
+
+
+@click.command("dump-log", epilog=EPILOG)
+@click.argument("files", nargs=-1, required=True, type=click.Path())
+@click.option("--format", "fmt", type=click.Choice(["table", "jsonl", "json"]), default="table", show_default=True,
+              help="Lines per batch and record (table), one JSON object per batch or index entry (jsonl), "
+                   "or one JSON document.")
+@click.option("--topic", metavar="NAME", help="The topic of the files (default: from the partition directory's "
+              "name, TOPIC-PARTITION); it decides how internal topics' records are decoded.")
+@click.option("--verify", is_flag=True, help="Check every *.index / *.timeindex entry against the segment beside "
+              "it, and that snapshots start with a SnapshotHeader and end with a SnapshotFooter; exit 1 on any "
+              "mismatch.")
+@click.option("--offsets", "offsets_text", metavar="A-B", help="Only records with offsets A to B (or one offset N).")
+@click.option("--record-type", metavar="NAME", help="Only records of an internal topic of this type (OffsetCommit, "
+              "GroupMetadata, TransactionLog, TopicRecord, LeaderChangeMessage, ...).")
+@click.option("--record-specs", "record_specs_dir", metavar="DIR", type=click.Path(file_okay=False),
+              help="Read the record specs from DIR (Kafka's record JSON files, or a Kafka checkout) instead of "
+                   "the bundled ones.")
+@show_secrets_option()
+def dump_log(files: tuple[str, ...], fmt: str, topic: str | None, verify: bool, offsets_text: str | None,
+             record_type: str | None, record_specs_dir: str | None, show_secrets: bool) -> None:
+    """Dump Kafka log FILES: segments (*.log: every record batch and legacy message set from
+    position 0, with file positions), offset and time indexes (*.index, *.timeindex) and KRaft
+    snapshots (*.checkpoint). A directory stands for the log files under it.
+
+    Every record is decoded as `kwire decode` shows records; records of internal topics are decoded
+    into their keys and values (Internal). Files are streamed: memory stays one batch whatever
+    the segment's size. A segment cut short or damaged ends with one damage line.
+    """
+    from kwire_cli.logs import log_files
+    from kwire_cli.render.jsonlines import gc_tuned
+    from kwire_cli.spec.records import use_record_specs
+
+    offsets = _parse_offsets(offsets_text)
+    if record_specs_dir is not None:
+        use_record_specs(record_specs_dir)
+    try:
+        targets = log_files(list(files), topic)
+        with gc_tuned():
+            problems = _dump(targets, fmt, verify, offsets, record_type, show_secrets)
+    finally:
+        if record_specs_dir is not None:
+            use_record_specs(None)
+    if problems:
+        sys.exit(1)
+
+
+def _open(path: str, progress: Any) -> Any:
+    f = open(path, "rb")  # noqa: SIM115 (closed by the caller)
+    if progress is None:
+        return f
+    task = progress.add_task(os.path.basename(path), total=os.path.getsize(path))
+    return io.BufferedReader(_Counting(f, functools.partial(progress.advance, task)))
+
+
+def _dump(targets: list[Any], fmt: str, verify: bool, offsets: tuple[int, int] | None, record_type: str | None,
+          show_secrets: bool) -> int:
+    from kwire_cli.logs import iter_segment, read_index, verify_index
+    from kwire_cli.logs.index import segment_map
+
+    out = _Out(fmt)
+    summary = {"files": 0, "batches": 0, "records": 0, "damage": 0, "index_entries": 0, "index_problems": 0,
+               "snapshot_problems": 0}
+    damage_lines: list[str] = []
+    progress = None
+    if _progress_enabled():
+        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+        from kwire_cli.render.console import make_console
+        progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(),
+                            TransferSpeedColumn(), console=make_console(stderr=True), transient=True)
+        progress.start()
+    try:
+        for lf in targets:
+            summary["files"] += 1
+            head = {"file": lf.path, "kind": lf.kind, "topic": lf.topic, "partition": lf.partition,
+                    "base_offset": lf.base_offset}
+            if fmt == "table":
+                where = f"  topic {lf.topic}" + (f" partition {lf.partition}" if lf.partition is not None else "")
+                out.line(f"== {lf.path}  {lf.kind}{where if lf.topic else ''}")
+            if lf.kind == "producer-snapshot":
+                if fmt == "table":
+                    out.line(f"skipped: {PRODUCER_SNAPSHOT_NOTE}")
+                else:
+                    out.entry({**head, "type": "skipped", "reason": PRODUCER_SNAPSHOT_NOTE})
+                continue
+            if lf.kind in ("segment", "snapshot"):
+                seen_types: list[str | None] = []
+                try:
+                    f = _open(lf.path, progress)
+                except OSError as e:
+                    raise KwireError(f"{lf.path}: {e.strerror or e}") from None
+                with f:
+                    size = os.path.getsize(lf.path)
+                    for ent in iter_segment(f, topic=lf.topic, show_secrets=show_secrets, size=size):
+                        if ent.kind == "damage":
+                            summary["damage"] += 1
+                            damage_lines.append(f"{lf.path}: {ent.reason}")
+                            if fmt == "table":
+                                out.line(f"damage: {ent.reason}")
+                            else:
+                                out.entry({**head, **ent.to_json()})
+                            continue
+                        batch = ent.batch or {}
+                        if lf.kind == "snapshot" and verify and batch.get("IsControlBatch"):
+                            seen_types.extend(_record_type_of(r) for r in batch.get("Records") or ())
+                        elif lf.kind == "snapshot" and verify:
+                            seen_types.append(None)
+                        summary["batches"] += 1
+                        if not _filter_batch(batch, offsets, record_type):
+                            continue
+                        summary["records"] += len(batch.get("Records") or batch.get("Messages") or [batch])
+                        if fmt == "table":
+                            for text in _batch_lines(batch, ent.size):
+                                out.line(text)
+                        else:
+                            out.entry({**head, **ent.to_json()})
+                if lf.kind == "snapshot" and verify:
+                    problem = _snapshot_problem(seen_types)
+                    if problem is not None:
+                        summary["snapshot_problems"] += 1
+                        if fmt == "table":
+                            out.line(f"verify: {problem}")
+                        else:
+                            out.entry({**head, "type": "verify", "problem": problem})
+                continue
+            # an index
+            base = lf.base_offset if lf.base_offset is not None else 0
+            entries = []
+            try:
+                with open(lf.path, "rb") as f:
+                    for item in read_index(f, lf.kind, base):
+                        if isinstance(item, str):
+                            damage_lines.append(f"{lf.path}: {item}")
+                            summary["damage"] += 1
+                            if fmt == "table":
+                                out.line(f"damage: {item}")
+                            else:
+                                out.entry({**head, "type": "damage", "reason": item})
+                        else:
+                            entries.append(item)
+            except OSError as e:
+                raise KwireError(f"{lf.path}: {e.strerror or e}") from None
+            summary["index_entries"] += len(entries)
+            if verify:
+                log = lf.sibling_log
+                if not os.path.isfile(log):
+                    raise KwireError(f"{lf.path}: --verify needs the segment beside it, {log}, which does not exist")
+                with open(log, "rb") as f:
+                    by_pos, by_last = segment_map(f)
+                summary["index_problems"] += verify_index(entries, lf.kind, by_pos, by_last)
+            for ie in entries:
+                if offsets is not None and not offsets[0] <= ie.offset <= offsets[1]:
+                    continue
+                if fmt == "table":
+                    text = f"  entry {ie.number}  offset {ie.offset}  " + (
+                        f"position {ie.position}" if ie.position is not None else f"timestamp {ie.timestamp}")
+                    if ie.problem:
+                        text += f"  MISMATCH {ie.problem}"
+                    elif verify:
+                        text += "  ok"
+                    out.line(text)
+                else:
+                    out.entry({**head, **ie.to_json()})
+    finally:
+        if progress is not None:
+            progress.stop()
+    out.close(summary)
+    for line in damage_lines:
+        diagnostic("warning", line)
+    return summary["index_problems"] + summary["snapshot_problems"]
+
+
+def _snapshot_problem(types: list[str | None]) -> str | None:
+    """A KRaft snapshot is a SnapshotHeader control batch, the records, a SnapshotFooter control batch."""
+    if not types:
+        return "the snapshot holds no batch (expected SnapshotHeaderRecord first)"
+    if types[0] != "SnapshotHeaderRecord":
+        return f"the snapshot starts with {types[0] or 'a data batch'}, not a SnapshotHeaderRecord"
+    if types[-1] != "SnapshotFooterRecord":
+        return f"the snapshot ends with {types[-1] or 'a data batch'}, not a SnapshotFooterRecord"
+    return None

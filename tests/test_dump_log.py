@@ -1,0 +1,321 @@
+"""`kwire dump-log`: segments built from the real record batches of fixtures/captures (as a broker
+appends them: scripts/make_log_fixtures.py), cross-checked with kafka-python's independent reader;
+indexes and their --verify; KRaft snapshots; internal topics' records; damaged tails; errors."""
+import importlib.util
+import json
+import shutil
+import struct
+
+import pytest
+from kafka.record import MemoryRecords
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+from cli_run import kwire
+from conftest import FIXTURES, ROOT
+from kwire_cli.codec.compiler import compile_plan
+from kwire_cli.logs import iter_segment
+from kwire_cli.records import encode_records
+from kwire_cli.records.forms import raw_bytes
+from kwire_cli.spec.records import record_specs
+from kwire_cli.wire import write_uvarint
+
+LOGS = FIXTURES / "logs"
+_spec = importlib.util.spec_from_file_location("make_log_fixtures", ROOT / "scripts" / "make_log_fixtures.py")
+make_log_fixtures = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(make_log_fixtures)
+
+CAPTURE_PARTITIONS = sorted(p.name for p in LOGS.iterdir() if p.name.startswith("kwire-produce-"))
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    out = tmp_path_factory.mktemp("logs")
+    make_log_fixtures.main(["make_log_fixtures", str(out)])
+    return out
+
+
+def _jsonl(res):
+    return [json.loads(line) for line in res.out.splitlines() if line.strip()]
+
+
+def _batches(res):
+    return [e for e in _jsonl(res) if e["type"] == "batch"]
+
+
+def test_the_fixtures_are_what_the_script_builds_from_the_captures(built):
+    ours = sorted(p.relative_to(built) for p in built.rglob("*") if p.is_file())
+    committed = sorted(p.relative_to(LOGS) for p in LOGS.rglob("*") if p.is_file())
+    assert ours == committed and len(CAPTURE_PARTITIONS) == 11
+    for rel in ours:
+        assert (built / rel).read_bytes() == (LOGS / rel).read_bytes(), rel
+
+
+@pytest.mark.parametrize("partition", CAPTURE_PARTITIONS)
+def test_segment_from_a_capture_agrees_with_kafka_python(partition):
+    log = LOGS / partition / ("0" * 20 + ".log")
+    res = kwire("dump-log", str(log), "--format", "jsonl")
+    assert res.code == 0 and res.err == ""
+    ours = _batches(res)
+    theirs = MemoryRecords(log.read_bytes())
+    pos = 0
+    for entry in ours:
+        b = entry["batch"]
+        kb = theirs.next_batch()
+        assert kb is not None
+        assert (b["Position"], b["BaseOffset"], b["Magic"], b["CrcValid"]) == (pos, kb.base_offset, kb.magic,
+                                                                               kb.validate_crc())
+        assert entry["topic"] == partition.rsplit("-", 1)[0] and entry["partition"] == int(partition.rsplit("-", 1)[1])
+        krecs = list(kb)
+        assert len(krecs) == len(b["Records"]) == b["RecordCount"]
+        for r, k in zip(b["Records"], krecs):
+            assert (r["Offset"], r["Timestamp"]) == (k.offset, k.timestamp)
+            assert raw_bytes(r["Key"]) == k.key and raw_bytes(r["Value"]) == k.value
+            assert [(h["Key"], raw_bytes(h["Value"])) for h in r["Headers"]] == list(k.headers)
+            assert "Internal" not in r
+        pos += entry["size"]
+    assert theirs.next_batch() is None
+    assert pos == log.stat().st_size
+    summary = _jsonl(res)[-1]
+    assert summary["type"] == "summary" and summary["batches"] == len(ours) and summary["damage"] == 0
+
+
+@pytest.mark.parametrize("partition", CAPTURE_PARTITIONS)
+def test_indexes_list_and_verify(partition):
+    res = kwire("dump-log", str(LOGS / partition), "--verify", "--format", "jsonl")
+    assert res.code == 0, res
+    entries = [e for e in _jsonl(res) if e["type"] == "index-entry"]
+    kinds = {e["kind"] for e in entries}
+    assert kinds == {"offset-index", "time-index"}
+    assert not any("problem" in e for e in entries)
+    batches = _batches(res)
+    by_pos = {b["batch"]["Position"]: b["batch"]["BaseOffset"] + b["batch"]["LastOffsetDelta"] for b in batches}
+    assert {e["position"]: e["offset"] for e in entries if e["kind"] == "offset-index"} == by_pos
+
+
+def test_verify_reports_index_entries_the_segment_contradicts(tmp_path):
+    part = tmp_path / "orders-0"
+    shutil.copytree(LOGS / "kwire-produce-gzip-0", part)
+    index = part / ("0" * 20 + ".index")
+    data = bytearray(index.read_bytes())
+    struct.pack_into(">ii", data, 8, 5, 190)  # entry 1: position one byte off the batch boundary
+    index.write_bytes(bytes(data))
+    tindex = part / ("0" * 20 + ".timeindex")
+    tindex.write_bytes(struct.pack(">qi", 1700000001003, 2))  # a timestamp no record has
+    res = kwire("dump-log", str(part), "--verify")
+    assert res.code == 1
+    assert "MISMATCH position 190 is not a batch boundary of the segment" in res.out
+    assert "MISMATCH the batch ending at offset 2 has largest timestamp 1700000001002, not 1700000001003" in res.out
+    assert "index_problems 2" in res.out
+    # without --verify the entries are listed and nothing is checked
+    assert kwire("dump-log", str(part)).code == 0
+    # an index without its segment cannot be verified
+    (part / ("0" * 20 + ".log")).unlink()
+    res = kwire("dump-log", str(index), "--verify")
+    assert res.code == 1 and res.err.startswith("kwire: error: ") and "does not exist" in res.err
+    assert res.err.count("\n") == 1
+
+
+@pytest.mark.parametrize("cut", [5, 12, 100, 190])
+def test_a_truncated_tail_is_one_damage_line(tmp_path, cut):
+    part = tmp_path / "orders-0"
+    part.mkdir()
+    src = (LOGS / "kwire-produce-gzip-0" / ("0" * 20 + ".log")).read_bytes()
+    log = part / ("0" * 20 + ".log")
+    log.write_bytes(src[:191 + cut])  # the first batch whole, the second cut
+    res = kwire("dump-log", str(log), "--format", "jsonl")
+    assert res.code == 0
+    lines = _jsonl(res)
+    assert [e["type"] for e in lines] == ["batch", "damage", "summary"]
+    assert lines[1]["position"] == 191
+    assert ("too few for an entry header" if cut < 12 else "truncated entry at position 191") in lines[1]["reason"]
+    assert res.err.startswith("kwire: warning: ") and res.err.count("\n") == 1 and "Traceback" not in res.err
+
+
+def test_zero_padding_of_a_preallocated_segment_ends_the_read(tmp_path):
+    log = tmp_path / ("0" * 20 + ".log")
+    src = (LOGS / "kwire-produce-none-1" / ("0" * 20 + ".log")).read_bytes()
+    log.write_bytes(src + bytes(4096))
+    res = kwire("dump-log", str(log), "--format", "jsonl")
+    lines = _jsonl(res)
+    assert lines[-2]["type"] == "damage" and "zero padding" in lines[-2]["reason"]
+    assert lines[-2]["size"] == 4096
+    assert sum(e["type"] == "batch" for e in lines) == 3
+
+
+def test_a_corrupt_batch_is_shown_and_reading_goes_on(tmp_path):
+    log = tmp_path / ("0" * 20 + ".log")
+    src = bytearray((LOGS / "kwire-produce-gzip-0" / ("0" * 20 + ".log")).read_bytes())
+    src[100] ^= 0xFF  # inside the first batch's gzip payload
+    log.write_bytes(bytes(src))
+    res = kwire("dump-log", str(log), "--format", "jsonl")
+    batches = _batches(res)
+    assert len(batches) == 3 and batches[0]["batch"]["CrcValid"] is False
+    assert all(b["batch"]["CrcValid"] for b in batches[1:])
+
+
+def test_legacy_message_sets_from_kafka_python(tmp_path):
+    data = bytearray()
+    for magic in (0, 1):
+        builder = LegacyRecordBatchBuilder(magic=magic, compression_type=0, batch_size=1 << 20)
+        for i in range(3):
+            builder.append(i, timestamp=1700000000000 + i if magic else None, key=b"k%d" % i, value=b"v%d" % i)
+        data += builder.build()
+    log = tmp_path / ("0" * 20 + ".log")
+    log.write_bytes(bytes(data))
+    res = kwire("dump-log", str(log), "--format", "jsonl")
+    entries = _batches(res)
+    assert [(e["batch"]["Magic"], e["batch"]["Offset"]) for e in entries] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
+    assert [raw_bytes(e["batch"]["Value"]) for e in entries] == [b"v0", b"v1", b"v2"] * 2
+    assert entries[4]["batch"]["Timestamp"] == 1700000000001
+    theirs = MemoryRecords(bytes(data))
+    pos = []
+    while (b := theirs.next_batch()) is not None:
+        pos.append(b)
+    assert len(pos) == len(entries)
+
+
+# ------------------------------------------------------------------------------------ internal topics
+def test_consumer_offsets_records_are_decoded_with_their_vectors_values():
+    res = kwire("dump-log", str(LOGS / "__consumer_offsets-12"), "--format", "jsonl")
+    assert res.code == 0
+    recs = [r for b in _batches(res) for r in b["batch"]["Records"]]
+    manifest = json.loads((FIXTURES / "vectors" / "internal" / "manifest.json").read_text())
+    vectors = [v for v in manifest["vectors"] if v["topic"] == "__consumer_offsets" and v["valid"]
+               and v["key_form"] == v["value_form"] == "prefixed"]
+    assert len(recs) == len(vectors) + 1
+    for r, v in zip(recs, vectors):
+        internal = r["Internal"]
+        assert "error" not in internal, (v["id"], internal["error"])
+        assert internal["key"]["schema"] == v["record"]["key_schema"]
+        assert internal["value"]["schema"] == v["record"]["value_schema"]
+        for k, want in v["asserts"].get("key", {}).items():
+            assert internal["key"]["data"][k] == want
+    tomb = recs[-1]["Internal"]
+    assert tomb["tombstone"] is True and tomb["value"] is None
+    # embedded consumer-protocol bytes of classic groups
+    assert any(e["schema"] == "ConsumerProtocolAssignment" for r in recs for e in r["Internal"].get("embedded", []))
+    # --record-type keeps only those records
+    res = kwire("dump-log", str(LOGS / "__consumer_offsets-12"), "--format", "jsonl", "--record-type", "GroupMetadata")
+    kept = [r for b in _batches(res) for r in b["batch"]["Records"]]
+    assert kept and all(r["Internal"]["key"]["schema"] == "GroupMetadataKey" for r in kept)
+
+
+def test_cluster_metadata_log_and_snapshot():
+    res = kwire("dump-log", str(LOGS / "__cluster_metadata-0"), "--verify", "--format", "json")
+    assert res.code == 0, res
+    doc = res.json()
+    batches = [e for e in doc["entries"] if e["type"] == "batch"]
+    names = [r["Internal"].get("schema") for b in batches for r in b["batch"]["Records"]]
+    assert names[:4] == ["BeginTransactionRecord", "FeatureLevelRecord", "ZkMigrationStateRecord",
+                         "EndTransactionRecord"]
+    assert "LeaderChangeMessage" in names
+    snap = [b for b in batches if b["kind"] == "snapshot"]
+    assert [r["Internal"]["schema"] for b in snap for r in b["batch"]["Records"]] == [
+        "SnapshotHeaderRecord", "TopicRecord", "PartitionRecord", "SnapshotFooterRecord"]
+    assert doc["summary"]["snapshot_problems"] == 0 and doc["summary"]["damage"] == 0
+
+
+def test_a_snapshot_without_its_footer_fails_verify(tmp_path):
+    src = next((LOGS / "__cluster_metadata-0").glob("*.checkpoint"))
+    data = src.read_bytes()
+    entries = [e for e in iter_segment(open(src, "rb"))]
+    cut = tmp_path / src.name
+    cut.write_bytes(data[:entries[-1].position])
+    res = kwire("dump-log", str(cut), "--verify")
+    assert res.code == 1 and "ends with a data batch, not a SnapshotFooterRecord" in res.out
+    assert kwire("dump-log", str(cut)).code == 0
+
+
+def test_topic_comes_from_the_directory_or_topic_option(tmp_path):
+    log = tmp_path / ("0" * 20 + ".log")
+    shutil.copy(LOGS / "__consumer_offsets-12" / ("0" * 20 + ".log"), log)
+    plain = _batches(kwire("dump-log", str(log), "--format", "jsonl"))
+    assert plain[0]["topic"] is None and "Internal" not in plain[0]["batch"]["Records"][0]
+    named = _batches(kwire("dump-log", str(log), "--format", "jsonl", "--topic", "__consumer_offsets"))
+    assert named[0]["batch"]["Records"][0]["Internal"]["key"]["schema"] == "OffsetCommitKey"
+
+
+def _metadata_value(name, value):
+    spec = record_specs().by_name[name]
+    plan = compile_plan(spec, spec.valid_versions.hi)
+    full = plan.default()
+    full.update(value)
+    out = bytearray()
+    write_uvarint(out, 1)
+    write_uvarint(out, spec.api_key)
+    write_uvarint(out, spec.valid_versions.hi)
+    plan.encode(full, out)
+    return {"hex": bytes(out).hex()}
+
+
+def test_metadata_secrets_are_redacted_unless_shown(tmp_path):
+    part = tmp_path / "__cluster_metadata-0"
+    part.mkdir()
+    recs = [{"Key": None, "Value": _metadata_value("UserScramCredentialRecord", {
+                "Name": "alice", "Mechanism": 1, "Salt": "0011", "StoredKey": "aabbcc", "ServerKey": "ddeeff",
+                "Iterations": 4096})},
+            {"Key": None, "Value": _metadata_value("ConfigRecord", {
+                "ResourceType": 4, "ResourceName": "0", "Name": "listener.name.sasl.ssl.keystore.password",
+                "Value": "hunter2"})}]
+    (part / ("0" * 20 + ".log")).write_bytes(encode_records({"batches": [{"Records": recs}]}))
+    res = kwire("dump-log", str(part), "--format", "jsonl")
+    assert "hunter2" not in res.out and "aabbcc" not in res.out
+    data = [r["Internal"]["data"] for r in _batches(res)[0]["batch"]["Records"]]
+    assert data[0]["StoredKey"] == {"redacted": "scram-stored-key", "bytes": 3}
+    assert data[1]["Value"] == {"redacted": "sensitive-config", "bytes": 7}
+    shown = kwire("dump-log", str(part), "--format", "jsonl", "--show-secrets")
+    assert "hunter2" in shown.out and "aabbcc" in shown.out
+    # and in the table
+    table = kwire("dump-log", str(part))
+    assert "hunter2" not in table.out and "UserScramCredentialRecord v0" in table.out
+
+
+# --------------------------------------------------------------------------------------- the command
+def test_offsets_filter():
+    res = kwire("dump-log", str(LOGS / "kwire-produce-none-0" / ("0" * 20 + ".log")), "--format", "jsonl",
+                "--offsets", "2-4")
+    offsets = [r["Offset"] for b in _batches(res) for r in b["batch"]["Records"]]
+    assert offsets == [2, 3, 4]
+    bad = kwire("dump-log", str(LOGS / "kwire-produce-none-0"), "--offsets", "x")
+    assert bad.code == 2 and bad.err.startswith("kwire: error: --offsets")
+
+
+def test_producer_snapshots_are_listed_not_read(tmp_path):
+    snap = tmp_path / ("0" * 20 + ".snapshot")
+    snap.write_bytes(b"\x00\x01")
+    res = kwire("dump-log", str(snap), "--format", "jsonl")
+    assert res.code == 0 and _jsonl(res)[0]["type"] == "skipped"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["/no/such/file.log"], "/no/such/file.log: no such file or directory"),
+    (["README.md"], "README.md: not a log file"),
+    ([str(FIXTURES / "captures")], "no log files"),
+])
+def test_errors_are_one_line(args, message):
+    res = kwire("dump-log", *args)
+    assert res.code == 1
+    assert res.err.startswith("kwire: error: ") and message in res.err and res.err.count("\n") == 1
+
+
+def test_streaming_reads_one_entry_at_a_time(tmp_path):
+    # a segment of many batches: the reader holds one entry, never the file
+    one = (LOGS / "kwire-produce-none-1" / ("0" * 20 + ".log")).read_bytes()
+    log = tmp_path / ("0" * 20 + ".log")
+    log.write_bytes(one * 200)
+
+    class Reads:
+        def __init__(self, f):
+            self.f, self.biggest = f, 0
+
+        def read(self, n):
+            self.biggest = max(self.biggest, n)
+            return self.f.read(n)
+
+        def fileno(self):
+            return self.f.fileno()
+
+    with open(log, "rb") as f:
+        r = Reads(f)
+        n = sum(1 for e in iter_segment(r) if e.kind == "batch")
+    assert n == 600 and r.biggest < 200
