@@ -18,9 +18,9 @@ from kwire_cli.errors import KwireError
 EPILOG = """\b
 Examples:
   kwire dump-log fixtures/logs/__consumer_offsets-12/00000000000000000000.log
-  kwire dump-log fixtures/logs/orders-0 --verify --format jsonl
+  kwire dump-log fixtures/logs/kwire-produce-gzip-0 --verify --format jsonl
   kwire dump-log fixtures/logs/__cluster_metadata-0 --record-type TopicRecord
-  kwire dump-log fixtures/logs/orders-0/00000000000000000000.log --offsets 2-3
+  kwire dump-log fixtures/logs/kwire-produce-none-0/00000000000000000000.log --offsets 2-3
 
 \b
 The topic of a file is the name of its partition directory (TOPIC-PARTITION), or --topic; records
