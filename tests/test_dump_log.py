@@ -319,3 +319,29 @@ def test_streaming_reads_one_entry_at_a_time(tmp_path):
         r = Reads(f)
         n = sum(1 for e in iter_segment(r) if e.kind == "batch")
     assert n == 600 and r.biggest < 200
+
+
+def test_memory_stays_flat_on_a_large_segment(tmp_path):
+    # ~2 MB of the captures' batches, offsets continuing: the reader's peak allocation stays small
+    import tracemalloc
+    src = b"".join((LOGS / p / ("0" * 20 + ".log")).read_bytes() for p in CAPTURE_PARTITIONS)
+    entries = make_log_fixtures.split_entries(src)
+    log = tmp_path / ("0" * 20 + ".log")
+    with open(log, "wb") as f:
+        nxt, written = 0, 0
+        while written < 2 << 20:
+            for e in entries:
+                data = bytearray(e)
+                struct.pack_into(">q", data, 0, nxt)
+                nxt += struct.unpack_from(">i", data, 23)[0] + 1
+                f.write(data)
+                written += len(data)
+    tracemalloc.start()
+    try:
+        with open(log, "rb") as f:
+            n = sum(1 for e in iter_segment(f, topic="__consumer_offsets") if e.kind == "batch")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert n > 5_000
+    assert peak < 2 << 20, peak

@@ -337,7 +337,8 @@ def _dump(targets: list[Any], fmt: str, verify: bool, offsets: tuple[int, int] |
                     raise KwireError(f"{lf.path}: {e.strerror or e}") from None
                 with f:
                     size = os.path.getsize(lf.path)
-                    for ent in iter_segment(f, topic=lf.topic, show_secrets=show_secrets, size=size):
+                    for ent in iter_segment(f, topic=lf.topic, show_secrets=show_secrets, size=size,
+                                            offsets=None if verify and lf.kind == "snapshot" else offsets):
                         if ent.kind == "damage":
                             summary["damage"] += 1
                             damage_lines.append(f"{lf.path}: {ent.reason}")

@@ -126,9 +126,12 @@ def decode_entry(data: bytes, position: int, topic: str | None = None,
 
 
 def iter_segment(f: BinaryIO, *, topic: str | None = None, show_secrets: bool = False,
-                 size: int | None = None, start: int = 0) -> Iterator[SegmentEntry]:
+                 size: int | None = None, start: int = 0,
+                 offsets: tuple[int, int] | None = None) -> Iterator[SegmentEntry]:
     """The entries of a segment read from ``f`` (at position ``start``), one at a time. ``size``:
-    the file's size when known (a length past it is damage at once, without reading)."""
+    the file's size when known (a length past it is damage at once, without reading).
+    ``offsets``: (first, last) record offsets wanted; a record batch (magic 2) wholly outside them
+    is skipped undecoded (its header says its offsets)."""
     if size is None:
         try:
             size = os.fstat(f.fileno()).st_size
@@ -166,6 +169,11 @@ def iter_segment(f: BinaryIO, *, topic: str | None = None, show_secrets: bool = 
                                reason=f"truncated entry at position {pos} (offset {offset}): its length says "
                                       f"{length} bytes, {len(body)} present")
             return
+        if offsets is not None and length >= 15 and body[4] == 2:
+            last = offset + int.from_bytes(body[11:15], "big", signed=True)
+            if last < offsets[0] or offset > offsets[1]:
+                pos += HEADER_SIZE + length
+                continue
         try:
             batch = decode_entry(head + body, pos, topic, show_secrets)
         except KwireError as e:
