@@ -345,3 +345,40 @@ def test_memory_stays_flat_on_a_large_segment(tmp_path):
         tracemalloc.stop()
     assert n > 5_000
     assert peak < 2 << 20, peak
+
+
+def test_table_shows_internal_records_on_one_line_each():
+    res = kwire("dump-log", str(LOGS / "__consumer_offsets-12" / ("0" * 20 + ".log")))
+    assert res.code == 0
+    assert ('  offset 0  ts 1700000000000  OffsetCommitKey {"group":"testgroup","topic":"testtopic","partition":11}'
+            ' -> OffsetCommitValue v0 {"offset":8372,"metadata":"testdata","commitTimestamp":1637}') in res.out
+    assert "OffsetCommitKey" in res.out.splitlines()[-2] and res.out.splitlines()[-2].endswith("tombstone")
+
+
+def test_legacy_messages_of_consumer_offsets_are_decoded(tmp_path):
+    # old brokers wrote __consumer_offsets as magic 0/1 message sets: the same keys and values
+    manifest = json.loads((FIXTURES / "vectors" / "internal" / "manifest.json").read_text())
+    v = next(v for v in manifest["vectors"] if v["id"] == "konsumer-offsets-offset-commit-03")
+    builder = LegacyRecordBatchBuilder(magic=1, compression_type=0, batch_size=1 << 20)
+    builder.append(0, timestamp=1672788047244, key=bytes.fromhex(v["key_hex"]), value=bytes.fromhex(v["value_hex"]))
+    part = tmp_path / "__consumer_offsets-3"
+    part.mkdir()
+    (part / ("0" * 20 + ".log")).write_bytes(bytes(builder.build()))
+    entry = _batches(kwire("dump-log", str(part), "--format", "jsonl"))[0]["batch"]
+    assert entry["Magic"] == 1
+    assert entry["Internal"]["key"]["data"] == v["asserts"]["key"]
+    assert entry["Internal"]["value"]["data"]["offset"] == 106
+
+
+@pytest.mark.skipif(not (ROOT.parent / "shared" / "kafka-record-specs").is_dir()
+                    and not (ROOT.parent.parent / "shared" / "kafka-record-specs").is_dir(),
+                    reason="reference record specs not present")
+def test_record_specs_option_reads_kafkas_own_files():
+    from conftest import REFERENCE_RECORD_SPECS
+    res = kwire("dump-log", str(LOGS / "__consumer_offsets-12"), "--format", "jsonl",
+                "--record-specs", str(REFERENCE_RECORD_SPECS))
+    assert res.code == 0
+    ours = kwire("dump-log", str(LOGS / "__consumer_offsets-12"), "--format", "jsonl")
+    assert res.out == ours.out
+    bad = kwire("dump-log", str(LOGS / "__consumer_offsets-12"), "--record-specs", str(FIXTURES / "captures"))
+    assert bad.code == 1 and "holds no record specs" in bad.err

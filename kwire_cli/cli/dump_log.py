@@ -274,12 +274,13 @@ def dump_log(files: tuple[str, ...], fmt: str, topic: str | None, verify: bool, 
     """
     from kwire_cli.logs import log_files
     from kwire_cli.render.jsonlines import gc_tuned
-    from kwire_cli.spec.records import use_record_specs
+    from kwire_cli.spec.records import record_specs, use_record_specs
 
     offsets = _parse_offsets(offsets_text)
     if record_specs_dir is not None:
         use_record_specs(record_specs_dir)
     try:
+        record_specs()  # loaded up front: a folder that holds none is one error, not damage per batch
         targets = log_files(list(files), topic)
         with gc_tuned():
             problems = _dump(targets, fmt, verify, offsets, record_type, show_secrets)
