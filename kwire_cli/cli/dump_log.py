@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import io
 import json
+import json.encoder
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -108,15 +109,16 @@ def _filter_batch(batch: dict[str, Any], offsets: tuple[int, int] | None, record
 
 
 # ------------------------------------------------------------------------------------------ output
-def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+_quote: Callable[[str], str] = json.encoder.encode_basestring  # the C quoting of json.dumps
 
 
 def _show_form(form: Any) -> str:
     if form is None:
         return "null"
     if isinstance(form, dict) and "text" in form:
-        return _compact(form["text"])
+        text = form["text"]
+        return _quote(text) if isinstance(text, str) else _compact(text)
     if isinstance(form, dict) and "hex" in form:
         return "0x" + str(form["hex"])
     return _compact(form)
