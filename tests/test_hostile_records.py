@@ -292,7 +292,7 @@ BARE = b"\x00\x00\x00\x01\x01"
 def test_a_header_bomb_is_refused_by_the_default_frame_item_cap():
     """Fixed bug: 2 bytes per header made a value tree ~190x the decompressed size, so a batch of a
     few KB could build gigabytes under the byte caps. The frame also caps decoded records +
-    headers (default 4,000,000): here one record claims 5,000,000 empty headers."""
+    headers (default 400,000, a batch counting 2): here one record claims 5,000,000 empty headers."""
     import tracemalloc
 
     from kwire_cli.codec.primitives import write_varint
@@ -308,7 +308,7 @@ def test_a_header_bomb_is_refused_by_the_default_frame_item_cap():
         tracemalloc.stop()
     first, second = out["batches"]
     assert first["error"].endswith("record 0 at byte 0 of the decompressed payload: 5000000 headers are more "
-                                   "than the 4000000 records and headers left of the frame's cap (--max-records raises it)")
+                                   "than the 399998 records and headers left of the frame's cap (--max-records raises it)")
     assert second["Records"][0]["Value"] == {"text": "still here"}
     assert peak < 64 * MiB, peak     # the 10 MB payload, never a tree of 5M headers
 
@@ -321,14 +321,34 @@ def test_records_and_headers_beyond_the_frame_item_cap_are_cut_and_kept_as_bytes
         out = decode_records(data)
     b = out["batches"]
     assert "error" not in b[0] and len(b[0]["Records"]) == 30_000
-    # 70,000 items left: the first one-header batch stops at record 35,000 (35,000 records + headers)
-    assert b[1]["error"].endswith("record 35000 at byte 385000 of the decompressed payload: the 70000 records "
+    # a batch counts 2: 69,996 items left for the first one-header batch's records, which stops at
+    # record 34,998 (34,998 records + headers)
+    assert b[1]["error"].endswith("record 34998 at byte 384978 of the decompressed payload: the 69996 records "
                                   "and headers left of the frame's cap are used up (--max-records raises it)"), \
         b[1]["error"]
-    assert "the 0 records and headers left of the frame's cap are used up" in b[2]["error"]
-    assert "the 0 records and headers left" in b[3]["error"]         # even a small one: the frame is spent
+    assert len(b[1]["Records"]) == 34_998
+    # the frame is spent: the batches after it are one entry holding all their bytes
+    assert len(b) == 3
+    assert b[2]["error"] == (f"batch 2 at byte {len(plain) + len(one_header)} and the {len(good_batch())} bytes "
+                             "after it: not decoded: the frame's cap of 100000 records and headers is reached "
+                             "(--max-records raises it)")
     assert budget.items_left == 0
-    assert [bytes.fromhex(x["RawHex"]) for x in b[1:]] == [one_header, one_header, good_batch()]
+    assert [bytes.fromhex(x["RawHex"]) for x in b[1:]] == [one_header, one_header + good_batch()]
+    assert encode_records(out) == data
+
+
+def test_a_frame_of_many_empty_batches_is_cut_at_the_cap_into_one_entry():
+    """Each v2 batch counts 2 against the frame's cap (its dict is ~1 KB, two records' worth): a
+    frame of 61-byte empty batches cannot build a tree 16 times its size; past the cap, the rest
+    of the field is one entry, not one per batch."""
+    empty = _batch_of(b"", 0, compressed=False)
+    with frame_budget(max_items=1000):
+        out = decode_records(empty * 10_000)
+    b = out["batches"]
+    assert len(b) == 501 and all("error" not in x for x in b[:500])
+    assert b[500]["error"].startswith(f"batch 500 at byte {500 * len(empty)} and the {9499 * len(empty)} bytes "
+                                      "after it: not decoded: the frame's cap of 1000 records and headers")
+    assert encode_records(out) == empty * 10_000
 
 
 def test_legacy_messages_count_against_the_frame_item_cap():

@@ -32,6 +32,8 @@ BIG_FRAME, BIG_SIZE = 92, 2033
 # snappy, lz4, zstd: 358 + 362 + 358 + 356 = 1434 bytes decompressed) and 65 records + headers
 FETCH = CAPS / "kafka-python-consume.pcap"
 FETCH_FRAME, FETCH_DECOMPRESSED, FETCH_ITEMS = 49, 1434, 65
+# what the frame costs of --max-records: its records and headers, and 2 (BATCH_ITEMS) per batch
+FETCH_COST = FETCH_ITEMS + 2 * 10
 # kafka-python's Produce v9 request to the gzip topic: a gzip batch of 358 bytes decompressed
 PRODUCE_GZIP = json.loads((FIXTURES / "pairs" / "kafka-python" / "009-0-v9.json").read_text())["request"]
 
@@ -209,7 +211,7 @@ def test_decode_partial_walk_uses_the_limits_too():
 # ------------------------------------------------------------------------ --max-records
 
 def test_max_records_cuts_the_fetch_frame_at_its_record_count():
-    recs, _ = pcap_records(str(FETCH), "--max-records", str(FETCH_ITEMS - 1))
+    recs, _ = pcap_records(str(FETCH), "--max-records", str(FETCH_COST - 1))
     b = batches(frame(recs, FETCH_FRAME)["body"])
     assert all("error" not in x for x in b[:-1])
     assert "records and headers" in b[-1]["error"] and "(--max-records raises it)" in b[-1]["error"], b[-1]
@@ -217,7 +219,7 @@ def test_max_records_cuts_the_fetch_frame_at_its_record_count():
         <= FETCH_ITEMS - 1
 
 
-@pytest.mark.parametrize("n", [str(FETCH_ITEMS), "1000", None])
+@pytest.mark.parametrize("n", [str(FETCH_COST), "1000", None])
 def test_max_records_at_the_frames_count_or_above_decodes_it_all(n):
     recs, _ = pcap_records(str(FETCH), *(["--max-records", n] if n else []))
     b = batches(frame(recs, FETCH_FRAME)["body"])
@@ -226,9 +228,12 @@ def test_max_records_at_the_frames_count_or_above_decodes_it_all(n):
 
 
 def test_decode_max_records():
-    r = kwire("decode", PRODUCE_GZIP, "--format", "json", "--max-records", "2")
+    # an uncompressed batch of 1 record (2 + 1), then a gzip one of 3 records and 9 headers (2 + 12)
+    r = kwire("decode", PRODUCE_GZIP, "--format", "json", "--max-records", "5")
     bad = [x for x in batches(r.json()["body"]) if "error" in x]
     assert r.code == 0 and len(bad) == 1 and "records and headers" in bad[0]["error"], r
+    assert r.err == "kwire: warning: 1 record batch(es) cut at a frame's cap of records and headers " \
+                    "(--max-records raises it)\n"
     r = kwire("decode", PRODUCE_GZIP, "--format", "json", "--max-records", "100")
     assert all("error" not in x for x in batches(r.json()["body"]))
 
@@ -323,7 +328,7 @@ def test_the_compiled_codec_reads_the_limits_at_call_time():
     prev = set_frame_limits(decompressed=300)
     try:
         assert "frame's cap of 300 bytes" in gz_error()
-        set_frame_limits(decompressed=358, items=2)
+        set_frame_limits(decompressed=358, items=5)
         assert "records and headers" in gz_error()
     finally:
         set_frame_limits(*prev)

@@ -14,7 +14,7 @@ from kwire_cli.errors import RecordsError
 
 from .layout import I32, I64, LOG_OVERHEAD, MIN_MESSAGE_SIZE, batch_error
 from .legacy import decode_legacy
-from .limits import current_budget, frame_budget, frame_limits
+from .limits import BATCH_ITEMS, ITEMS_OPTION, current_budget, frame_budget, frame_limits
 from .v2 import decode_v2
 
 _NOGC_MIN_BYTES = 4096   # smaller records fields make too few containers for the GC to matter
@@ -77,6 +77,7 @@ def _decode_batches(buf, cap):
     batches = []
     partial = None
     unpack_i32 = I32.unpack_from
+    budget = current_budget()
     while pos < n:
         remaining = n - pos
         if remaining < LOG_OVERHEAD:
@@ -92,7 +93,12 @@ def _decode_batches(buf, cap):
             partial = {"offset": pos, "bytes": remaining, "hex": buf[pos:].hex()}
             break
         magic = buf[pos + 16]
+        if budget is not None and budget.items_left < (BATCH_ITEMS if magic == 2 else 1):
+            batches.append(_not_decoded(buf, pos, end, index, budget.max_items))
+            break
         if magic == 2:
+            if budget is not None:
+                budget.items_left -= BATCH_ITEMS
             batches.append(decode_v2(buf, pos, end, index, cap))
         elif magic < 2:
             batches.append(decode_legacy(buf, pos, end, index, cap))
@@ -104,3 +110,18 @@ def _decode_batches(buf, cap):
         pos = end
         index += 1
     return {"batches": batches, "partial_trailing_batch": partial}
+
+
+def _not_decoded(buf, pos, end, index, max_items):
+    """The batch at ``pos`` and everything after it, once the frame's item cap is reached: one
+    entry (not one per batch: a frame may hold millions of 61-byte batches), its error naming the
+    cap and the option, its RawHex all the bytes left (they encode back verbatim)."""
+    length = end - pos - LOG_OVERHEAD
+    entry = {"ByteOffset": pos, "BaseOffset": I64.unpack_from(buf, pos)[0], "BatchLength": length,
+             "Magic": buf[pos + 16] - 256 if buf[pos + 16] > 127 else buf[pos + 16]}
+    rest = len(buf) - end
+    after = f" and the {rest} bytes after it" if rest else ""
+    entry["error"] = (f"batch {index} at byte {pos}{after}: not decoded: the frame's cap of {max_items} "
+                      f"records and headers is reached ({ITEMS_OPTION} raises it)")
+    entry["RawHex"] = buf[pos:].hex()
+    return entry

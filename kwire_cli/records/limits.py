@@ -22,9 +22,26 @@ from typing import NamedTuple
 
 DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024   # one batch's cap when the caller gives none
 DEFAULT_MAX_FRAME_DECOMPRESSED = 256 * 1024 * 1024
-# decoded records + record headers per frame: each is a few hundred bytes of Python objects and
-# can be made of as little as 2 to 7 bytes, so this (not the bytes) bounds the value tree (~1.5 GB)
-DEFAULT_MAX_FRAME_ITEMS = 4_000_000
+# Decoded items per frame: records, record headers and legacy messages count 1, record batches
+# BATCH_ITEMS. An item can be made of as little as 2 to 7 bytes (zstd makes millions of them out
+# of a few KB), so this, not the bytes, bounds the value tree. Measured (CPython 3.11, the records
+# fast path in C; tracemalloc's traced size after decode_request of a Produce request holding
+# 200,000 items of one kind, over 200,000; the method of tests/memory_bombs.py):
+#
+#   empty record (null key and value, no headers)         416 B
+#   record with a 1-byte key and value (text or hex)      884 B
+#   empty header ({"Key": "", "Value": {"text": ""}})     376 B
+#   magic 0 message, inner or top-level (null key/value)  568 B
+#   empty v2 batch (its dict, no records)                 992 B  -> counts BATCH_ITEMS = 2
+#
+# so at most ~900 B of tree per item. The outputs add little to it (JSON is streamed, the decode
+# tree shows at most 10,000 lines of records, kwire pcap writes one frame's line at a time), so
+# 400,000 items keep a frame's tree under ~360 MB: with the ~110 MB kwire starts with, kwire
+# decode stays under 1 GiB and kwire pcap under 500 MB (tests/test_memory_bombs.py; the table of
+# issue 15). Real frames stay far below it (a 1 MiB producer batch of 100-byte records is ~10,000
+# items; a 50 MiB fetch of them, 500,000).
+DEFAULT_MAX_FRAME_ITEMS = 400_000
+BATCH_ITEMS = 2
 
 # the command-line options that set the limits below (named in the messages of a limit reached)
 DECOMPRESSED_OPTION = "--max-decompressed"
@@ -107,7 +124,7 @@ def frame_budget(limit: int | None = None, max_items: int | None = None) -> Iter
     """Cap the bytes decompressed while the block runs, all batches and records fields together
     (one Kafka frame): a frame of many batches, each under the per-batch cap, cannot decompress
     more than ``limit`` in total, nor decode more than ``max_items`` records and record headers.
-    None: the limits in force (``set_frame_limits``; by default 256 MiB and 4,000,000).
+    None: the limits in force (``set_frame_limits``; by default 256 MiB and 400,000).
     Nested scopes share the outermost one's budget."""
     outer = _frame.get()
     if outer is not None:
