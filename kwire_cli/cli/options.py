@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple
@@ -53,9 +54,37 @@ def check_version(api, version: int, kind: str = "request", option: str = "--ver
 
 
 def emit(value: Any, fmt: str) -> None:
-    """Write a value tree as JSON or YAML to stdout."""
+    """Write a value tree as JSON or YAML to stdout. JSON is written as it is made
+    (``kwire_cli.render.json.write_json``): a decoded frame of a million records never exists
+    as one string."""
+    if fmt == "json":
+        from kwire_cli.cli.app import std_binary
+        from kwire_cli.render.json import write_json
+        sys.stdout.flush()
+        out = std_binary("stdout")
+        write_json(value, out.write, careful=_may_hold_floats(value))
+        out.flush()
+        return
     from kwire_cli.render.json import dumps
     click.echo(dumps(value, fmt), nl=False)
+
+
+def _may_hold_floats(value: Any) -> bool:
+    """Whether a tree to write may hold floats: anything but decoded messages (a dict with an
+    ``api_key``, or a list of them) of APIs without float64 fields."""
+    from kwire_cli.render.jsonlines import float_apis
+    docs = value if isinstance(value, list) else [value]
+    floats = None
+    for d in docs:
+        if not isinstance(d, dict) or not isinstance(d.get("api_key"), int):
+            if isinstance(d, dict) and "error" in d and "api_key" not in d:
+                continue  # a frame that did not decode: its input and error
+            return True
+        if floats is None:
+            floats = float_apis()
+        if d["api_key"] in floats:
+            return True
+    return False
 
 
 def complete_api(_ctx: click.Context, _param: click.Parameter, incomplete: str) -> list:
@@ -204,8 +233,8 @@ def limit_options(capture: bool = False) -> Callable:
              "a batch past it is shown undecoded with an error."))
     opts.append(click.option(
         "--max-records", "max_records", metavar="N", callback=_limit_callback(parse_count),
-        help="Most records plus record headers decoded per frame (default 4000000); a batch past "
-             "it is shown undecoded with an error."))
+        help="Most records plus record headers decoded per frame, a record batch counting 2 "
+             "(default 400000); a batch past it is shown cut, with an error."))
 
     def decorate(f: Callable) -> Callable:
         @functools.wraps(f)

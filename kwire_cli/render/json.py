@@ -88,6 +88,108 @@ def dumps_yaml(value: Any) -> str:
                      default_flow_style=False, width=100)
 
 
+# --------------------------------------------------------------------------- streamed JSON
+
+_SMALL = 256     # containers in a subtree written with one orjson call
+_CHUNK = 1 << 20  # bytes gathered before each write
+
+
+def _at_most(value: Any, n: int) -> bool:
+    """Whether ``value`` holds at most ``n`` dicts and lists (itself included); stops counting at n."""
+    stack = [value]
+    count = 0
+    while stack:
+        x = stack.pop()
+        count += 1
+        if count > n:
+            return False
+        for y in (x.values() if type(x) is dict else x):
+            if type(y) is dict or type(y) is list:
+                stack.append(y)
+    return True
+
+
+def _piece_encoder(careful: bool):
+    """A function: (subtree, nesting level) -> its ``dumps_json`` text at that level, as bytes
+    (lines after the first indented by the level). orjson writes it (a decoded tree is JSON-shaped
+    already) unless ``careful`` (trees that may hold floats: orjson would write NaN as null and
+    floats in its own digits) or orjson refuses it (ints past 64 bits, non-str keys, surrogates)."""
+    import orjson
+
+    from kwire_cli.render.jsonlines import json_default
+    from kwire_cli.render.safe import json_bytes
+    dumps = orjson.dumps
+    opt = orjson.OPT_INDENT_2
+
+    def slow(v: Any) -> bytes:
+        return dumps_json(v).encode("utf-8", "surrogatepass")
+
+    def encode(v: Any, level: int) -> bytes:
+        if careful:
+            out = slow(v)
+        else:
+            try:
+                out = json_bytes(dumps(v, option=opt, default=json_default))
+            except TypeError:
+                out = slow(v)
+        if level and b"\n" in out:  # a JSON string holds no raw newline: each one starts a line
+            out = out.replace(b"\n", b"\n" + b"  " * level)
+        return out
+    return encode
+
+
+def write_json(value: Any, write, *, careful: bool = False) -> None:
+    """Write ``dumps_json(value)`` and a newline through ``write`` (a function taking bytes), the
+    same text, without building it whole: small subtrees (a record, a header) are written one
+    orjson call each, and the containers above them one item at a time, so a decoded frame of a
+    million records costs its value tree and a megabyte of text, not a copy of the tree and all
+    of its text. ``careful``: the tree may hold floats (see ``_piece_encoder``)."""
+    enc = _piece_encoder(careful)
+    buf: list[bytes] = []
+    size = 0
+
+    def put(b: bytes) -> None:
+        nonlocal size
+        buf.append(b)
+        size += len(b)
+        if size >= _CHUNK:
+            write(b"".join(buf))
+            buf.clear()
+            size = 0
+
+    def key(k: Any) -> bytes:
+        return json_text(json.dumps(str(k), ensure_ascii=False)).encode("utf-8", "surrogatepass")
+
+    def walk(v: Any, level: int) -> None:
+        t = type(v)
+        if (t is not dict and t is not list) or not v or _at_most(v, _SMALL):
+            put(enc(v, level))
+            return
+        pad = b"\n" + b"  " * (level + 1)
+        if t is dict:
+            put(b"{")
+            first = True
+            for k, x in v.items():
+                put(pad if first else b"," + pad)
+                first = False
+                put(key(k) + b": ")
+                walk(x, level + 1)
+            put(b"\n" + b"  " * level + b"}")
+        else:
+            put(b"[")
+            first = True
+            for x in v:
+                put(pad if first else b"," + pad)
+                first = False
+                walk(x, level + 1)
+            put(b"\n" + b"  " * level + b"]")
+
+    walk(value, 0)
+    put(b"\n")
+    if buf:
+        write(b"".join(buf))
+
+
 def dumps(value: Any, fmt: str) -> str:
     """`fmt` is "json" or "yaml"; the text ends with exactly one newline."""
     if fmt == "json":
