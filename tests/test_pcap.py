@@ -267,7 +267,8 @@ def test_a_directory_stands_for_its_files_in_path_order(tmp_path):
 
 def _summary(*args):
     r = CliRunner().invoke(cli, ["pcap", *args, "--summary", "--format", "json"])
-    return json.loads(r.output[r.output.index("{"):])
+    out = r.output[r.output.index("{"):]
+    return json.loads(out[:out.rindex("}") + 1])   # warnings on stderr may follow
 
 
 @pytest.mark.parametrize("name", [n for n in FILES if MANIFEST["captures"][n]["scenario"] == "produce"])
@@ -293,9 +294,16 @@ def test_summary_and_table_show_bad_crcs_and_undecoded_batches(tmp_path):
     table = CliRunner().invoke(cli, ["pcap", str(bad)]).output
     assert sum("1 batch(es) with a bad CRC" in line for line in table.splitlines()) == 1
     assert "bad CRC 1," in CliRunner().invoke(cli, ["pcap", str(bad), "--summary"]).output
-    # a records cap just below a Fetch frame's records: its last batch is left undecoded
+    # a records cap just below a Fetch frame's records (65 and headers, 10 batches counting 2
+    # each): its last batch is cut, named in the table, the summary and a warning
     consume = str(CAPS / "kafka-python-consume.pcap")
-    assert _summary(consume, "--max-records", "64")["record_batches"]["batch_errors"] == 1
+    rb = _summary(consume, "--max-records", "84")["record_batches"]
+    assert rb["batch_errors"] == rb["item_cap"] == 1
     assert _summary(consume)["record_batches"]["batch_errors"] == 0
-    table = CliRunner().invoke(cli, ["pcap", consume, "--max-records", "64"]).output
-    assert sum("1 batch(es) not decoded" in line for line in table.splitlines()) == 1
+    r = CliRunner().invoke(cli, ["pcap", consume, "--max-records", "84"])
+    assert sum("1 batch(es) cut at the frame's cap of records and headers (--max-records raises it)" in line
+               for line in r.output.splitlines()) == 1
+    assert "kwire: warning: 1 record batch(es) cut at a frame's cap of records and headers " \
+           "(--max-records raises it)" in r.output
+    r = CliRunner().invoke(cli, ["pcap", consume, "--max-records", "84", "--summary"])
+    assert "1 of them cut at a frame's cap of records and headers (--max-records raises it)" in r.output

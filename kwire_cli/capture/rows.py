@@ -206,12 +206,17 @@ def _api(r: dict, _t0: float | None) -> str:
     return r.get("api_name") or "?"
 
 
+CAPPED = "batch(es) cut at the frame's cap of records and headers (--max-records raises it)"
+
+
 def _note(r: dict, _t0: float | None) -> str:
     note = r["error"] or ", ".join(r.get("error_codes") or [])
     if r.get("body") is not None:
         from kwire_cli.capture.summary import batch_stats, new_batch_stats
         b = batch_stats(r["body"], new_batch_stats())
-        bad = [f"{n} {what}" for n, what in ((b["batch_errors"], "batch(es) not decoded (see --format jsonl)"),
+        bad = [f"{n} {what}" for n, what in ((b["item_cap"], CAPPED),
+                                            (b["batch_errors"] - b["item_cap"],
+                                             "batch(es) not decoded (see --format jsonl)"),
                                             (b["crc_invalid"], "batch(es) with a bad CRC")) if n]
         if bad:
             note = (note + "; " if note else "") + ", ".join(bad)

@@ -14,13 +14,18 @@ from kwire_cli.capture.auth import AuthSummary
 from kwire_cli.capture.events import Damage, Note
 from kwire_cli.capture.rows import DECODE_ERROR
 from kwire_cli.errors import KwireError
+from kwire_cli.records.limits import ITEMS_OPTION
 from kwire_cli.spec.registry import registry
+
+# how the error of a batch cut by the frame's cap of records and headers ends (records/)
+CAP_SAYS = f"({ITEMS_OPTION} raises it)"
 
 
 def batch_stats(body: Any, into: dict) -> dict:
     """Add the record batches of a decoded body to ``into`` (see ``new_batch_stats``): batches
     (a legacy message set's top-level messages count as batches), records (``records_in``: legacy
-    messages included), compression codecs, batches whose CRC does not match, batches that did not decode, and
+    messages included), compression codecs, batches whose CRC does not match, batches that did not decode (and of
+    them, ``item_cap``: those cut by the frame's cap of records and headers, --max-records), and
     records fields ending in a partial batch (normal in Fetch answers). Records kept as hex
     (--raw-records) are not counted."""
 
@@ -49,6 +54,8 @@ def batch_stats(body: Any, into: dict) -> dict:
                 into["crc_invalid"] += 1
             if "error" in b:
                 into["batch_errors"] += 1
+                if CAP_SAYS in b["error"]:
+                    into["item_cap"] += 1
 
     walk(body)
     return into
@@ -77,7 +84,7 @@ def records_in(batch: dict) -> int:
 
 def new_batch_stats() -> dict:
     return {"batches": 0, "records": 0, "compression": {}, "crc_invalid": 0, "batch_errors": 0,
-            "partial_trailing_batches": 0}
+            "item_cap": 0, "partial_trailing_batches": 0}
 
 
 def damage_entry(d: Damage, file: Any = None) -> dict:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from kwire_cli.cli.app import read_frames
+from kwire_cli.cli.app import diagnostic, read_frames
 from kwire_cli.cli.options import (
     FORMATS,
     complete_api,
@@ -103,6 +103,7 @@ def decode(input, api_name, api_version, kind, request_input, no_header, size_pr
     else:
         emit(msg.to_json(), fmt)
     _warn_violations([msg])
+    _warn_cut([msg.body])
 
 
 def _envelope_request(msg, target, records_mode) -> tuple[int, int] | None:
@@ -163,6 +164,7 @@ def _decode_frames(frames, target, records_mode: str, fmt: str, show_secrets: bo
             from kwire_cli.render.json import dumps_yaml
             click.echo("".join("---\n" + dumps_yaml(doc) for doc in docs), nl=False)
     _warn_violations([d.message for d in decoded if d.message is not None])
+    _warn_cut([d.message.body for d in decoded if d.message is not None])
     failed = [(i, d) for i, d in enumerate(decoded, start=1) if d.error is not None]
     if failed:
         i, d = failed[0]
@@ -197,6 +199,18 @@ def _lenient_frames(decoded, records_mode: str) -> None:
         except KwireError:
             continue
         d.error = None
+
+
+def _warn_cut(bodies: list) -> None:
+    """A warning on stderr when record batches were cut at a frame's cap of records and headers
+    (their ``error`` in the output says where; the tree or JSON is complete otherwise)."""
+    from kwire_cli.capture.summary import batch_stats, new_batch_stats
+    stats = new_batch_stats()
+    for body in bodies:
+        batch_stats(body, stats)
+    if stats["item_cap"]:
+        diagnostic("warning", f"{stats['item_cap']} record batch(es) cut at a frame's cap of records and "
+                              "headers (--max-records raises it)")
 
 
 def _print_heading(i: int, n: int, d) -> None:

@@ -384,6 +384,10 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
     out.flush()  # text output (tables, --summary) before any diagnostics
     for msg in failures:
         diagnostic("error", msg)
+    cut = (result.get("record_batches") or {}).get("item_cap")
+    if cut:
+        diagnostic("warning", f"{cut} record batch(es) cut at a frame's cap of records and headers "
+                              "(--max-records raises it)")
     bad = result["undecodable"]
     dmg = sum(v["events"] for v in (result.get("damage") or {}).values())
     if bad or dmg:

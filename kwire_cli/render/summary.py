@@ -84,6 +84,9 @@ def print_summary(s: dict, console: Console | None = None) -> None:
         line(f"record batches: {rb['batches']} ({codecs}) holding {rb['records']} records; "
              f"bad CRC {rb['crc_invalid']}, not decoded {rb['batch_errors']}, "
              f"fields ending in a partial batch {rb['partial_trailing_batches']}")
+        if rb.get("item_cap"):
+            line(f"  {rb['item_cap']} of them cut at a frame's cap of records and headers "
+                 f"(--max-records raises it)")
     dmg = s.get("damage") or {}
     if dmg:
         line("damage: " + ", ".join(f"{k} {v['events']} ({v['bytes']} bytes)" for k, v in dmg.items()))
