@@ -1,0 +1,130 @@
+"""Tiny hostile inputs that decode into huge value trees (issue 15, item 1), built with kwire's own
+request encoder, cramjam for compression and tests/capture_util for captures.
+
+``python tests/memory_bombs.py OUTDIR`` writes each bomb (``NAME.bin``, a size-prefixed request)
+and a capture around it (``NAME.pcap``) at the sizes of the issue, for measuring by hand:
+
+    /usr/bin/time -v kwire decode @OUTDIR/zstd-records.bin --format json > /dev/null
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import struct
+import sys
+import zlib
+
+import cramjam
+from crc32c import crc32c
+
+# the sizes of the issue's report
+ISSUE_SIZES = {"zstd-records": 4_000_000, "gzip-legacy": 3_000_000, "zstd-headers": 3_900_000,
+               "zstd-kv-records": 4_000_000}   # the last: the costliest item per byte (not in the issue)
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _varint(n: int) -> bytes:
+    return _uvarint((n << 1) ^ (n >> 63))
+
+
+def v2_batch(codec: int, payload: bytes, count: int, base_offset: int = 0) -> bytes:
+    """A magic 2 batch around ``payload`` (its records section, compressed with ``codec``)."""
+    head = bytearray(61)
+    struct.pack_into(">qiibIhiqqqhii", head, 0, base_offset, 0, -1, 2, 0, codec, max(count - 1, 0), 0, 0,
+                     -1, -1, -1, count)
+    b = head + payload
+    struct.pack_into(">i", b, 8, len(b) - 12)
+    struct.pack_into(">I", b, 17, crc32c(bytes(b[21:])))
+    return bytes(b)
+
+
+def _record(fields: bytes) -> bytes:
+    return _varint(len(fields)) + fields
+
+
+EMPTY_RECORD = _record(b"\x00\x00\x00\x01\x01\x00")  # attributes, deltas 0, null key and value, 0 headers
+KV_RECORD = _record(b"\x00\x00\x00\x02k\x02v\x00")     # a 1-byte text key and value
+
+
+def zstd_records_batch(n: int, record: bytes = EMPTY_RECORD) -> bytes:
+    """One zstd batch of ``n`` copies of one record (empty: 7 bytes each), the same bytes over and
+    over, so they compress to almost nothing."""
+    return v2_batch(4, bytes(cramjam.zstd.compress(record * n, level=3)), n)
+
+
+def zstd_headers_batch(n: int) -> bytes:
+    """One zstd batch of one record with ``n`` empty headers (2 bytes each)."""
+    rec = _record(b"\x00\x00\x00\x01\x01" + _varint(n) + b"\x00\x00" * n)
+    return v2_batch(4, bytes(cramjam.zstd.compress(rec, level=3)), 1)
+
+
+def _legacy(offset: int, attrs: int, key: bytes | None, value: bytes | None) -> bytes:
+    """A magic 0 message."""
+    body = struct.pack(">bb", 0, attrs)
+    for part in (key, value):
+        body += struct.pack(">i", -1) if part is None else struct.pack(">i", len(part)) + part
+    crc = zlib.crc32(body)
+    msg = struct.pack(">I", crc) + body
+    return struct.pack(">qi", offset, len(msg)) + msg
+
+
+def gzip_legacy_wrapper(n: int) -> bytes:
+    """One gzip magic 0 wrapper of ``n`` copies of one empty magic 0 message (26 bytes each)."""
+    inner = _legacy(0, 0, None, None) * n
+    return _legacy(n - 1, 1, None, gzip.compress(inner, compresslevel=9, mtime=0))
+
+
+def produce_request(records: bytes, corr: int = 1) -> bytes:
+    """A size-prefixed Produce v9 request of one partition holding ``records``."""
+    from kwire_cli.codec import encode_request
+    body = {"TransactionalId": None, "Acks": 1, "TimeoutMs": 30000,
+            "TopicData": [{"Name": "t", "PartitionData": [{"Index": 0, "Records": records}]}]}
+    return encode_request(0, 9, {"CorrelationId": corr, "ClientId": "bomb"}, body)
+
+
+def bomb(shape: str, n: int | None = None) -> bytes:
+    """The size-prefixed request of one bomb shape (``ISSUE_SIZES``' keys) of ``n`` items."""
+    n = ISSUE_SIZES[shape] if n is None else n
+    if shape == "zstd-records":
+        return produce_request(zstd_records_batch(n))
+    if shape == "gzip-legacy":
+        return produce_request(gzip_legacy_wrapper(n))
+    if shape == "zstd-headers":
+        return produce_request(zstd_headers_batch(n))
+    if shape == "zstd-kv-records":
+        return produce_request(zstd_records_batch(n, KV_RECORD))
+    raise ValueError(shape)
+
+
+def pcap_of(frame: bytes) -> bytes:
+    """A pcap of one TCP connection to port 9092 carrying ``frame`` from the client (1400-byte
+    segments), acknowledged, then closed."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from capture_util import Conversation, write_pcap
+    c = Conversation()
+    segs = c.handshake() + c.send(0, frame, mss=1400) + [c.ack(1), c.fin(0), c.fin(1)]
+    return write_pcap(segs)
+
+
+def main(out: str) -> None:
+    os.makedirs(out, exist_ok=True)
+    for shape in ISSUE_SIZES:
+        frame = bomb(shape)
+        with open(os.path.join(out, f"{shape}.bin"), "wb") as f:
+            f.write(frame)
+        cap = pcap_of(frame)
+        with open(os.path.join(out, f"{shape}.pcap"), "wb") as f:
+            f.write(cap)
+        print(f"{shape}: {len(frame)} bytes, pcap {len(cap)} bytes")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
