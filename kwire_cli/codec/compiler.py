@@ -287,8 +287,9 @@ class _Gen:
                 args.append(f"_uuid_b({get})")
             elif k == "float64":
                 args.append(f"_conv_float({get})")
-            else:
-                args.append(get)
+            else:  # an int: struct would pack true and false as 1 and 0
+                n = self.name("n")
+                args.append(f"(_badbool({n}) if ({n} := {get}).__class__ is bool else {n})")
         spec = tuple((f.name, f.type.kind, f.default) for f in group)
         self.emit(ind, "try:")
         self.emit(ind + 1, f"out += {pk}({', '.join(args)})")
@@ -532,8 +533,10 @@ class _Gen:
                     if f is not None else "null is not allowed here")
         if k in R.FMT:
             pk = self.const(struct.Struct(">" + R.FMT[k]).pack, "_pk")
+            # an int: struct would pack true and false as 1 and 0 (the error comes from _pack_err)
             conv = {"bool": "(1 if {0} is True else 0 if {0} is False else _badbool({0}))",
-                    "uuid": "_uuid_b({0})", "float64": "_conv_float({0})"}.get(k, "{0}")
+                    "uuid": "_uuid_b({0})", "float64": "_conv_float({0})"}.get(
+                        k, "(_badbool({0}) if {0}.__class__ is bool else {0})")
             spec = self.const((("", k, None),), "_grp")
             self.emit(ind, "try:")
             self.emit(ind + 1, f"{out} += {pk}({conv.format(var)})")
@@ -572,6 +575,8 @@ class _Gen:
                 ch = R.ARRAY_FMT[el.kind]
                 self.emit(b, "try:")
                 self.ns.setdefault(f"_AP{ch}", R.array_packers(ch))
+                # true and false would pack as 1 and 0: the loop below names the element
+                self.emit(b + 1, f"if bool in set(map(type, {var})): raise TypeError")
                 self.emit(b + 1, f"{out} += (_AP{ch}[len({var})](*{var}) if len({var}) < {R.SMALL_ARRAY} "
                                  f"else _pack('>%d{ch}' % len({var}), *{var}))")
                 self.emit(b, "except (_serr, TypeError):")

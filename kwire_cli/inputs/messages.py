@@ -146,6 +146,8 @@ def canonical_names(value: Any, struct: Any, depth: int = 0) -> Any:
 def _api(value: Any, where: str) -> Any:
     """The API a document names (by name or key), or a one-line error naming the document."""
     from kwire_cli.spec.registry import registry
+    if isinstance(value, bool):  # YAML's true is not API key 1
+        raise InputError(f"{where}: api must be an API name or key, got {value}")
     try:
         return registry().api(value)
     except KwireError as e:
