@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import binascii
 import sys
-import uuid as _uuid
+import re
 
 from kwire_cli.errors import DecodeError
 
@@ -171,6 +171,14 @@ def uuid_from_text(text: str) -> bytes:
         raise ValueError(f"a uuid must be text, got {type(text).__name__}")
     if len(text) == UUID_TEXT_LEN:
         raise ValueError(f"{text!r} is not a base64 uuid")
+    if _UUID_HEX.fullmatch(text):
+        return bytes.fromhex(text.replace("-", ""))
     if len(text) in (32, 36):
-        return _uuid.UUID(text).bytes
+        raise ValueError(f"{text!r} is not a uuid: hex must be 8-4-4-4-12 digits with dashes (or 32 digits)")
     raise ValueError(f"{text!r} is not a uuid (22-char base64 or 36-char dashed hex)")
+
+
+# the hex forms encode takes: 8-4-4-4-12 digits with dashes exactly there, or 32 digits (uuid.UUID
+# would also take dashes anywhere, braces, "urn:uuid:", underscores and non-ASCII digits)
+_UUID_HEX = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+                       r"|[0-9a-fA-F]{32}")
