@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import struct
 import time
 import zlib
@@ -49,11 +50,18 @@ def to_bytes(v, path: str):
             if form == "base64":
                 return base64.b64decode(x, validate=True)
             if form == "json":
-                return json.dumps(x, separators=(",", ":"), ensure_ascii=False).encode()
+                try:
+                    return json.dumps(x, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+                except ValueError:  # NaN or an infinity: Python would write NaN, which is not JSON
+                    raise RecordsError(f"records encode: {path}.json: NaN and infinities are not JSON "
+                                       "(write them as strings)") from None
         except (ValueError, TypeError, binascii.Error) as e:
             raise RecordsError(f"records encode: {path}.{form}: {e}") from None
     if isinstance(v, bool):
         return b"true" if v else b"false"
+    if isinstance(v, float) and not math.isfinite(v):
+        raise RecordsError(f"records encode: {path}: {v} is not a number a value can be written as "
+                           "(write NaN or an infinity as a string)")
     if isinstance(v, (int, float)):
         return str(v).encode()
     raise RecordsError(
