@@ -15,8 +15,8 @@ these; hot loops may inline the one- and two-byte cases, never the general one.
 from __future__ import annotations
 
 import binascii
-import sys
 import re
+import sys
 
 from kwire_cli.errors import DecodeError
 

@@ -17,10 +17,10 @@ import json
 import uuid
 
 import pytest
-from cli_run import kwire
-from memory_bombs import _record, _uvarint, produce_request, v2_batch
 
+from cli_run import kwire
 from kwire_cli.codec import EncodeError, encode_request
+from memory_bombs import _record, _uvarint, produce_request, v2_batch
 
 PRODUCE = """api: Produce
 version: 9
