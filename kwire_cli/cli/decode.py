@@ -1,6 +1,8 @@
 """kwire decode: bytes in any common dump form -> the message as a tree, JSON or YAML."""
 from __future__ import annotations
 
+import sys
+
 import click
 
 from kwire_cli.cli.app import diagnostic, read_frames
@@ -161,8 +163,14 @@ def _decode_frames(frames, target, records_mode: str, fmt: str, show_secrets: bo
         if fmt == "json":
             emit(docs, "json")
         else:
-            from kwire_cli.render.json import dumps_yaml
-            click.echo("".join("---\n" + dumps_yaml(doc) for doc in docs), nl=False)
+            from kwire_cli.cli.app import std_binary
+            from kwire_cli.render.json import write_yaml
+            sys.stdout.flush()
+            out = std_binary("stdout")
+            for doc in docs:
+                out.write(b"---\n")
+                write_yaml(doc, out.write)
+            out.flush()
     _warn_violations([d.message for d in decoded if d.message is not None])
     _warn_cut([d.message.body for d in decoded if d.message is not None])
     failed = [(i, d) for i, d in enumerate(decoded, start=1) if d.error is not None]

@@ -54,19 +54,20 @@ def check_version(api, version: int, kind: str = "request", option: str = "--ver
 
 
 def emit(value: Any, fmt: str) -> None:
-    """Write a value tree as JSON or YAML to stdout. JSON is written as it is made
-    (``kwire_cli.render.json.write_json``): a decoded frame of a million records never exists
-    as one string."""
+    """Write a value tree as JSON or YAML to stdout, as it is made (``kwire_cli.render.json``'s
+    ``write_json`` and ``write_yaml``): a decoded frame of a million records never exists as one
+    string."""
+    from kwire_cli.cli.app import std_binary
+    from kwire_cli.render.json import write_json, write_yaml
+    sys.stdout.flush()
+    out = std_binary("stdout")
     if fmt == "json":
-        from kwire_cli.cli.app import std_binary
-        from kwire_cli.render.json import write_json
-        sys.stdout.flush()
-        out = std_binary("stdout")
         write_json(value, out.write, careful=_may_hold_floats(value))
-        out.flush()
-        return
-    from kwire_cli.render.json import dumps
-    click.echo(dumps(value, fmt), nl=False)
+    elif fmt == "yaml":
+        write_yaml(value, out.write)
+    else:
+        raise ValueError(f"unknown output format {fmt!r}")
+    out.flush()
 
 
 def _may_hold_floats(value: Any) -> bool:

@@ -190,6 +190,118 @@ def write_json(value: Any, write, *, careful: bool = False) -> None:
         write(b"".join(buf))
 
 
+# --------------------------------------------------------------------------- streamed YAML
+
+_YAML_BIG = 10_000  # values (containers and their items) in a list written block style by PyYAML
+
+
+def _values_at_most(value: Any, n: int) -> bool:
+    """Whether ``value`` holds at most ``n`` values, counting each dict and list and each list's
+    items (a dict's scalar values, a few per schema struct, are not counted); stops at n."""
+    stack = [value]
+    count = 0
+    while stack:
+        x = stack.pop()
+        if type(x) is dict:
+            count += 1
+            for y in x.values():
+                if type(y) is dict or type(y) is list:
+                    stack.append(y)
+        else:
+            count += 1 + len(x)
+            for y in x:
+                if type(y) is dict or type(y) is list:
+                    stack.append(y)
+        if count > n:
+            return False
+    return True
+
+
+def write_yaml(value: Any, write, *, big: int | None = None) -> None:
+    """Write ``dumps_yaml(value)`` through ``write`` (a function taking bytes) without building it
+    whole, and fast where it is large: a list holding more than 10,000 values (a decoded frame's
+    records) is written one item a line, each item that holds fewer as flow-style JSON
+    (``- {"Length": 6, "Attributes": 0, ...}``: YAML too, the same value when read back; PyYAML
+    takes ~300 us a record, 2 minutes for 400,000); everything else is PyYAML's block style, the
+    same text as ``dumps_yaml``, written a piece at a time."""
+    limit = _YAML_BIG if big is None else big
+    if (type(value) is not dict and type(value) is not list) or _values_at_most(value, limit):
+        write(dumps_yaml(value).encode("utf-8", "surrogatepass"))
+        return
+    from kwire_cli.render.jsonlines import json_default
+    flow = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(", ", ": "),
+                            default=json_default).encode
+    buf: list[str] = []
+    size = 0
+
+    def put(t: str) -> None:
+        nonlocal size
+        buf.append(t)
+        size += len(t)
+        if size >= _CHUNK:
+            write("".join(buf).encode("utf-8", "surrogatepass"))
+            buf.clear()
+            size = 0
+
+    def piece(k: Any, x: Any, col: int) -> str:
+        """PyYAML's text of the entry ``k: x`` of a mapping at column ``col`` (nested so that long
+        scalars fold where they would in the whole document)."""
+        doc: Any = {k: x}
+        for _ in range(col // 2):
+            doc = {"_": doc}
+        text = dumps_yaml(doc).split("\n", col // 2)[-1]
+        # a document ending in a kept block scalar ("|2+") ends with "..."; only the whole one may
+        ends[0] = text.endswith("\n...\n")
+        return text[:-4] if ends[0] else text
+
+    ends = [False]  # whether the last piece written ended the document with "..."
+
+    def large(x: Any) -> bool:
+        return (type(x) is dict or type(x) is list) and bool(x) and not _values_at_most(x, limit)
+
+    def walk_dict(d: dict, col: int, lead: str) -> None:
+        for k, x in d.items():
+            if large(x):
+                head = piece(k, None, col)
+                if head.count("\n") == 1 and head.endswith(" null\n"):
+                    put(lead + head[col:-6] + "\n")
+                    if type(x) is dict:
+                        walk_dict(x, col + 2, " " * (col + 2))
+                    else:
+                        walk_list(x, col, " " * col)
+                    lead = " " * col
+                    continue
+            put(lead + piece(k, x, col)[col:])
+            lead = " " * col
+
+    def walk_list(items: list, col: int, lead: str) -> None:
+        for x in items:
+            if large(x):
+                if type(x) is dict:
+                    walk_dict(x, col + 2, lead + "- ")
+                else:
+                    walk_list(x, col + 2, lead + "- ")
+            else:
+                try:
+                    line = flow(x)
+                except (TypeError, ValueError):
+                    line = json.dumps(to_jsonable(x), ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
+                if not line.isascii() or "\x7f" in line:  # both run at memory speed
+                    line = json_text(line)
+                put(lead + "- " + line + "\n")
+                ends[0] = False
+            lead = " " * col
+
+    if isinstance(value, dict):
+        walk_dict(value, 0, "")
+    elif isinstance(value, list):
+        walk_list(value, 0, "")
+    if ends[0]:
+        put("...\n")
+    if buf:
+        write("".join(buf).encode("utf-8", "surrogatepass"))
+
+
 def dumps(value: Any, fmt: str) -> str:
     """`fmt` is "json" or "yaml"; the text ends with exactly one newline."""
     if fmt == "json":
