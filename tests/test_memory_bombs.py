@@ -107,6 +107,30 @@ def test_a_bomb_costs_a_bounded_frame_and_names_the_cap(bombs, tmp_path, shape, 
     assert seconds <= SECONDS, f"{seconds:.1f} s"
 
 
+@pytest.mark.parametrize("fmt", ["--summary", "--format=jsonl"])
+def test_a_capture_of_several_bombs_costs_one_frame_at_a_time(tmp_path, fmt):
+    """Fixed: kwire pcap's loop held the row before while the next one decoded (two frames' trees
+    at once: 740 MB for this capture). Four 4,000,000-record bombs, two on one connection (never
+    answered) and two on connections of their own: still under 500 MB."""
+    from capture_util import Conversation, write_pcap
+    from memory_bombs import KV_RECORD, produce_request, zstd_records_batch
+    batch = zstd_records_batch(4_000_000, KV_RECORD)
+    segs = []
+    shared = Conversation(client=("10.0.0.9", 40000))
+    segs += shared.handshake()
+    for i in range(2):
+        own = Conversation(client=("10.0.0.1", 50000 + i))
+        segs += own.handshake() + own.send(0, produce_request(batch, corr=i + 1), mss=1400)
+        segs += shared.send(0, produce_request(batch, corr=i + 1), mss=1400)
+    cap = tmp_path / "bombs.pcap"
+    cap.write_bytes(write_pcap(segs))
+    code, peak, seconds, err = run_limited(["pcap", str(cap), fmt], tmp_path / "out")
+    assert code == 0 and b"Traceback" not in err, err
+    assert b"4 record batch(es) cut at a frame's cap of records and headers (--max-records raises it)" in err
+    assert peak <= PCAP_RSS, f"peak RSS {peak >> 20} MiB"
+    assert seconds <= 4 * SECONDS
+
+
 def test_the_tree_says_how_many_records_it_leaves_out(bombs, tmp_path):
     out = tmp_path / "out"
     code, _, _, err = run_limited(["decode", f"@{bombs / 'zstd-records'}.bin"], out)

@@ -332,7 +332,14 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
     if interrupts is not None:
         interrupts.__enter__()
     try:
-        for r in rows:
+        r: dict | None = None
+        while True:
+            # the row before is let go of first: a frame's tree can be hundreds of MB, and two of them
+            # alive at once (a for loop's variable holds one while the next decodes) double the peak
+            r = None
+            r = next(rows, None)
+            if r is None:
+                break
             summ.add(r)
             if t0 is None:  # times count from the capture's first Kafka frame, whether --filter shows it or not
                 t0 = r.get("ts")
@@ -363,6 +370,7 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
                     first_json = False
             if flush is not None:
                 flush()  # a live capture's row goes out now, not with the next buffer
+            line = b""
     finally:
         if interrupts is not None:
             interrupts.__exit__()
