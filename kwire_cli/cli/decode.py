@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -13,6 +14,7 @@ from kwire_cli.cli.options import (
     complete_version,
     emit,
     limit_options,
+    may_hold_floats,
     show_secrets_option,
 )
 from kwire_cli.cli.target import resolve_target
@@ -122,91 +124,109 @@ def _envelope_request(msg, target, records_mode) -> tuple[int, int] | None:
 def _decode_frames(frames, target, records_mode: str, fmt: str, show_secrets: bool = False) -> None:
     """Several frames: decoded one after another (responses with the request they answer, when
     the input holds it), printed as trees with a heading each, a JSON list or YAML documents.
-    A frame that does not decode is shown with its error; the command then fails (exit 1)."""
+    Each frame is printed and let go of before the next one decodes (a frame's tree can be
+    hundreds of MB). A frame that does not decode is shown with its error; the command then
+    fails (exit 1)."""
+    from kwire_cli.capture.summary import batch_stats, new_batch_stats
+    from kwire_cli.cli.app import std_binary
     from kwire_cli.cli.target import decode_frames
     from kwire_cli.codec.secrets import ENVELOPE, SASL_HANDSHAKE, envelope_inner, redact_message
+    from kwire_cli.render.json import write_json, write_yaml
 
-    decoded = decode_frames(frames, target, records_mode)
-    if not target.strict:
-        _lenient_frames(decoded, records_mode)
-    n = len(decoded)
+    n = len(frames)
     mechanism = None  # the input is one conversation: the last SaslHandshake names the mechanism
-    for d in decoded:
-        m = d.message
-        if m is None:
-            continue
-        if m.api_key == SASL_HANDSHAKE and m.kind == "request":
-            mechanism = m.body.get("Mechanism")
-        inner = None
-        if m.api_key == ENVELOPE and m.kind == "response" and d.request is not None:
-            req = decoded[d.request].message
-            inner = envelope_inner(req.body) if req is not None else None
-        redact_message(m.api_key, m.kind, m.body, show=show_secrets, mechanism=mechanism, inner=inner,
-                       records=records_mode)
-    if fmt == "pretty":
-        for i, d in enumerate(decoded, start=1):
-            _print_heading(i, n, d)
-            if d.message is not None:
-                _print_message(d.message)
-    else:
-        docs = []
-        for i, d in enumerate(decoded, start=1):
-            where = {"frame": i, **d.frame.provenance()}
-            if d.request is not None:
-                where["answers_frame"] = d.request + 1
-            if d.message is not None:
-                docs.append({**d.message.to_json(), "input": where})
-            else:
-                assert d.error is not None
-                docs.append({"input": where, "error": {"kind": getattr(d.error, "kind", "decode-error"),
-                                                       "message": str(d.error)}})
+    inners: dict[int, tuple[int, int] | None] = {}  # Envelope requests: index -> the request they carry
+    stats = new_batch_stats()
+    failed: list[tuple[int, Any]] = []
+    versions: dict[int, tuple[int, int]] = {}  # requests: index -> (api key, version), for lenient answers
+    violations: list[Any] = []
+    out = None
+    if fmt != "pretty":
+        sys.stdout.flush()
+        out = std_binary("stdout")
         if fmt == "json":
-            emit(docs, "json")
+            out.write(b"[" if n else b"[]\n")
+    for i, d in enumerate(decode_frames(frames, target, records_mode), start=1):
+        if not target.strict:
+            _lenient_frame(d, versions, records_mode)
+        m = d.message
+        if m is not None and m.kind == "request":
+            versions[i - 1] = (m.api_key, m.api_version)
+        if m is not None:
+            violations += m.violations
+            if m.api_key == SASL_HANDSHAKE and m.kind == "request":
+                mechanism = m.body.get("Mechanism")
+            inner = None
+            if m.api_key == ENVELOPE and m.kind == "response" and d.request is not None:
+                inner = inners.get(d.request)
+            redact_message(m.api_key, m.kind, m.body, show=show_secrets, mechanism=mechanism, inner=inner,
+                           records=records_mode)
+            if m.api_key == ENVELOPE and m.kind == "request":
+                inners[i - 1] = envelope_inner(m.body)
+            batch_stats(m.body, stats)
+        if d.error is not None:
+            failed.append((i, d))
+        if fmt == "pretty":
+            _print_heading(i, n, d)
+            if m is not None:
+                _print_message(m)
+            d.message = m = None
+            continue
+        where = {"frame": i, **d.frame.provenance()}
+        if d.request is not None:
+            where["answers_frame"] = d.request + 1
+        doc: dict | None
+        if m is not None:
+            doc = {**m.to_json(), "input": where}
         else:
-            from kwire_cli.cli.app import std_binary
-            from kwire_cli.render.json import write_yaml
-            sys.stdout.flush()
-            out = std_binary("stdout")
-            for doc in docs:
-                out.write(b"---\n")
-                write_yaml(doc, out.write)
-            out.flush()
-    _warn_violations([d.message for d in decoded if d.message is not None])
-    _warn_cut([d.message.body for d in decoded if d.message is not None])
-    failed = [(i, d) for i, d in enumerate(decoded, start=1) if d.error is not None]
+            assert d.error is not None
+            doc = {"input": where, "error": {"kind": getattr(d.error, "kind", "decode-error"),
+                                             "message": str(d.error)}}
+        d.message = m = None
+        assert out is not None
+        if fmt == "json":
+            out.write(b"\n  ")
+            write_json(doc, out.write, careful=may_hold_floats(doc), level=1, end=b"," if i < n else b"\n]\n")
+        else:
+            out.write(b"---\n")
+            write_yaml(doc, out.write)
+        doc = None
+    if out is not None:
+        out.flush()
+    _warn_violations_of(violations)
+    if stats["item_cap"]:
+        diagnostic("warning", f"{stats['item_cap']} record batch(es) cut at a frame's cap of records and "
+                              "headers (--max-records raises it)")
     if failed:
         i, d = failed[0]
         raise KwireError(f"{len(failed)} of {n} frames do not decode; frame {i} ({d.frame.where()}): {d.error}")
 
 
-def _lenient_frames(decoded, records_mode: str) -> None:
-    """Frames that did not decode strictly, read again leniently where it is known what they are (a
-    response paired with its request, or a request whose header read): what they hold, with their
+def _lenient_frame(d, versions: dict, records_mode: str) -> None:
+    """A frame that did not decode strictly, read again leniently where it is known what it is (a
+    response paired with its request, or a request whose header read): what it holds, with its
     violations listed; a frame that even so cannot be read keeps its error."""
     from kwire_cli.codec.lenient import decode_lenient
-    from kwire_cli.errors import UnknownApiKey, UnknownVersion
+    from kwire_cli.errors import UnknownApiKey, UnknownVersion, Violation
 
-    for d in decoded:
-        e = d.error
-        if not isinstance(e, DecodeError) or isinstance(e, (UnknownApiKey, UnknownVersion)):
-            continue
-        if isinstance(e, TrailingBytes) and e.decoded is not None:
-            from kwire_cli.errors import Violation
-            d.message, d.error = e.decoded, None
-            d.message.violations = [*d.message.violations, Violation.of(e)]
-            continue
-        try:
-            if d.request is not None and decoded[d.request].message is not None:
-                req = decoded[d.request].message
-                d.message = decode_lenient(d.frame.data, "response", req.api_key, req.api_version,
-                                           records=records_mode)
-            elif e.context.endswith(" request"):
-                d.message = decode_lenient(d.frame.data, "request", records=records_mode)
-            else:
-                continue
-        except KwireError:
-            continue
-        d.error = None
+    e = d.error
+    if not isinstance(e, DecodeError) or isinstance(e, (UnknownApiKey, UnknownVersion)):
+        return
+    if isinstance(e, TrailingBytes) and e.decoded is not None:
+        d.message, d.error = e.decoded, None
+        d.message.violations = [*d.message.violations, Violation.of(e)]
+        return
+    try:
+        if d.request is not None and d.request in versions:
+            key, version = versions[d.request]
+            d.message = decode_lenient(d.frame.data, "response", key, version, records=records_mode)
+        elif e.context.endswith(" request"):
+            d.message = decode_lenient(d.frame.data, "request", records=records_mode)
+        else:
+            return
+    except KwireError:
+        return
+    d.error = None
 
 
 def _warn_cut(bodies: list) -> None:
@@ -236,10 +256,13 @@ def _print_heading(i: int, n: int, d) -> None:
 
 def _warn_violations(messages) -> None:
     """One diagnostic line when what was shown breaks the format (the output lists where)."""
-    from kwire_cli.cli.app import diagnostic
-    n = sum(len(m.violations) for m in messages)
+    _warn_violations_of([v for m in messages for v in m.violations])
+
+
+def _warn_violations_of(violations) -> None:
+    n = len(violations)
     if n:
-        rules = sorted({v.rule for m in messages for v in m.violations})
+        rules = sorted({v.rule for v in violations})
         diagnostic("warning", f"{n} violation{'s' if n > 1 else ''} of the Kafka protocol format "
                               f"({', '.join(rules)}): shown as sent and listed; --strict makes them errors")
 

@@ -62,7 +62,7 @@ def emit(value: Any, fmt: str) -> None:
     sys.stdout.flush()
     out = std_binary("stdout")
     if fmt == "json":
-        write_json(value, out.write, careful=_may_hold_floats(value))
+        write_json(value, out.write, careful=may_hold_floats(value))
     elif fmt == "yaml":
         write_yaml(value, out.write)
     else:
@@ -70,7 +70,7 @@ def emit(value: Any, fmt: str) -> None:
     out.flush()
 
 
-def _may_hold_floats(value: Any) -> bool:
+def may_hold_floats(value: Any) -> bool:
     """Whether a tree to write may hold floats: anything but decoded messages (a dict with an
     ``api_key``, or a list of them) of APIs without float64 fields."""
     from kwire_cli.render.jsonlines import float_apis

@@ -4,6 +4,7 @@ resolved from --api, --version, --kind, --request, --no-header and --size-prefix
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 
 import click
 
@@ -173,22 +174,23 @@ def resolve_target(api_name: str | None, api_version: int | None, kind: str | No
     return t
 
 
-def decode_frames(frames, target: Target, records: str | None = None) -> list:
+def decode_frames(frames, target: Target, records: str | None = None) -> Iterator:
     """Several frames decoded one after another (``kwire_cli.inputs.frames.Decoded`` each, the
-    error kept with its frame): as the options say for every frame when they say what to decode
-    (--no-header, --kind, --request); else requests as requests and responses with the request
-    they answer, or with --api/--version when no request in the input asks for them."""
-    from kwire_cli.inputs.frames import Decoded, pair_frames
+    error kept with its frame), each yielded as soon as it is decoded (the caller lets it go
+    before the next: a frame's tree can be hundreds of MB): as the options say for every frame
+    when they say what to decode (--no-header, --kind, --request); else requests as requests and
+    responses with the request they answer, or with --api/--version when no request in the input
+    asks for them."""
+    from kwire_cli.inputs.frames import Decoded, iter_pair_frames
 
     if target.no_header or not target.kind_guessed or target.request_msg is not None:
-        decoded = []
         for f in frames:
             d = Decoded(f)
             try:
                 d.message = target.decode(f.data, records=records)
             except KwireError as e:
                 d.error = e
-            decoded.append(d)
-        return decoded
+            yield d
+        return
     unpaired = None if target.api is None else (lambda b: target.decode(b, records=records))
-    return pair_frames(frames, records=records, unpaired=unpaired)
+    yield from iter_pair_frames(frames, records=records, unpaired=unpaired)

@@ -22,7 +22,7 @@ are reported unpaired. Errors stay with their frame; nothing stops at the first.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -221,8 +221,17 @@ def _reverse(direction: str) -> str:
 
 def pair_frames(frames: Sequence[Frame], *, records: str | None = None,
                 unpaired: Callable[[bytes], Any] | None = None) -> list[Decoded]:
+    """``iter_pair_frames`` as a list."""
+    return list(iter_pair_frames(frames, records=records, unpaired=unpaired))
+
+
+def iter_pair_frames(frames: Sequence[Frame], *, records: str | None = None,
+                     unpaired: Callable[[bytes], Any] | None = None) -> Iterator[Decoded]:
     """Decode ``frames`` one after another, responses with the API and version of the request
-    they answer (by correlation id, within one connection when the dump gives directions).
+    they answer (by correlation id, within one connection when the dump gives directions); each
+    is yielded as soon as it is decoded, and only the API, version and direction of requests
+    waiting for an answer are kept (a decoded frame can be hundreds of MB: the caller prints it
+    and lets it go before the next one decodes).
 
     A frame whose correlation id an earlier request of its connection (the other way) waits for
     is tried as that request's response first; any other frame as a request, unless it goes the
@@ -230,61 +239,67 @@ def pair_frames(frames: Sequence[Frame], *, records: str | None = None,
     command line) when given; else its error says what it would need."""
     from kwire_cli.codec import decode_request, decode_response
 
-    out: list[Decoded] = []
-    pending: dict[tuple[frozenset[str] | None, int], int] = {}      # (connection, correlation id) -> index
+    # (connection, correlation id) -> (index, api key, api version, direction) of the request
+    pending: dict[tuple[frozenset[str] | None, int], tuple[int, int, int, str | None]] = {}
     response_ways: set[str] = set()
-    for frame in frames:
+    for index, frame in enumerate(frames):
         d = Decoded(frame)
-        out.append(d)
-        conn = _connection(frame.direction)
-        cid = correlation_id(frame.data)
-        asked = pending.get((conn, cid)) if cid is not None else None
-        key = (conn, cid if cid is not None else -1)
-        if asked is not None and frame.direction is not None and out[asked].frame.direction == frame.direction:
-            asked = None  # the same way as the request: not its answer
-        if asked is not None:
-            req = out[asked].message
-            try:
-                d.message = decode_response(frame.data, req.api_key, req.api_version, records=records)
-            except KwireError as e:
-                d.error = e
-            else:
-                d.request = asked
-                del pending[key]
-                continue
+        _pair_one(d, index, pending, response_ways, records, unpaired, decode_request, decode_response)
+        yield d
+
+
+def _pair_one(d, index, pending, response_ways, records, unpaired, decode_request, decode_response) -> None:
+    """``iter_pair_frames``' work on one frame: decode it into ``d``."""
+    frame = d.frame
+    conn = _connection(frame.direction)
+    cid = correlation_id(frame.data)
+    waiting = pending.get((conn, cid)) if cid is not None else None
+    key = (conn, cid if cid is not None else -1)
+    if waiting is not None and frame.direction is not None and waiting[3] == frame.direction:
+        waiting = None  # the same way as the request: not its answer
+    if waiting is not None:
+        asked, api_key, api_version, _ = waiting
+        try:
+            d.message = decode_response(frame.data, api_key, api_version, records=records)
+        except KwireError as e:
+            d.error = e
+        else:
+            d.request = asked
+            del pending[key]
+            return
+        if frame.direction is not None:
+            d.request = asked
+            return  # it goes the answer's way: its error is the answer's
+    on_response_way = frame.direction is not None and frame.direction in response_ways
+    request_error: KwireError | None = None
+    if not on_response_way:
+        try:
+            msg = decode_request(frame.data, records=records)
+        except KwireError as e:
+            request_error = e
+        else:
+            d.message, d.error, d.request = msg, None, None
+            pending[(conn, int((msg.header or {}).get("CorrelationId", -1)))] = (
+                index, msg.api_key, msg.api_version, frame.direction)
             if frame.direction is not None:
-                d.request = asked
-                continue  # it goes the answer's way: its error is the answer's
-        on_response_way = frame.direction is not None and frame.direction in response_ways
-        request_error: KwireError | None = None
-        if not on_response_way:
-            try:
-                msg = decode_request(frame.data, records=records)
-            except KwireError as e:
-                request_error = e
-            else:
-                d.message, d.error, d.request = msg, None, None
-                pending[(conn, int((msg.header or {}).get("CorrelationId", -1)))] = len(out) - 1
-                if frame.direction is not None:
-                    response_ways.add(_reverse(frame.direction))
-                continue
-        if d.error is not None:
-            continue  # the answer to a request that does not decode at its version: that error
-        if unpaired is not None:
-            try:
-                d.message = unpaired(frame.data)
-            except KwireError as e:
-                d.error = e
-            continue
-        if request_error is not None and frame.direction is None:
-            if getattr(request_error, "reason", None) is not None:
-                request_error.reason += " (if this is a response, give --api NAME --version N)"  # type: ignore[attr-defined]
-            d.error = request_error
-            continue
-        if request_error is not None and not on_response_way:
-            d.error = request_error
-            continue
-        what = f"correlation id {cid}" if cid is not None else f"{len(frame.data)} bytes"
-        d.error = InputError(f"a response ({what}) that no request in the input asks for: give --api NAME "
-                             "--version N to decode it")
-    return out
+                response_ways.add(_reverse(frame.direction))
+            return
+    if d.error is not None:
+        return  # the answer to a request that does not decode at its version: that error
+    if unpaired is not None:
+        try:
+            d.message = unpaired(frame.data)
+        except KwireError as e:
+            d.error = e
+        return
+    if request_error is not None and frame.direction is None:
+        if getattr(request_error, "reason", None) is not None:
+            request_error.reason += " (if this is a response, give --api NAME --version N)"  # type: ignore[attr-defined]
+        d.error = request_error
+        return
+    if request_error is not None and not on_response_way:
+        d.error = request_error
+        return
+    what = f"correlation id {cid}" if cid is not None else f"{len(frame.data)} bytes"
+    d.error = InputError(f"a response ({what}) that no request in the input asks for: give --api NAME "
+                         "--version N to decode it")

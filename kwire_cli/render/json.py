@@ -138,12 +138,14 @@ def _piece_encoder(careful: bool):
     return encode
 
 
-def write_json(value: Any, write, *, careful: bool = False) -> None:
+def write_json(value: Any, write, *, careful: bool = False, level: int = 0, end: bytes = b"\n") -> None:
     """Write ``dumps_json(value)`` and a newline through ``write`` (a function taking bytes), the
     same text, without building it whole: small subtrees (a record, a header) are written one
     orjson call each, and the containers above them one item at a time, so a decoded frame of a
     million records costs its value tree and a megabyte of text, not a copy of the tree and all
-    of its text. ``careful``: the tree may hold floats (see ``_piece_encoder``)."""
+    of its text. ``careful``: the tree may hold floats (see ``_piece_encoder``). ``level``: the
+    value is an item at that nesting level of a document written around it (its lines after the
+    first indented to match); ``end`` is written after it."""
     enc = _piece_encoder(careful)
     buf: list[bytes] = []
     size = 0
@@ -184,8 +186,8 @@ def write_json(value: Any, write, *, careful: bool = False) -> None:
                 walk(x, level + 1)
             put(b"\n" + b"  " * level + b"]")
 
-    walk(value, 0)
-    put(b"\n")
+    walk(value, level)
+    put(end)
     if buf:
         write(b"".join(buf))
 
