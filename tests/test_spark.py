@@ -464,3 +464,15 @@ def test_jsonl_files_are_named_jsonl(fixtures_jsonl):
     out, _ = fixtures_jsonl
     parts = glob.glob(os.path.join(out, "api_name=*", "part-*"))
     assert parts and all(p.endswith(".jsonl") for p in parts)
+
+
+def test_internal_topic_records_decode_as_kwire_pcap_decodes_them(spark, tmp_path):
+    """Issue 19: records of internal topics in Produce and Fetch (a topic id named by an earlier
+    Metadata answer on another connection's position) decode in the rows as kwire pcap's do."""
+    from test_internal_in_captures import capture
+    cap = capture(tmp_path)
+    out = str(tmp_path / "internal")
+    res = run([str(cap)], out, fmt="jsonl", spark=spark, partitions=2)
+    got, want = spark_lines(out), pcap_lines(str(cap))
+    assert got == want and res.rows == sum(want.values())
+    assert sum('"Internal":' in line for line in got) == 2

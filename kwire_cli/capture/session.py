@@ -19,6 +19,7 @@ from kwire_cli.capture.rows import DECODE_ERROR, INTERNAL_ERROR, UNPAIRED_RESPON
 from kwire_cli.capture.stream import SASL_TOKEN
 from kwire_cli.capture.summary import damage_entry, note_entry
 from kwire_cli.codec.embedded import consumer_protocol
+from kwire_cli.codec.internal import decode_internal_records
 from kwire_cli.codec.lenient import decode_lenient, shown_string
 from kwire_cli.codec.sasl import Side
 from kwire_cli.codec.secrets import (
@@ -256,6 +257,10 @@ class Conversation:
             if f.kind == "request":
                 rec["client_id"] = shown_string(decoded.header.get("ClientId"))
         body = rec["body"]
+        if self.records_mode is None and body is not None:
+            # records of internal topics (__consumer_offsets, __cluster_metadata...) decoded into their
+            # key and value, the topic named by the body or, for a topic id, by the names learned so far
+            decode_internal_records(body, self._names.get, self.show_secrets)
         if rec["api_key"] in CONTEXT_APIS:
             self._protect(rec, f, body)
         rec["error_codes"] = error_codes(body)

@@ -29,7 +29,7 @@ from kwire_cli import wire
 from kwire_cli.codec.compiler import compile_plan
 from kwire_cli.codec.embedded import ASSIGNMENT, SUBSCRIPTION, decode_embedded
 from kwire_cli.codec.partial import Walker
-from kwire_cli.codec.secrets import redact_record
+from kwire_cli.codec.secrets import RECORD_VALUE, redact_record, redacted
 from kwire_cli.errors import DecodeError, TrailingBytes
 from kwire_cli.spec.model import MessageSpec
 from kwire_cli.spec.records import (
@@ -42,7 +42,7 @@ from kwire_cli.spec.records import (
 from kwire_cli.spec.registry import registry
 
 __all__ = ["INTERNAL_TOPICS", "decode_control", "decode_coordinator", "decode_coordinator_value", "decode_internal",
-           "decode_metadata", "is_internal"]
+           "decode_internal_batch", "decode_internal_records", "decode_metadata", "is_internal"]
 
 _I16 = struct.Struct(">h")
 METADATA_FRAME_VERSION = 1
@@ -255,3 +255,79 @@ def decode_internal(topic: str | None, key: bytes | None, value: bytes | None, *
     if topic == CLUSTER_METADATA:
         return decode_metadata(value, show_secrets=show_secrets)
     return None
+
+
+def _attach(rec: dict[str, Any], got: dict[str, Any] | None, value: bytes | None) -> None:
+    if got is None:
+        return
+    rec["Internal"] = got
+    if got.get("hidden") and value is not None:  # a secret in the record: its raw bytes go too
+        rec["Value"] = redacted(RECORD_VALUE, len(value))
+
+
+def decode_internal_batch(batch: dict[str, Any], topic: str, show_secrets: bool = False) -> None:
+    """Add ``Internal`` (the decoded key and value) to each record of a decoded batch of an internal
+    topic (a v2 batch's records, a legacy wrapper's messages, or a legacy message itself), in place;
+    a record that holds a secret has its raw ``Value`` redacted too, unless ``show_secrets``."""
+    from kwire_cli.records.forms import raw_bytes
+    if "error" in batch:
+        return
+    control = bool(batch.get("IsControlBatch"))
+    for rec in batch.get("Records") or ():
+        value = raw_bytes(rec.get("Value"))
+        _attach(rec, decode_internal(topic, raw_bytes(rec.get("Key")), value, control=control,
+                                     show_secrets=show_secrets), value)
+    messages = batch.get("Messages")
+    if messages is not None:
+        for m in messages:
+            decode_internal_batch(m, topic, show_secrets)
+    elif "Value" in batch and "Records" not in batch:  # a legacy message
+        value = raw_bytes(batch.get("Value"))
+        _attach(batch, decode_internal(topic, raw_bytes(batch.get("Key")), value, show_secrets=show_secrets), value)
+
+
+_TOPIC_KEYS = ("Name", "Topic", "TopicName")
+
+
+def decode_internal_records(body: Any, topic_name: Any = None, show_secrets: bool = False) -> int:
+    """In a decoded message body, decode the records of internal topics (Produce, Fetch, replica and
+    KRaft Fetch, FetchSnapshot...) in place: every decoded records value (``{"batches": ...}``) under
+    a struct that names its topic (``Name``, ``Topic``, ``TopicName``, or ``TopicId`` through
+    ``topic_name(id)``). FetchSnapshot's ``UnalignedRecords`` of ``__cluster_metadata`` are KRaft
+    records like any other. Returns the number of batches decoded so."""
+    n = 0
+
+    def walk(node: Any, topic: str | None, depth: int) -> None:
+        nonlocal n
+        if depth > 32:
+            return
+        if isinstance(node, list):
+            for x in node:
+                walk(x, topic, depth + 1)
+            return
+        if not isinstance(node, dict):
+            return
+        if isinstance(node.get("batches"), list):  # a decoded records value
+            if topic is not None and is_internal(topic):
+                for b in node["batches"]:
+                    if isinstance(b, dict):
+                        decode_internal_batch(b, topic, show_secrets)
+                        n += 1
+            return
+        for k in _TOPIC_KEYS:
+            t = node.get(k)
+            if isinstance(t, str) and t:
+                topic = t
+                break
+        else:
+            tid = node.get("TopicId")
+            if isinstance(tid, str) and topic_name is not None:
+                named = topic_name(tid)
+                if named:
+                    topic = named
+        for k, v in node.items():
+            if isinstance(v, (dict, list)):
+                walk(v, topic, depth + 1)
+
+    walk(body, None, 0)
+    return n

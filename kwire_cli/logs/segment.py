@@ -23,11 +23,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from kwire_cli.codec.internal import decode_internal, is_internal
-from kwire_cli.codec.secrets import RECORD_VALUE, redacted
+from kwire_cli.codec.internal import decode_internal_batch, is_internal
 from kwire_cli.errors import KwireError
 from kwire_cli.records import decode_records
-from kwire_cli.records.forms import raw_bytes
 
 _HEAD = struct.Struct(">qi")
 HEADER_SIZE = 12        # int64 offset + int32 length
@@ -84,29 +82,6 @@ class SegmentEntry:
         return out
 
 
-def _decoded(rec: dict[str, Any], got: dict[str, Any] | None, value: bytes | None) -> None:
-    if got is None:
-        return
-    rec["Internal"] = got
-    if got.get("hidden") and value is not None:  # a secret in the record: its raw bytes go too
-        rec["Value"] = redacted(RECORD_VALUE, len(value))
-
-
-def _decode_internal_records(batch: dict[str, Any], topic: str, show_secrets: bool) -> None:
-    control = bool(batch.get("IsControlBatch"))
-    for rec in batch.get("Records") or ():
-        value = raw_bytes(rec.get("Value"))
-        _decoded(rec, decode_internal(topic, raw_bytes(rec.get("Key")), value, control=control,
-                                      show_secrets=show_secrets), value)
-    messages = batch.get("Messages")
-    if messages is not None:
-        for m in messages:
-            _decode_internal_records(m, topic, show_secrets)
-    elif "Value" in batch and "Records" not in batch:  # a legacy message
-        value = raw_bytes(batch.get("Value"))
-        _decoded(batch, decode_internal(topic, raw_bytes(batch.get("Key")), value, show_secrets=show_secrets), value)
-
-
 def decode_entry(data: bytes, position: int, topic: str | None = None,
                  show_secrets: bool = False) -> dict[str, Any]:
     """One entry (offset, length and the rest) as ``kwire decode`` shows a batch, at ``position``."""
@@ -121,7 +96,7 @@ def decode_entry(data: bytes, position: int, topic: str | None = None,
         if k != "ByteOffset":
             batch[k] = v
     if topic is not None and is_internal(topic) and "error" not in batch:
-        _decode_internal_records(batch, topic, show_secrets)
+        decode_internal_batch(batch, topic, show_secrets)
     return batch
 
 

@@ -228,6 +228,9 @@ def _decode_partition(items, labels, fmt, records_mode, acc, names, show_secrets
             f = KafkaFrame(*t)
             # knows only this frame's request (client id, protocol type)
             conv = Conversation(records_mode, show_secrets=show_secrets, strict=strict)
+            if names and records_mode is None:  # topic ids named before this frame (internal topics' records)
+                pos = k[:4]
+                conv.learn_topic_names((tid, nm) for tid, (p, nm) in names.items() if p < pos)
             if v[2] is not None:
                 conv.remember_request(f.conn, f.correlation_id, *v[2])
             rec = conv.row(f)
