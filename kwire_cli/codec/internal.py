@@ -325,7 +325,7 @@ def decode_internal_records(body: Any, topic_name: Any = None, show_secrets: boo
                 named = topic_name(tid)
                 if named:
                     topic = named
-        for k, v in node.items():
+        for v in node.values():
             if isinstance(v, (dict, list)):
                 walk(v, topic, depth + 1)
 
