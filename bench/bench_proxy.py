@@ -68,7 +68,7 @@ def produce(boot: str, n: int, size: int, topic: str) -> float:
     p.produce(topic, value=value)  # metadata and connections first
     p.flush(30)
     t = time.perf_counter()
-    for i in range(n):
+    for _ in range(n):
         while True:
             try:
                 p.produce(topic, value=value)
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         kw = start([sys.executable, "-m", "kwire_cli", "proxy", "--broker", f"127.0.0.1:{bport}", "--listen",
                     f"127.0.0.1:{kport}", "--node-ports", f"{kport + 1}-{kport + 20}", "--format", "jsonl",
                     "--write-pcap", os.path.join(tmp, "proxy.pcap")], kport, "kwire proxy", env=env,
-                   stderr=open(os.path.join(tmp, "proxy.err"), "wb"))
+                   stderr=open(os.path.join(tmp, "proxy.err"), "wb"))  # noqa: SIM115 (the proxy's life)
         procs.append(kw)
         turl = f"tcp://127.0.0.1:{tport}"
         procs.append(start([tansu, "proxy", "--listener-url", turl, "--advertised-listener-url", turl,
