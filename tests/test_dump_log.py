@@ -382,3 +382,34 @@ def test_record_specs_option_reads_kafkas_own_files():
     assert res.out == ours.out
     bad = kwire("dump-log", str(LOGS / "__consumer_offsets-12"), "--record-specs", str(FIXTURES / "captures"))
     assert bad.code == 1 and "holds no record specs" in bad.err
+
+
+def _records(out: str) -> list[dict]:
+    recs = []
+    for line in out.splitlines():
+        e = json.loads(line)
+        if e.get("type") == "batch":
+            recs += e["batch"].get("Records") or []
+    return recs
+
+
+@pytest.mark.parametrize("part", ["kwire-produce-none-0", "kwire-produce-gzip-0", "kwire-produce-zstd-0"])
+def test_key_and_header_filters_keep_the_records_that_match(part):
+    from kwire_cli.cli.dump_log import _text
+    d = str(ROOT / "fixtures" / "logs" / part)
+    every = _records(kwire("dump-log", d, "--format", "jsonl").out)
+    assert every
+    keys = sorted({_text(r["Key"]) for r in every if r.get("Key") is not None})
+    k = keys[len(keys) // 2]
+    got = _records(kwire("dump-log", d, "--format", "jsonl", "--key", k).out)
+    assert got == [r for r in every if _text(r.get("Key")) == k] != []
+    part_of = k[:2]
+    got = _records(kwire("dump-log", d, "--format", "jsonl", "--key", "~" + part_of).out)
+    assert got == [r for r in every if part_of in (_text(r.get("Key")) or "")]
+    with_headers = [r for r in every if r.get("Headers")]
+    if with_headers:
+        hk = with_headers[0]["Headers"][0]["Key"]
+        got = _records(kwire("dump-log", d, "--format", "jsonl", "--header", hk).out)
+        assert got == [r for r in every if any(_text(h.get("Key")) == hk or _text(h.get("Value")) == hk
+                                               for h in r.get("Headers") or ())] != []
+    assert _records(kwire("dump-log", d, "--format", "jsonl", "--key", "no-such-key").out) == []

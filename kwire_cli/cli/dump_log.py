@@ -87,15 +87,40 @@ def _type_matches(name: str | None, wanted: str) -> bool:
     return n == w or n.removesuffix("key") == w or n.removesuffix("record") == w or n.removesuffix("message") == w
 
 
-def _filter_batch(batch: dict[str, Any], offsets: tuple[int, int] | None, record_type: str | None) -> bool:
+def _text(v: Any) -> str | None:
+    """A record key, header key or value as text: its text, or its hex when it is not text."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, dict):
+        for k in ("text", "hex"):
+            if isinstance(v.get(k), str):
+                return str(v[k])
+    return None
+
+
+def _matches(pattern: str, value: str | None) -> bool:
+    """``~PART``: the value holds PART; else the value is PATTERN."""
+    if value is None:
+        return False
+    return pattern[1:] in value if pattern.startswith("~") else value == pattern
+
+
+def _filter_batch(batch: dict[str, Any], offsets: tuple[int, int] | None, record_type: str | None,
+                  key: str | None = None, header: str | None = None) -> bool:
     """Keep only the records the filters select (in place); False when none is left."""
-    if offsets is None and record_type is None:
+    if offsets is None and record_type is None and key is None and header is None:
         return True
     lo, hi = offsets if offsets is not None else (None, None)
 
     def keep(rec: dict[str, Any]) -> bool:
         off = rec.get("Offset", rec.get("AbsoluteOffset"))
         if lo is not None and (not isinstance(off, int) or not lo <= off <= hi):  # type: ignore[operator]
+            return False
+        if key is not None and not _matches(key, _text(rec.get("Key"))):
+            return False
+        if header is not None and not any(_matches(header, _text(h.get(part)))
+                                          for h in rec.get("Headers") or () if isinstance(h, dict)
+                                          for part in ("Key", "Value")):
             return False
         return record_type is None or _type_matches(_record_type_of(rec), record_type)
 
@@ -105,7 +130,8 @@ def _filter_batch(batch: dict[str, Any], offsets: tuple[int, int] | None, record
     if "Messages" in batch:
         batch["Messages"] = [m for m in batch["Messages"] or () if keep(m)]
         return bool(batch["Messages"])
-    return keep(batch) if "error" not in batch else offsets is None and record_type is None
+    return keep(batch) if "error" not in batch else offsets is None and record_type is None and key is None \
+        and header is None
 
 
 # ------------------------------------------------------------------------------------------ output
@@ -260,12 +286,17 @@ def _progress_enabled() -> bool:
 @click.option("--offsets", "offsets_text", metavar="A-B", help="Only records with offsets A to B (or one offset N).")
 @click.option("--record-type", metavar="NAME", help="Only records of an internal topic of this type (OffsetCommit, "
               "GroupMetadata, TransactionLog, TopicRecord, LeaderChangeMessage, ...).")
+@click.option("--key", metavar="TEXT|~PART", help="Only records whose key is TEXT (or holds PART); a key that is "
+              "not text is matched by its hex.")
+@click.option("--header", metavar="TEXT|~PART", help="Only records with a header whose key or value is TEXT (or "
+              "holds PART).")
 @click.option("--record-specs", "record_specs_dir", metavar="DIR", type=click.Path(file_okay=False),
               help="Read the record specs from DIR (Kafka's record JSON files, or a Kafka checkout) instead of "
                    "the bundled ones.")
 @show_secrets_option()
 def dump_log(files: tuple[str, ...], fmt: str, topic: str | None, verify: bool, offsets_text: str | None,
-             record_type: str | None, record_specs_dir: str | None, show_secrets: bool) -> None:
+             record_type: str | None, key: str | None, header: str | None, record_specs_dir: str | None,
+             show_secrets: bool) -> None:
     """Dump Kafka log FILES: segments (*.log: every record batch and legacy message set from
     position 0, with file positions), offset and time indexes (*.index, *.timeindex) and KRaft
     snapshots (*.checkpoint). A directory stands for the log files under it.
@@ -285,7 +316,7 @@ def dump_log(files: tuple[str, ...], fmt: str, topic: str | None, verify: bool, 
         record_specs()  # loaded up front: a folder that holds none is one error, not damage per batch
         targets = log_files(list(files), topic)
         with gc_tuned():
-            problems = _dump(targets, fmt, verify, offsets, record_type, show_secrets)
+            problems = _dump(targets, fmt, verify, offsets, record_type, show_secrets, key, header)
     finally:
         if record_specs_dir is not None:
             use_record_specs(None)
@@ -302,7 +333,7 @@ def _open(path: str, progress: Any) -> Any:
 
 
 def _dump(targets: list[Any], fmt: str, verify: bool, offsets: tuple[int, int] | None, record_type: str | None,
-          show_secrets: bool) -> int:
+          show_secrets: bool, key: str | None = None, header: str | None = None) -> int:
     from kwire_cli.logs import iter_segment, read_index, verify_index
     from kwire_cli.logs.index import segment_map
 
@@ -356,7 +387,7 @@ def _dump(targets: list[Any], fmt: str, verify: bool, offsets: tuple[int, int] |
                         elif lf.kind == "snapshot" and verify:
                             seen_types.append(None)
                         summary["batches"] += 1
-                        if not _filter_batch(batch, offsets, record_type):
+                        if not _filter_batch(batch, offsets, record_type, key, header):
                             continue
                         summary["records"] += len(batch.get("Records") or batch.get("Messages") or [batch])
                         if fmt == "table":
