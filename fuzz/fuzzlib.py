@@ -338,6 +338,12 @@ def seeds_for(name: str) -> list[tuple[bytes, dict]]:
         return [(c, {}) for c in tls_captures()]
     if name == "hexdump":
         return [(p.read_bytes(), {}) for p in sorted((FIXTURES / "hex").glob("*.hex"))]
+    if name == "relay":
+        return [(b"".join(bytes.fromhex(p.read_text().strip()) for p in sorted((FIXTURES / "hex").glob("*.hex"))
+                          if p.read_text().strip()[:8] != "00000000"), {})]
+    if name == "segment":
+        return [(p.read_bytes(), {"topic": p.parent.name.rsplit("-", 1)[0]})
+                for p in sorted((FIXTURES / "logs").glob("*/*.log"))]
     if name == "negotiate":
         return [(p.read_bytes(), {}) for p in sorted((FIXTURES / "negotiate").iterdir())
                 if p.is_file() and p.suffix != ".md"]
@@ -563,3 +569,43 @@ def t_capture_tls(data: bytes, _rng: random.Random) -> None:
 
 
 TARGETS["capture_tls"] = t_capture_tls
+
+
+def t_relay(data: bytes, rng: random.Random) -> None:
+    """kwire proxy's relay (one direction of a connection): fed in random chunks with a random choice
+    of frames to hold, it only ever raises DecodeError, and what it forwards (bytes as they come,
+    held frames where they complete) is exactly the input it consumed, in order."""
+    from kwire_cli.errors import DecodeError
+    from kwire_cli.proxy.relay import FrameRelay
+    salt = rng.random()
+    relay = FrameRelay(1 << 20, hold=lambda head: (hash(head) ^ int(salt * 1e9)) % 3 == 0)
+    out = bytearray()
+    pos = 0
+    try:
+        while pos < len(data):
+            n = rng.choice((1, 2, 3, 7, 64, 1500, 65536))
+            for act in relay.feed(data[pos:pos + n]):
+                if act[0] == "bytes" or act[2]:  # forwarded bytes, or a held frame forwarded whole
+                    out += act[1]
+            pos += n
+    except DecodeError:
+        return
+    consumed = len(data) - relay.unforwarded
+    if bytes(out) != data[:consumed]:
+        raise AssertionError(f"the relay forwarded {len(out)} bytes that differ from the {consumed} it forwards")
+
+
+TARGETS["relay"] = t_relay
+
+
+def t_segment(data: bytes, rng: random.Random, topic: str | None = None) -> None:
+    """kwire dump-log's segment reader over mutated segments (internal topics' records decoded too):
+    entries one at a time, damage as entries, never anything but a KwireError."""
+    import io
+
+    from kwire_cli.logs import iter_segment
+    for entry in iter_segment(io.BytesIO(data), topic=topic, size=len(data), show_secrets=rng.random() < 0.5):
+        entry.to_json()
+
+
+TARGETS["segment"] = t_segment

@@ -65,3 +65,23 @@ def test_payload_bytes_replaced_with_random_bytes_throughout():
             end = start + caplen
             data[end - len(p.payload):end] = bytes(rnd.randrange(256) for _ in p.payload)
     _check(bytes(data), rnd)
+
+
+@settings(max_examples=200, derandomize=True, deadline=None, database=None, print_blob=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(rnd=st.randoms(use_true_random=False))
+def test_proxy_relay_forwards_exactly_what_it_takes_in(rnd):
+    """kwire proxy's relay, fed mutated real frames in random chunks, forwards exactly the bytes it
+    took in, in order, and only ever refuses with a DecodeError."""
+    ((data, kw),) = fuzzlib.seeds_for("relay")
+    bug = fuzzlib.run_one(fuzzlib.TARGETS["relay"], fuzzlib.mutate(rnd, data), rnd, **kw)
+    assert bug is None, bug
+
+
+@settings(max_examples=200, derandomize=True, deadline=None, database=None, print_blob=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(seed=st.sampled_from(fuzzlib.seeds_for("segment")), rnd=st.randoms(use_true_random=False))
+def test_dump_log_reads_mutated_segments(seed, rnd):
+    data, kw = seed
+    bug = fuzzlib.run_one(fuzzlib.TARGETS["segment"], fuzzlib.mutate(rnd, data), rnd, **kw)
+    assert bug is None, bug

@@ -121,3 +121,21 @@ def test_raw_records_keep_hex_and_other_topics_are_left_alone(tmp_path):
     # the kafkajs capture's topics are not internal: nothing added
     assert "\"Internal\":" not in kwire("pcap", str(ROOT / "fixtures" / "captures" / "kafkajs-consume.pcap"),
                                    "--format", "jsonl").out
+
+
+def test_record_specs_of_a_kafka_checkout_decode_the_same(tmp_path):
+    ref = ROOT.parent / "shared" / "kafka-record-specs"
+    if not ref.is_dir():
+        import pytest
+        pytest.skip("../shared/kafka-record-specs is not beside the checkout")
+    path = capture(tmp_path)
+    bundled = [first_record(r)["Internal"] for r in rows(path) if r["api_name"] in ("Produce", "Fetch")
+               and r["kind"] == ("request" if r["api_name"] == "Produce" else "response")]
+    r = kwire("--record-specs", str(ref), "pcap", str(path), "--format", "jsonl")
+    assert r.code == 0, r
+    theirs = [first_record(x)["Internal"] for x in map(json.loads, r.out.splitlines())
+              if x["api_name"] in ("Produce", "Fetch") and x["kind"] == ("request" if x["api_name"] == "Produce"
+                                                                        else "response")]
+    assert theirs == bundled and len(theirs) == 2
+    bad = kwire("--record-specs", str(tmp_path / "nope"), "pcap", str(path))
+    assert bad.code == 2 and "--record-specs" in bad.err and "not a directory" in bad.err

@@ -76,6 +76,16 @@ def _use_specs(_ctx: click.Context, _param: click.Parameter, value: str | None) 
     return value
 
 
+def _use_record_specs(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    if value and not os.path.isdir(value):
+        raise click.BadParameter(f"{value}: not a directory", param_hint="--record-specs")
+    records = sys.modules.get("kwire_cli.spec.records")
+    if value or records is not None:
+        from kwire_cli.spec.records import use_record_specs
+        use_record_specs(value or None)
+    return value
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="kwire")
 @click.option("--specs", "specs", metavar="DIR", envvar="KWIRE_SPECS", callback=_use_specs,
@@ -83,6 +93,11 @@ def _use_specs(_ctx: click.Context, _param: click.Parameter, value: str | None) 
               help="Use the message specs in DIR (Kafka's JSON format, e.g. a Kafka checkout's "
                    "clients/src/main/resources/common/message) instead of the bundled ones. "
                    "Also read from KWIRE_SPECS.")
+@click.option("--record-specs", "record_specs", metavar="DIR", envvar="KWIRE_RECORD_SPECS",
+              callback=_use_record_specs, expose_value=False, is_eager=True,
+              help="Use the internal-topic record specs in DIR (Kafka's record JSON files, or a Kafka "
+                   "checkout, searched) for the records of __consumer_offsets, __cluster_metadata... in "
+                   "every command. Also read from KWIRE_RECORD_SPECS.")
 def cli() -> None:
     """Read and write the Apache Kafka wire protocol.
 

@@ -80,4 +80,11 @@ class FrameRelay:
 
     @property
     def pending(self) -> int:
+        """Bytes of the frame in progress (forwarded already or not)."""
         return len(self._head) + len(self._cur)
+
+    @property
+    def unforwarded(self) -> int:
+        """Bytes taken in but not yet forwarded: a frame's first bytes before its head is whole, or a
+        held frame in progress."""
+        return len(self._head) + (len(self._cur) if self._held else 0)
