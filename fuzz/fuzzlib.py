@@ -401,26 +401,29 @@ def run_one(target: Callable[..., None], data: bytes, rng: random.Random, **kw: 
     return None
 
 
+def _codec_decode(data: bytes, key: int, version: int | None, kind: str | None, header: bool,
+                  records: str) -> tuple[Any, Any]:
+    """(message, None) as the compiled codec decodes ``data`` (a bare body, a request, or a response
+    of key/version), or (None, the DecodeError): decode_lenient's strict path, the one dispatch."""
+    from kwire_cli.codec.lenient import decode_lenient
+    from kwire_cli.errors import DecodeError
+    try:
+        return decode_lenient(data, kind or "request", key, version, header=header, records=records,
+                              strict=True), None
+    except DecodeError as e:
+        return None, e
+
+
 def t_partial_agrees(data: bytes, rng: random.Random, key: int | None = None, version: int | None = None,
                      kind: str | None = None, header: bool = False) -> None:
     """Differential: `kwire decode --partial` (the walker) and the compiled codec must agree: the
     same value when the bytes decode, the same error (message) when they do not."""
-    from kwire_cli.codec import decode_body, decode_request, decode_response
     from kwire_cli.codec.partial import walk_message
     from kwire_cli.errors import DecodeError
     if key is None:
         key, version, kind = rng.choice(api_versions())
     records = rng.choice(("decode", "hex"))
-    try:
-        if not header:
-            msg = decode_body(data, key, version, kind, records=records)
-        elif kind == "request":
-            msg = decode_request(data, records=records)
-        else:
-            msg = decode_response(data, key, version, records=records)
-        err = None
-    except DecodeError as e:
-        msg, err = None, e
+    msg, err = _codec_decode(data, key, version, kind, header, records)
     try:
         pm = walk_message(data, kind, None if (header and kind == "request") else key, version,
                           header=header, records=records)
@@ -448,22 +451,13 @@ def t_lenient(data: bytes, rng: random.Random, key: int | None = None, version: 
     """Lenient decoding (kwire decode / pcap without --strict): where the strict codec decodes, the same
     message and no violation; where it refuses, either a message whose violations name known rules at
     offsets inside the input, or a DecodeError whose partial tree (when there is one) ends with the stop."""
-    from kwire_cli.codec import decode_body, decode_request, decode_response
     from kwire_cli.codec.lenient import decode_lenient
     from kwire_cli.errors import DecodeError
     if key is None:
         key, version, kind = rng.choice(api_versions())
     assert kind is not None
     records = rng.choice(("decode", "hex"))
-    try:
-        if not header:
-            strict = decode_body(data, key, version, kind, records=records)
-        elif kind == "request":
-            strict = decode_request(data, records=records)
-        else:
-            strict = decode_response(data, key, version, records=records)
-    except DecodeError:
-        strict = None
+    strict, _ = _codec_decode(data, key, version, kind, header, records)
     try:
         msg = decode_lenient(data, kind, None if (header and kind == "request") else key, version,
                              header=header, records=records)

@@ -41,6 +41,11 @@ def carries_addresses(api_key: int, version: int) -> bool:
     return first is not None and version >= first
 
 
+def may_rewrite(api_key: int, version: int) -> bool:
+    """Whether the answer to this request may be changed (and so is held whole before forwarding)."""
+    return api_key == API_VERSIONS or carries_addresses(api_key, version)
+
+
 @dataclass
 class AddressBook:
     """Real broker address -> the proxy's local address for it. ``bind(host, port)`` is called for

@@ -31,7 +31,7 @@ from kwire_cli.capture.kafka import produce_acks
 from kwire_cli.errors import KwireError
 from kwire_cli.proxy.pcapout import PcapConnection, PcapOut
 from kwire_cli.proxy.relay import FrameRelay
-from kwire_cli.proxy.rewrite import API_VERSIONS, AddressBook, carries_addresses, rewrite_response
+from kwire_cli.proxy.rewrite import AddressBook, may_rewrite, rewrite_response
 
 _REQ_HEAD = struct.Struct(">ihhi")  # size, api key, api version, correlation id
 _CORR = struct.Struct(">i")
@@ -170,7 +170,7 @@ class Proxy:
 
         def hold(head: bytes) -> bool:
             want = pending.get(_CORR.unpack_from(head, 4)[0])
-            return want is not None and (want[0] == API_VERSIONS or carries_addresses(want[0], want[1]))
+            return want is not None and may_rewrite(want[0], want[1])
 
         up = FrameRelay(self.config.max_frame)
         down = FrameRelay(self.config.max_frame, hold)
@@ -241,7 +241,7 @@ class Proxy:
         req = pending.pop(corr, None)
         n, ts = self._number(), time.time()
         out, notes = frame, []
-        if req is not None and (req[0] == API_VERSIONS or carries_addresses(req[0], req[1])):
+        if req is not None and may_rewrite(req[0], req[1]):
             try:
                 r = rewrite_response(frame, req[0], req[1], self.book)
             except KwireError as e:
