@@ -30,7 +30,7 @@ def test_a_run_writes_the_cache_and_the_next_reads_it(tmp_path):
     assert oct((cache / "kwire").stat().st_mode & 0o777) == "0o700"
     assert oct(f.stat().st_mode & 0o777) == "0o600"
     key, value = pickle.loads(f.read_bytes())
-    assert str(ROOT / "specs") in key and type(value).__name__ == "Registry"
+    assert str(ROOT / "specs") in key and type(value).__name__ == "RegistryImage"
     mtime = f.stat().st_mtime_ns
     second = run("describe", "Heartbeat", "4", cache=cache)
     assert second.stdout == first.stdout and f.stat().st_mtime_ns == mtime  # read, not written again
@@ -82,3 +82,27 @@ def test_a_damaged_cache_file_is_ignored_and_the_cache_can_be_turned_off(tmp_pat
     off = tmp_path / "off"
     r = run("list", cache=off, env={"KWIRE_NO_SPEC_CACHE": "1"})
     assert r.returncode == 0 and not (off / "kwire").exists()
+
+
+def test_a_cached_registry_loads_only_the_specs_a_message_needs():
+    """The cache keeps each spec pickled on its own; decoding one ApiVersions request unpickles
+    its request spec and the request header, not the other two hundred."""
+    import importlib
+
+    from kwire_cli.codec.message import decode_request
+    registry_module = importlib.import_module("kwire_cli.spec.registry")
+
+    full = registry_module.load_folder(ROOT / "specs")
+    image = registry_module.RegistryImage.of(pickle.loads(pickle.dumps(full)))
+    lazy = image.registry()
+    assert sorted(lazy.apis) == sorted(full.apis) and len(lazy.by_name) == len(full.by_name) > 150
+    registry_module.use_specs(None)
+    registry_module._current = lazy
+    try:
+        m = decode_request(bytes.fromhex("0000001d001200030000000100056b7769726500066b7769726506302e312e3000"))
+    finally:
+        registry_module.registry.cache_clear()
+    assert m.api_name == "ApiVersions" and m.body["ClientSoftwareName"] == "kwire"
+    loaded = set(lazy.by_name._specs)  # type: ignore[attr-defined]
+    assert "ApiVersionsRequest" in loaded and "RequestHeader" in loaded and len(loaded) <= 4, loaded
+    assert lazy.api("Fetch").request == full.api("Fetch").request  # the rest loads when asked for

@@ -126,10 +126,7 @@ class MessageSpec:
 
     @property
     def api_name(self) -> str:
-        for suffix in ("Request", "Response"):
-            if self.type in ("request", "response") and self.name.endswith(suffix):
-                return self.name[: -len(suffix)]
-        return self.name
+        return api_name_of(self.name, self.type)
 
     def flexible(self, v: int) -> bool:
         return v in self.flexible_versions
@@ -360,3 +357,11 @@ class _Builder:
 
 def build_message_spec(raw: dict[str, Any], source: str = "<spec>") -> MessageSpec:
     return _Builder(raw, source).build()
+
+
+def api_name_of(name: str, kind: str) -> str:
+    """The API name of a request or response spec's name (Metadata for MetadataRequest)."""
+    for suffix in ("Request", "Response"):
+        if kind in ("request", "response") and name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name

@@ -6,22 +6,34 @@ variable, the specs bundled in the wheel, the repository's `specs/` (editable in
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from kwire_cli.errors import KwireError, SpecError
 from kwire_cli.spec.jsonc import loads_jsonc
-from kwire_cli.spec.model import MessageSpec, build_message_spec
+from kwire_cli.spec.model import MessageSpec, api_name_of, build_message_spec
 from kwire_cli.spec.versions import Versions
 
 
-@dataclass(frozen=True)
 class Api:
-    key: int
-    name: str
-    request: MessageSpec
-    response: MessageSpec
+    """One API: its key, name and request and response specs (looked up, and with the spec cache
+    unpickled, only when first used: decoding one message loads two specs, not two hundred)."""
+
+    __slots__ = ("key", "name", "_specs", "_request", "_response")
+
+    def __init__(self, key: int, name: str, specs: Mapping[str, MessageSpec], request: str, response: str):
+        self.key, self.name = key, name
+        self._specs, self._request, self._response = specs, request, response
+
+    @property
+    def request(self) -> MessageSpec:
+        return self._specs[self._request]
+
+    @property
+    def response(self) -> MessageSpec:
+        return self._specs[self._response]
 
     @property
     def valid_versions(self) -> Versions:
@@ -34,25 +46,74 @@ class Api:
     def spec(self, kind: str) -> MessageSpec:
         return self.request if kind == "request" else self.response
 
+    def __repr__(self) -> str:
+        return f"Api({self.key}, {self.name!r})"
+
+
+class LazySpecs(Mapping[str, MessageSpec]):
+    """Specs by name, each kept pickled (as the spec cache stores it) until first looked up."""
+
+    def __init__(self, blobs: dict[str, bytes]):
+        self._blobs = blobs
+        self._specs: dict[str, MessageSpec] = {}
+
+    def __getitem__(self, name: str) -> MessageSpec:
+        spec = self._specs.get(name)
+        if spec is None:
+            import pickle
+            spec = self._specs[name] = pickle.loads(self._blobs[name])
+        return spec
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._blobs)
+
+    def __len__(self) -> int:
+        return len(self._blobs)
+
+
+# what the registry needs of each spec without loading it: (name, type, api key)
+Index = list[tuple[str, str, "int | None"]]
+
+
+@dataclass(frozen=True)
+class RegistryImage:
+    """A registry as the spec cache stores it: the index and each spec pickled on its own."""
+
+    folder: str
+    index: Index
+    blobs: dict[str, bytes]
+
+    @classmethod
+    def of(cls, reg: Registry) -> RegistryImage:
+        import pickle
+        specs = reg.by_name
+        return cls(reg.folder, [(s.name, s.type, s.api_key) for s in specs.values()],
+                   {name: pickle.dumps(s, protocol=pickle.HIGHEST_PROTOCOL) for name, s in specs.items()})
+
+    def registry(self) -> Registry:
+        return Registry(LazySpecs(self.blobs), self.folder, self.index)
+
 
 class Registry:
     """All specs of one folder: APIs by key and name, other schemas by name."""
 
-    def __init__(self, specs: dict[str, MessageSpec], folder: str):
+    def __init__(self, specs: Mapping[str, MessageSpec], folder: str, index: Index | None = None):
         self.folder = folder
         self.by_name = specs
         self.apis: dict[int, Api] = {}
+        if index is None:
+            index = [(s.name, s.type, s.api_key) for s in specs.values()]
         # (the loader gives every request and response spec an api key)
-        requests = {s.api_key: s for s in specs.values() if s.type == "request" and s.api_key is not None}
-        responses = {s.api_key: s for s in specs.values() if s.type == "response" and s.api_key is not None}
+        requests = {key: name for name, kind, key in index if kind == "request" and key is not None}
+        responses = {key: name for name, kind, key in index if kind == "response" and key is not None}
         for key, req in sorted(requests.items()):
             resp = responses.get(key)
             if resp is None:
-                raise SpecError(f"{folder}: {req.name} (api key {key}) has no response spec")
-            self.apis[key] = Api(key, req.api_name, req, resp)
+                raise SpecError(f"{folder}: {req} (api key {key}) has no response spec")
+            self.apis[key] = Api(key, api_name_of(req, "request"), specs, req, resp)
         for key, resp in responses.items():
             if key not in requests:
-                raise SpecError(f"{folder}: {resp.name} (api key {key}) has no request spec")
+                raise SpecError(f"{folder}: {resp} (api key {key}) has no request spec")
         self._api_names = {a.name.lower(): a for a in self.apis.values()}
 
     def api(self, key_or_name: int | str) -> Api:
@@ -126,7 +187,7 @@ def use_specs(folder: str | None) -> None:
 @cache
 def _load(folder: str) -> Registry:
     from kwire_cli.spec.cache import cached
-    return cached(folder, lambda: load_folder(folder), Registry)
+    return cached(folder, lambda: RegistryImage.of(load_folder(folder)), RegistryImage).registry()
 
 
 def registry() -> Registry:
