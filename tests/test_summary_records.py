@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from capture_util import Conversation, write_pcap
-from kwire_cli.capture.summary import batch_stats, new_batch_stats, records_in
 from kwire_cli.codec.message import decode_response, encode_request
+from kwire_cli.records.stats import batch_stats, new_batch_stats, records_in
 
 ROOT = Path(__file__).resolve().parents[1]
 VEC = ROOT / "fixtures" / "vectors"

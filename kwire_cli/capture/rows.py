@@ -212,7 +212,7 @@ CAPPED = "batch(es) cut at the frame's cap of records and headers (--max-records
 def _note(r: dict, _t0: float | None) -> str:
     note = r["error"] or ", ".join(r.get("error_codes") or [])
     if r.get("body") is not None:
-        from kwire_cli.capture.summary import batch_stats, new_batch_stats
+        from kwire_cli.records.stats import batch_stats, new_batch_stats
         b = batch_stats(r["body"], new_batch_stats())
         bad = [f"{n} {what}" for n, what in ((b["item_cap"], CAPPED),
                                             (b["batch_errors"] - b["item_cap"],

@@ -127,10 +127,10 @@ def _decode_frames(frames, target, records_mode: str, fmt: str, show_secrets: bo
     Each frame is printed and let go of before the next one decodes (a frame's tree can be
     hundreds of MB). A frame that does not decode is shown with its error; the command then
     fails (exit 1)."""
-    from kwire_cli.capture.summary import batch_stats, new_batch_stats
     from kwire_cli.cli.app import std_binary
     from kwire_cli.cli.target import decode_frames
     from kwire_cli.codec.secrets import ENVELOPE, SASL_HANDSHAKE, envelope_inner, redact_message
+    from kwire_cli.records.stats import batch_stats, new_batch_stats
     from kwire_cli.render.json import write_json, write_yaml
 
     n = len(frames)
@@ -232,7 +232,7 @@ def _lenient_frame(d, versions: dict, records_mode: str) -> None:
 def _warn_cut(bodies: list) -> None:
     """A warning on stderr when record batches were cut at a frame's cap of records and headers
     (their ``error`` in the output says where; the tree or JSON is complete otherwise)."""
-    from kwire_cli.capture.summary import batch_stats, new_batch_stats
+    from kwire_cli.records.stats import batch_stats, new_batch_stats
     stats = new_batch_stats()
     for body in bodies:
         batch_stats(body, stats)
@@ -242,16 +242,14 @@ def _warn_cut(bodies: list) -> None:
 
 
 def _print_heading(i: int, n: int, d) -> None:
-    from rich.text import Text
-
-    from kwire_cli.render.console import print_renderable
+    from kwire_cli.render.plaintree import Label, print_tree
 
     head = f"── frame {i} of {n}: {d.frame.where()}"
     if d.request is not None:
         head += f", the answer to frame {d.request + 1}"
     if d.error is not None:
         head += f": does not decode: {d.error}"
-    print_renderable(Text(("\n" if i > 1 else "") + head, style="bold"))
+    print_tree(Label(("\n" if i > 1 else "") + head, style="bold"))
 
 
 def _warn_violations(messages) -> None:
@@ -278,7 +276,7 @@ def _print_message(m, error: str | None = None) -> None:
 def _print_tree(api_key, api_name, version, kind, header, body, size, error: str | None = None,
                 layout_version: int | None = None, notes=(), violations=()) -> None:
     from kwire_cli.codec.headers import request_header_version, response_header_version
-    from kwire_cli.render.console import print_renderable
+    from kwire_cli.render.plaintree import print_tree
     from kwire_cli.render.tree import message_tree
     from kwire_cli.spec.registry import registry
 
@@ -289,7 +287,7 @@ def _print_tree(api_key, api_name, version, kind, header, body, size, error: str
         lv = version if layout_version is None else layout_version
         hv = request_header_version(api, lv) if kind == "request" else response_header_version(api, lv)
         hs = reg.schema("RequestHeader" if kind == "request" else "ResponseHeader").struct
-    print_renderable(message_tree(api_name, api_key, version, kind, header, body, size, header_struct=hs,
+    print_tree(message_tree(api_name, api_key, version, kind, header, body, size, header_struct=hs,
                                   header_version=hv, body_struct=api.spec(kind).struct, error=error,
                                   layout_version=layout_version, notes=notes, violations=violations))
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from rich.console import Group
-from rich.text import Text
 
 from kwire_cli.cli.app import KwireUsageError, argument_blocks, open_source, read_text_source, source_blocks
 from kwire_cli.cli.options import FORMATS, check_version, complete_api, complete_version, emit, resolve_api
@@ -82,6 +80,9 @@ def diff(args, kind, bytes_file, what_if, api_name, api_version, request_input, 
     if fmt != "pretty":
         emit(d.to_json(), fmt)
         return
+    from rich.console import Group
+    from rich.text import Text
+
     from kwire_cli.render.console import print_renderable
     from kwire_cli.render.tables import table
     parts = []
@@ -122,6 +123,9 @@ def _bytes(api, v1: int, v2: int, path: str, kind: str | None, fmt: str) -> None
     if fmt != "pretty":
         emit(results[0] if len(results) == 1 else results, fmt)
         return
+    from rich.console import Group
+    from rich.text import Text
+
     from kwire_cli.render.console import print_renderable
     from kwire_cli.render.tables import signed, table
     out = []
@@ -203,6 +207,9 @@ def _what_if(args, fields_text: str, kind, api_name, api_version, request_input,
     if fmt != "pretty":
         emit({"fields": fields, "messages": results, "total": total}, fmt)
         return
+    from rich.console import Group
+    from rich.text import Text
+
     from kwire_cli.render.console import print_renderable
     from kwire_cli.render.tables import saving_text, table
     out = []

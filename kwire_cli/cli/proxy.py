@@ -1,9 +1,7 @@
 """kwire proxy: decode a running client's traffic by standing between it and its brokers."""
 from __future__ import annotations
 
-import asyncio
 import json
-import signal
 import sys
 
 import click
@@ -151,6 +149,8 @@ def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, wri
 
     config = ProxyConfig(brokers=targets, listen=(lhost, lport), advertise=advertise, node_ports=ports,
                          listen_ssl=listen_ctx, broker_ssl=broker_ctx, max_frame=limits.frame_size(), pcap=pcap_file)
+    import asyncio  # here, not at the top: `kwire --help` imports every command module
+
     with limits.apply():
         px = Proxy(config, on_frame, on_note)
         try:
@@ -181,6 +181,9 @@ def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, wri
 
 
 async def _run(px) -> None:
+    import asyncio
+    import signal
+
     await px.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

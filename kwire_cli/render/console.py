@@ -8,6 +8,8 @@ import sys
 
 from rich.console import Console
 
+from kwire_cli.render.plaintree import page_width
+
 
 class _Console(Console):
     def on_broken_pipe(self) -> None:
@@ -20,12 +22,7 @@ class _Console(Console):
 def make_console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     is_tty = hasattr(stream, "isatty") and stream.isatty()
-    width = None
-    if not is_tty:
-        try:
-            width = int(os.environ.get("COLUMNS", "")) or 200
-        except ValueError:
-            width = 200
+    width = None if is_tty else page_width()
     return _Console(file=stream, markup=False, highlight=False, emoji=False, width=width,
                    no_color=not is_tty or bool(os.environ.get("NO_COLOR")), soft_wrap=False)
 

@@ -1,8 +1,9 @@
 """Pretty trees of decoded messages, walked along the spec so that each field shows its type.
 
-Labels are `rich.text.Text` objects, never markup, so a topic called ``[bold]`` prints as is, and
-every text taken from the message or the specs goes through ``kwire_cli.render.safe`` (controls,
-bidi and other format characters as visible escapes).
+Labels are ``kwire_cli.render.plaintree.Label`` objects (styled spans; Rich prints them on a
+terminal), never markup, so a topic called ``[bold]`` prints as is, and every text taken from the
+message or the specs goes through ``kwire_cli.render.safe`` (controls, bidi and other format
+characters as visible escapes).
 Error codes show their Kafka names, API keys their API names, long byte strings are cut short
 (the JSON output always has all of them), and records fields show either their decoded batches
 or their hex.
@@ -13,15 +14,13 @@ from collections.abc import Iterable
 from contextvars import ContextVar
 from typing import Any
 
-from rich.text import Text
-from rich.tree import Tree
-
+from kwire_cli.render.plaintree import Label, Node
 from kwire_cli.render.safe import escape, quoted
 from kwire_cli.spec.model import FieldSpec, FieldType, StructSpec
 
 MAX_BYTES_SHOWN = 64      # bytes of a bytes/records value printed before cutting short
 MAX_INLINE_SCALARS = 16   # arrays of scalars up to this length print on one line
-# batch, record and header lines of one message's tree; the rest are counted in a note. Rich takes about
+# batch, record and header lines of one message's tree; the rest are counted in a note. Rich took about
 # 250 us and 3 KB per line (200,000 empty records: 49 s, 730 MB), so this keeps a tree under 3 s
 MAX_RECORD_LINES = 10_000
 
@@ -56,54 +55,54 @@ def type_text(f: FieldSpec, version: int) -> str:
     return t
 
 
-def _hex_text(h: str) -> Text:
+def _hex_text(h: str) -> Label:
     h = escape(h)  # hex when kwire wrote it; a hand-written value tree may hold anything
     n = len(h) // 2
     if n == 0:
-        return Text("(empty)", style=S_NULL)
+        return Label("(empty)", style=S_NULL)
     if n <= MAX_BYTES_SHOWN:
-        return Text(h) + Text(f"  ({n} bytes)", style=S_TYPE)
-    return Text(h[: MAX_BYTES_SHOWN * 2]) + Text(f"…  ({n} bytes; --format json shows all)", style=S_TYPE)
+        return Label(h) + Label(f"  ({n} bytes)", style=S_TYPE)
+    return Label(h[: MAX_BYTES_SHOWN * 2]) + Label(f"…  ({n} bytes; --format json shows all)", style=S_TYPE)
 
 
-def redacted_text(value: Any) -> Text | None:
+def redacted_text(value: Any) -> Label | None:
     """A redacted value (``{"redacted": REASON, "bytes": N}``, kwire_cli.codec.secrets) as one
     line; None for any other value."""
     if isinstance(value, dict) and len(value) == 2 and "redacted" in value and "bytes" in value:
-        return Text(f"<redacted: {value['redacted']}, {value['bytes']} bytes; --show-secrets shows it>",
+        return Label(f"<redacted: {value['redacted']}, {value['bytes']} bytes; --show-secrets shows it>",
                     style=S_NOTE)
     return None
 
 
-def scalar_text(value: Any, ft: FieldType | None = None, name: str = "") -> Text:
+def scalar_text(value: Any, ft: FieldType | None = None, name: str = "") -> Label:
     if value is None:
-        return Text("null", style=S_NULL)
+        return Label("null", style=S_NULL)
     if isinstance(value, dict):
         red = redacted_text(value)
         if red is not None:
             return red
         if len(value) == 1 and isinstance(value.get("invalid_utf8"), str):
-            return _hex_text(value["invalid_utf8"]) + Text("  ⚠ not UTF-8: its bytes, as hex", style=S_ERR)
+            return _hex_text(value["invalid_utf8"]) + Label("  ⚠ not UTF-8: its bytes, as hex", style=S_ERR)
     if isinstance(value, bool):
-        return Text("true" if value else "false")
+        return Label("true" if value else "false")
     if isinstance(value, int):
-        t = Text(str(value))
+        t = Label(str(value))
         if name.endswith("ErrorCode") and (ft is None or ft.kind in ("int16", "int32")):
             t.append(" " + escape(error_label(value)), style=S_OK if value == 0 else S_ERR)
         elif name in ("ApiKey", "RequestApiKey") and (ft is None or ft.kind == "int16"):
             t.append(" " + escape(api_label(value)), style=S_NOTE)
         return t
     if isinstance(value, float):
-        return Text(repr(value))
+        return Label(repr(value))
     if isinstance(value, str):
         if ft is not None and ft.kind in ("bytes", "records"):
             return _hex_text(value)
-        return Text(quoted(value))
-    return Text(escape(value))
+        return Label(quoted(value))
+    return Label(escape(value))
 
 
-def _label(name: str, value: Text | None, typ: str | None) -> Text:
-    t = Text(escape(name), style=S_NAME)
+def _label(name: str, value: Label | None, typ: str | None) -> Label:
+    t = Label(escape(name), style=S_NAME)
     if value is not None:
         t.append(": ")
         t.append_text(value)
@@ -112,7 +111,7 @@ def _label(name: str, value: Text | None, typ: str | None) -> Text:
     return t
 
 
-def add_struct(node: Tree, value: dict, struct: StructSpec | None, version: int) -> None:
+def add_struct(node: Node, value: dict, struct: StructSpec | None, version: int) -> None:
     """Children of `node`: one per field of `value`, in spec order, then any extra keys."""
     specs = {f.name: f for f in struct.fields} if struct is not None else {}
     explicit = value.get("_explicit_tags") or ()
@@ -134,7 +133,7 @@ def add_struct(node: Tree, value: dict, struct: StructSpec | None, version: int)
         else:
             add_field(node, f, v, version)
     if unsent:
-        node.add(Text(escape(f"(not sent, at their defaults: {', '.join(unsent)})"), style=S_TYPE))
+        node.add(Label(escape(f"(not sent, at their defaults: {', '.join(unsent)})"), style=S_TYPE))
 
 
 def _is_default(f: FieldSpec, v: Any, version: int) -> bool:
@@ -142,18 +141,18 @@ def _is_default(f: FieldSpec, v: Any, version: int) -> bool:
     return v == default_value(f, version)
 
 
-def add_field(node: Tree, f: FieldSpec, v: Any, version: int) -> None:
+def add_field(node: Node, f: FieldSpec, v: Any, version: int) -> None:
     ft = f.type
     typ = type_text(f, version)
     if v is None:
-        node.add(_label(f.name, Text("null", style=S_NULL), typ))
+        node.add(_label(f.name, Label("null", style=S_NULL), typ))
     elif ft.kind == "struct" and isinstance(v, dict):
         add_struct(node.add(_label(f.name, None, typ)), v, f.struct, version)
     elif ft.kind == "array" and isinstance(v, list):
         el = ft.element
         assert el is not None  # an array type has an element type
         if el.kind != "struct" and len(v) <= MAX_INLINE_SCALARS:
-            inner = Text("[")
+            inner = Label("[")
             for i, x in enumerate(v):
                 if i:
                     inner.append(", ")
@@ -161,10 +160,10 @@ def add_field(node: Tree, f: FieldSpec, v: Any, version: int) -> None:
             inner.append("]")
             node.add(_label(f.name, inner, typ))
             return
-        sub = node.add(_label(f.name, Text(f"{len(v)} item" + ("" if len(v) == 1 else "s"), style=S_TYPE), typ))
+        sub = node.add(_label(f.name, Label(f"{len(v)} item" + ("" if len(v) == 1 else "s"), style=S_TYPE), typ))
         for i, x in enumerate(v):
             if el.kind == "struct" and isinstance(x, dict):
-                add_struct(sub.add(Text(f"[{i}]", style=S_NAME)), x, f.struct, version)
+                add_struct(sub.add(Label(f"[{i}]", style=S_NAME)), x, f.struct, version)
             else:
                 sub.add(_label(f"[{i}]", scalar_text(x, el, f.name), None))
     elif ft.kind == "records" and isinstance(v, dict):
@@ -173,7 +172,7 @@ def add_field(node: Tree, f: FieldSpec, v: Any, version: int) -> None:
         node.add(_label(f.name, scalar_text(v, ft, f.name), typ))
 
 
-def add_value(node: Tree, name: str, v: Any, typ: str | None = None) -> None:
+def add_value(node: Node, name: str, v: Any, typ: str | None = None) -> None:
     """A value without a spec (records batches, extra keys): dicts and lists as subtrees."""
     if isinstance(v, dict):
         red = redacted_text(v)
@@ -181,17 +180,17 @@ def add_value(node: Tree, name: str, v: Any, typ: str | None = None) -> None:
             node.add(_label(name, red, typ))
             return
         if set(v) == {"text"} and isinstance(v["text"], str):
-            node.add(_label(name, Text(quoted(v["text"])), typ))
+            node.add(_label(name, Label(quoted(v["text"])), typ))
             return
         if set(v) == {"hex"} and isinstance(v["hex"], str):
             node.add(_label(name, _hex_text(v["hex"]), typ))
             return
-        sub = node.add(_label(name, None if v else Text("{}", style=S_TYPE), typ))
+        sub = node.add(_label(name, None if v else Label("{}", style=S_TYPE), typ))
         for k, x in v.items():
             add_value(sub, str(k), x)
     elif isinstance(v, list):
         if all(not isinstance(x, (dict, list)) for x in v) and len(v) <= MAX_INLINE_SCALARS:
-            inner = Text("[")
+            inner = Label("[")
             for i, x in enumerate(v):
                 if i:
                     inner.append(", ")
@@ -199,7 +198,7 @@ def add_value(node: Tree, name: str, v: Any, typ: str | None = None) -> None:
             inner.append("]")
             node.add(_label(name, inner, typ))
             return
-        sub = node.add(_label(name, Text(f"{len(v)} item" + ("" if len(v) == 1 else "s"), style=S_TYPE), typ))
+        sub = node.add(_label(name, Label(f"{len(v)} item" + ("" if len(v) == 1 else "s"), style=S_TYPE), typ))
         for i, x in enumerate(v):
             add_value(sub, f"[{i}]", x)
     else:
@@ -210,32 +209,32 @@ def message_tree(api_name: str, api_key: int, version: int, kind: str, header: d
                  body: dict | None, size: int | None, *, header_struct: StructSpec | None = None,
                  header_version: int | None = None, body_struct: StructSpec | None = None,
                  error: str | None = None, layout_version: int | None = None, notes: Iterable[str] = (),
-                 violations: Iterable[Any] = ()) -> Tree:
+                 violations: Iterable[Any] = ()) -> Node:
     """The tree `kwire decode` prints. `error` adds a last line saying where decoding stopped;
     ``layout_version`` (the body read with another version's layout), ``notes`` and ``violations``
     (lenient decoding: each rule the bytes break, where) are shown after the body."""
-    title = Text(escape(f"{api_name} v{version} {kind}"), style="bold")
+    title = Label(escape(f"{api_name} v{version} {kind}"), style="bold")
     if layout_version is not None:
         title.append(f" (read as v{layout_version})", style="bold")
     title.append(f"  api key {api_key}", style=S_TYPE)
     if size is not None:
         title.append(f", {size} bytes", style=S_TYPE)
-    root = Tree(title)
+    root = Node(title)
     lines.set([MAX_RECORD_LINES])
     if header is not None:
         hv = f"header v{header_version}" if header_version is not None else "header"
-        add_struct(root.add(Text(hv, style="bold")), header, header_struct, header_version or 0)
+        add_struct(root.add(Label(hv, style="bold")), header, header_struct, header_version or 0)
     if body is not None:
-        add_struct(root.add(Text("body", style="bold")), body, body_struct,
+        add_struct(root.add(Label("body", style="bold")), body, body_struct,
                    version if layout_version is None else layout_version)
     for note in notes:
-        root.add(Text(f"note: {escape(note)}", style=S_NOTE))
+        root.add(Label(f"note: {escape(note)}", style=S_NOTE))
     for v in violations:
         at = f" at {v.path}" if v.path else ""
         off = f" (offset {v.offset})" if v.offset is not None else ""
-        root.add(Text(escape(f"⚠ violation {v.rule}{at}{off}: {v.detail}"), style=S_ERR))
+        root.add(Label(escape(f"⚠ violation {v.rule}{at}{off}: {v.detail}"), style=S_ERR))
     if error:
-        root.add(Text(f"✗ decoding stopped: {escape(error)}", style=S_ERR))
+        root.add(Label(f"✗ decoding stopped: {escape(error)}", style=S_ERR))
     return root
 
 
@@ -245,19 +244,19 @@ def message_tree(api_name: str, api_key: int, version: int, kind: str, header: d
 # (outside one, each records field may show that many)
 lines: ContextVar[list[int] | None] = ContextVar("kwire_tree_record_lines", default=None)
 
-def _kv_text(v: Any) -> Text:
+def _kv_text(v: Any) -> Label:
     """A record key/value/header value: {"text": s}, {"hex": h} or None."""
     if v is None:
-        return Text("null", style=S_NULL)
+        return Label("null", style=S_NULL)
     if isinstance(v, dict) and isinstance(v.get("text"), str):
-        return Text(quoted(v["text"]))
+        return Label(quoted(v["text"]))
     if isinstance(v, dict) and isinstance(v.get("hex"), str):
-        return Text("0x") + _hex_text(v["hex"])
-    return Text(escape(v))
+        return Label("0x") + _hex_text(v["hex"])
+    return Label(escape(v))
 
 
-def _record_label(i: int, r: dict) -> Text:
-    t = Text(f"[{i}]", style=S_NAME)
+def _record_label(i: int, r: dict) -> Label:
+    t = Label(f"[{i}]", style=S_NAME)
     if "Offset" in r:
         t.append(escape(f" offset {r['Offset']}"))
     if "Timestamp" in r:
@@ -272,8 +271,8 @@ def _record_label(i: int, r: dict) -> Text:
     return t
 
 
-def _batch_label(i: int, b: dict) -> Text:
-    t = Text(f"batch {i}", style=S_NAME)
+def _batch_label(i: int, b: dict) -> Label:
+    t = Label(f"batch {i}", style=S_NAME)
     if "error" in b:
         t.append(f"  {escape(b['error'])}", style=S_ERR)
         return t
@@ -300,17 +299,17 @@ def _batch_label(i: int, b: dict) -> Text:
     return t
 
 
-def _not_shown(node: Tree, recs: list) -> None:
+def _not_shown(node: Node, recs: list) -> None:
     """The note for the records (and their headers) a tree leaves out."""
     nh = sum(len(r["Headers"]) for r in recs if isinstance(r, dict) and isinstance(r.get("Headers"), list))
     what = f"{len(recs)} more record{'s' if len(recs) != 1 else ''}"
     if nh:
         what += f" and {nh} header{'s' if nh != 1 else ''}"
-    node.add(Text(f"… {what} not shown: a tree shows {MAX_RECORD_LINES} batch, record and header lines "
+    node.add(Label(f"… {what} not shown: a tree shows {MAX_RECORD_LINES} batch, record and header lines "
                   "(--format json shows all)", style=S_NOTE))
 
 
-def add_records(node: Tree, name: str, v: dict, typ: str | None = None) -> None:
+def add_records(node: Node, name: str, v: dict, typ: str | None = None) -> None:
     """A decoded records field (kwire_cli.records' shape) as batches and one line per record;
     anything else falls back to the generic rendering."""
     batches = v.get("batches")
@@ -318,13 +317,13 @@ def add_records(node: Tree, name: str, v: dict, typ: str | None = None) -> None:
         add_value(node, name, v, typ)
         return
     nrec = sum(len(b["Records"]) for b in batches if isinstance(b, dict) and isinstance(b.get("Records"), list))
-    summary = Text(f"{len(batches)} batch{'es' if len(batches) != 1 else ''}, {nrec} record{'s' if nrec != 1 else ''}",
+    summary = Label(f"{len(batches)} batch{'es' if len(batches) != 1 else ''}, {nrec} record{'s' if nrec != 1 else ''}",
                    style=S_TYPE)
     sub = node.add(_label(name, summary, typ))
     left = lines.get() or [MAX_RECORD_LINES]
     for i, b in enumerate(batches):
         if left[0] <= 0:
-            sub.add(Text(f"… {len(batches) - i} more batches not shown: a tree shows {MAX_RECORD_LINES} "
+            sub.add(Label(f"… {len(batches) - i} more batches not shown: a tree shows {MAX_RECORD_LINES} "
                          "batch, record and header lines (--format json shows all)", style=S_NOTE))
             break
         left[0] -= 1
@@ -348,15 +347,15 @@ def add_records(node: Tree, name: str, v: dict, typ: str | None = None) -> None:
             hs = r.get("Headers") or []
             for hi, h in enumerate(hs):
                 if left[0] <= 0:
-                    rn.add(Text(f"… {len(hs) - hi} more headers not shown (--format json shows all)", style=S_NOTE))
+                    rn.add(Label(f"… {len(hs) - hi} more headers not shown (--format json shows all)", style=S_NOTE))
                     break
                 left[0] -= 1
                 if isinstance(h, dict):
                     k = h.get("Key")
-                    ht = Text("header ", style=S_TYPE) + Text(quoted(k) if isinstance(k, str)
-                                                              else escape(k)) + Text(": ") + _kv_text(h.get("Value"))
+                    ht = Label("header ", style=S_TYPE) + Label(quoted(k) if isinstance(k, str)
+                                                              else escape(k)) + Label(": ") + _kv_text(h.get("Value"))
                     rn.add(ht)
     tail = v.get("partial_trailing_batch")
     if tail:
-        sub.add(Text(f"partial trailing batch at byte {tail.get('offset')}, {tail.get('bytes')} bytes "
+        sub.add(Label(f"partial trailing batch at byte {tail.get('offset')}, {tail.get('bytes')} bytes "
                      f"(cut by the fetch size limit)", style=S_NOTE))
