@@ -283,6 +283,52 @@ def test_follow_a_file_being_appended_to(tmp_path: Path) -> None:
     assert {r["file"] for r in rows} == {str(cap)}
 
 
+@pytest.mark.parametrize("how", ["truncated", "rewritten", "replaced"])
+def test_follow_a_file_truncated_rewritten_or_replaced_reads_it_again(tmp_path: Path, how: str) -> None:
+    """As `tail -F`: tcpdump started again on the same -w file (truncated, then written from its
+    start; or already past where kwire had read), or the file replaced (logrotate's create): the
+    new capture is read from its start, with a note on stderr (and in the summary's notes)."""
+    src = CAPTURES / "kafkajs-consume.pcap"
+    head, recs, _o, _l = pcap_parts(src.read_bytes())
+    expected = whole_rows(src)
+    k = split_point(expected, len(recs))
+    first = [r for r in expected if r["frame"] <= k]
+    cap = tmp_path / "live.pcap"
+    cap.write_bytes(head + b"".join(recs[:k]))
+    p = kwire_proc("--follow", str(cap), "--format", "jsonl", stdin=subprocess.DEVNULL)
+    try:
+        lines = Lines(p.stdout)
+        assert len(lines.take(len(first))) == len(first)
+        # the new capture: other traffic (the same packets again would be TCP retransmissions)
+        other = CAPTURES / "kafka-python-produce.pcap"
+        whole = other.read_bytes()
+        expected = whole_rows(other)
+        if how == "truncated":  # tcpdump -w opens with O_TRUNC, then writes its header and packets
+            with open(cap, "wb") as f:
+                f.flush()
+                time.sleep(0.5)
+                f.write(whole)
+        elif how == "rewritten":  # written from its start and longer again before kwire looked
+            assert len(whole) > cap.stat().st_size
+            with open(cap, "r+b") as f:
+                f.write(whole)
+        else:
+            new = tmp_path / "live.pcap.new"
+            new.write_bytes(whole)
+            os.replace(new, cap)
+        again = lines.take(len(expected))
+        assert len(again) == len(expected), (how, len(again))
+        p.send_signal(signal.SIGINT)
+        rows = [json.loads(line) for line in lines.rest()]
+        err = p.stderr.read().decode()
+        assert p.wait(timeout=WAIT) == 0, err
+        assert without_file(rows) == without_file(first) + without_file(expected)
+    finally:
+        p.kill()
+    said = {"truncated": "truncated", "rewritten": "written again from its start", "replaced": "replaced"}[how]
+    assert f"kwire: note: {cap}: " in err and said in err, err
+
+
 def test_follow_a_directory_of_rotated_files(tmp_path: Path) -> None:
     """tcpdump -C: cap, then cap1 once cap is full; a connection goes on across the two."""
     src = CAPTURES / "kafkajs-consume.pcap"

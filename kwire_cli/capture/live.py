@@ -52,6 +52,8 @@ BATCH = 256
 #: default for unanswered requests (capture seconds) in live captures
 DEFAULT_REQUEST_TIMEOUT = 60.0
 STDIN_LABEL = "-"
+#: the kind of the Note that says a followed file is read again from its start
+FOLLOW_NOTE = "follow"
 
 
 class _Stream:
@@ -59,7 +61,8 @@ class _Stream:
     gives what has arrived: at least one byte, b"" only at the end."""
 
     def __init__(self, fd: int | None, name: str, on_wait: Callable[[], object], stop: threading.Event,
-                 follow: bool = False, done: Callable[[], bool] | None = None, fobj: Any = None) -> None:
+                 follow: bool = False, done: Callable[[], bool] | None = None, fobj: Any = None,
+                 changed: Callable[[], str | None] | None = None) -> None:
         self.fd = fd
         self.name = name
         self.on_wait = on_wait
@@ -67,6 +70,8 @@ class _Stream:
         self.follow = follow
         self.done = done          # follow: True once the file is complete (a later rotated file exists)
         self.fobj = fobj
+        self.changed = changed    # follow: why the file at this path is no longer the one being read
+        self.ended: str | None = None  # that reason, once reading stopped for it
         self._pollable = True
 
     def readable(self) -> bool:
@@ -104,7 +109,12 @@ class _Stream:
             data = os.read(self.fd, n)
             if data or not self.follow:
                 return data
-            # a followed file's end: more may come
+            # a followed file's end: more may come, unless the file was truncated or replaced
+            if self.changed is not None:
+                why = self.changed()
+                if why is not None:
+                    self.ended = why
+                    return b""
             if self.done is not None and self.done():
                 data = os.read(self.fd, n)  # written before the next file began
                 return data
@@ -152,9 +162,19 @@ class LiveInput:
                 fd = None
             yield _Stream(fd, STDIN_LABEL, on_wait, stop, fobj=self.fobj), STDIN_LABEL
             return
-        if self.kind in ("file", "fifo"):
+        if self.kind == "fifo":
             assert self.path is not None
-            yield from self._followed(self.path, on_wait, stop, None, follow=self.kind == "file")
+            yield from self._followed(self.path, on_wait, stop, None, follow=False)
+            return
+        if self.kind == "file":
+            # as `tail -F`: a file truncated, rewritten from its start or replaced (tcpdump started
+            # again with the same -w file, logrotate) is read again from its start
+            assert self.path is not None
+            while not stop.is_set():
+                for stream, label in self._followed(self.path, on_wait, stop, None, watch=True):
+                    yield stream, label
+                if stream.ended is None:
+                    return
             return
         assert self.path is not None
         done_files: set[str] = set()
@@ -183,15 +203,55 @@ class LiveInput:
         return files_under(self.path, skip)
 
     @staticmethod
-    def _followed(path: str, on_wait, stop, done, follow: bool = True) -> Iterator[tuple[_Stream, str]]:
+    def _followed(path: str, on_wait, stop, done, follow: bool = True,
+                  watch: bool = False) -> Iterator[tuple[_Stream, str]]:
         try:
             fd = os.open(path, os.O_RDONLY)
         except OSError as e:
             raise CaptureError(f"cannot open capture {path}: {e.strerror or e}") from None
         try:
-            yield _Stream(fd, path, on_wait, stop, follow=follow, done=done), path
+            yield _Stream(fd, path, on_wait, stop, follow=follow, done=done,
+                          changed=_changed(path, fd) if watch else None), path
         finally:
             os.close(fd)
+
+
+#: bytes of a followed file's start remembered to notice it being written again from its start
+#: (a capture's file header, a pcapng's interface blocks, and the first packet's time stamp)
+HEAD = 256
+
+
+def _changed(path: str, fd: int) -> Callable[[], str | None]:
+    """A check, asked at the end of a followed file, of whether the file is still the one being
+    read: None, or why not (truncated, written again from its start, or another file at the path).
+    A file removed and not yet created again is waited for."""
+    head = [b""]  # the file's first bytes as seen so far
+
+    def check() -> str | None:
+        try:
+            st = os.fstat(fd)
+            pos = os.lseek(fd, 0, os.SEEK_CUR)
+        except OSError:
+            return None
+        try:
+            now = os.stat(path)
+        except OSError:
+            now = None
+        if now is not None and (now.st_ino, now.st_dev) != (st.st_ino, st.st_dev):
+            return "replaced by another file: read from its start"
+        if st.st_size < pos:
+            return f"truncated ({pos} bytes read, {st.st_size} left): read again from its start"
+        try:
+            start = os.pread(fd, HEAD, 0)
+        except OSError:
+            return None
+        seen = head[0]
+        if start[:len(seen)] != seen[:len(start)]:
+            return "written again from its start: read again from its start"
+        if len(start) > len(seen):
+            head[0] = start
+        return None
+    return check
 
 
 def _every(seconds: float, check: Callable[[], bool]) -> Callable[[], bool]:
@@ -239,6 +299,8 @@ def _produce(live: LiveInput, q: queue.Queue, stats: CaptureStats, stop: threadi
                     raise
                 msg = str(e)
                 failures.append(msg if label in msg else f"{label}: {msg}")  # the directory goes on
+            if stream.ended is not None:  # the followed file is read again from its start
+                batch.append(Note(label, None, None, FOLLOW_NOTE, stream.ended))
             if stop.is_set():
                 break
     except BaseException as e:  # handed to the caller's thread

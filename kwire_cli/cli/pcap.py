@@ -150,8 +150,9 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
               help="A broker port (repeatable). Default: 9092 and any port seen answering Kafka requests.")
 @click.option("--raw-records", is_flag=True, help="Keep records fields as hex instead of decoding batches.")
 @click.option("--follow", "follow", is_flag=True, help="FILE is still being written (tcpdump -w FILE -U): "
-              "read what is there, then wait for more, until Ctrl-C. A directory: its files in rotation "
-              "order, then the rotated files as they appear (tcpdump -C, -G).")
+              "read what is there, then wait for more, until Ctrl-C; truncated, written again from its start "
+              "or replaced, it is read again from its start (as tail -F), with a note. A directory: its files "
+              "in rotation order, then the rotated files as they appear (tcpdump -C, -G).")
 @click.option("--request-timeout", "request_timeout", type=click.FloatRange(0, min_open=True), metavar="SECONDS",
               help="A request unanswered this long (capture time) expires and is counted in the summary. "
                    "Default: 60 for - and --follow, never for files. A JoinGroup may wait up to the "
@@ -227,12 +228,19 @@ def _live_input(files: tuple[str, ...], follow: bool):
 def live_rows(live, ports: tuple[int, ...], stats: CaptureStats, conv: Conversation, failures: list[str],
               max_frame: int, keylog, request_timeout: float | None, stop) -> Iterator[dict]:
     """The output rows of a live capture as its frames complete (``kwire_cli.capture.live``)."""
-    from kwire_cli.capture.live import DEFAULT_REQUEST_TIMEOUT, iter_live
+    from kwire_cli.capture.events import Note
+    from kwire_cli.capture.live import DEFAULT_REQUEST_TIMEOUT, FOLLOW_NOTE, iter_live
     events = iter_live(live, broker_ports=ports or None, max_frame=max_frame, stats=stats, keylog=keylog,
                        request_timeout=request_timeout or DEFAULT_REQUEST_TIMEOUT, stop=stop,
                        failures=failures, on_skip=note_skipped)
+
+    def told(events):
+        for ev in events:  # a followed file read again from its start: said as it happens, and in the summary
+            if isinstance(ev, Note) and ev.kind == FOLLOW_NOTE:
+                diagnostic("note", escape(f"{ev.file}: {ev.detail}"))
+            yield ev
     try:
-        yield from conv.rows(events)
+        yield from conv.rows(told(events))
     except KwireError as e:
         failures.append(str(e))
 
