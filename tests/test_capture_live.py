@@ -253,15 +253,21 @@ def test_sigint_prints_the_summary() -> None:
 
 
 # ------------------------------------------------------------------ --follow
-def test_follow_a_file_being_appended_to(tmp_path: Path) -> None:
+def half_written(tmp_path: Path) -> tuple[Path, list[bytes], int, list[dict], list[dict]]:
+    """A capture tcpdump is still writing: kafkajs-consume.pcap's first half in tmp_path/live.pcap.
+    Returns the file, the capture's packet records, how many are written, the rows of the whole
+    capture and those of the half written."""
     src = CAPTURES / "kafkajs-consume.pcap"
     head, recs, _o, _l = pcap_parts(src.read_bytes())
     expected = whole_rows(src)
     k = split_point(expected, len(recs))
-    first = [r for r in expected if r["frame"] <= k]
     cap = tmp_path / "live.pcap"
-    with open(cap, "wb") as f:
-        f.write(head + b"".join(recs[:k]))
+    cap.write_bytes(head + b"".join(recs[:k]))
+    return cap, recs, k, expected, [r for r in expected if r["frame"] <= k]
+
+
+def test_follow_a_file_being_appended_to(tmp_path: Path) -> None:
+    cap, recs, k, expected, first = half_written(tmp_path)
     p = kwire_proc("--follow", str(cap), "--format", "jsonl", stdin=subprocess.DEVNULL)
     lines = Lines(p.stdout)
     got = lines.take(len(first))
@@ -288,13 +294,7 @@ def test_follow_a_file_truncated_rewritten_or_replaced_reads_it_again(tmp_path: 
     """As `tail -F`: tcpdump started again on the same -w file (truncated, then written from its
     start; or already past where kwire had read), or the file replaced (logrotate's create): the
     new capture is read from its start, with a note on stderr (and in the summary's notes)."""
-    src = CAPTURES / "kafkajs-consume.pcap"
-    head, recs, _o, _l = pcap_parts(src.read_bytes())
-    expected = whole_rows(src)
-    k = split_point(expected, len(recs))
-    first = [r for r in expected if r["frame"] <= k]
-    cap = tmp_path / "live.pcap"
-    cap.write_bytes(head + b"".join(recs[:k]))
+    cap, _recs, _k, _expected, first = half_written(tmp_path)
     p = kwire_proc("--follow", str(cap), "--format", "jsonl", stdin=subprocess.DEVNULL)
     try:
         lines = Lines(p.stdout)
