@@ -141,8 +141,14 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
 
 @click.command(epilog=EPILOG)
 @click.argument("files", nargs=-1, required=True, type=click.Path())
-@click.option("--format", "fmt", type=click.Choice(["table", "jsonl", "json"]), default="table", show_default=True,
-              help="One line per frame (table), one JSON object per line (jsonl), or one JSON document.")
+@click.option("--format", "fmt", type=click.Choice(["table", "jsonl", "json", "fields"]), default="table",
+              show_default=True, help="One line per frame (table), one JSON object per line (jsonl), one JSON "
+              "document, or the -e fields of each frame, tab-separated (fields; -e implies it).")
+@click.option("-e", "--field", "fields", multiple=True, metavar="FIELD",
+              help="A field to print, as tshark -T fields -e (repeatable; one tab-separated line per frame): a "
+                   "column of the rows (api_name, latency_ms, client_id...) or a dot path into one "
+                   "(body.Topics.Name, header.ClientId); lists are stepped into and several values joined "
+                   "with commas.")
 @click.option("--summary", is_flag=True, help="Print the summary (counts, latency, errors, clients, "
               "negotiation audit, what-if, record batches, damage) instead of the frames.")
 @click.option("--filter", "filter_expr", metavar="EXPR", help="Show only frames matching EXPR (see below).")
@@ -163,8 +169,8 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
 @tls_keylog_option()
 @limit_options(capture=True)
 @show_secrets_option()
-def pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | None, ports: tuple[int, ...],
-         raw_records: bool, follow: bool, request_timeout: float | None, strict: bool,
+def pcap(files: tuple[str, ...], fmt: str, fields: tuple[str, ...], summary: bool, filter_expr: str | None,
+         ports: tuple[int, ...], raw_records: bool, follow: bool, request_timeout: float | None, strict: bool,
          tls_keylogs: tuple[str, ...], limits: DecodeLimits, show_secrets: bool) -> None:
     """Decode Kafka conversations from pcap/pcapng FILES (a directory: the regular files under it,
     in rotation order: cap, cap1, cap2 ... cap10; -: standard input, read as it comes).
@@ -188,6 +194,12 @@ def pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | Non
     secrets is reported once (tls-no-key, its bytes counted), and the summary shows each
     connection's TLS version and cipher suite.
     """
+    if fields and fmt not in ("table", "fields"):
+        raise KwireUsageError(f"-e prints fields, not --format {fmt}")
+    if fmt == "fields" and not fields:
+        raise KwireUsageError("--format fields needs the fields to print: -e FIELD (repeatable)")
+    if fields:
+        fmt = "fields"
     live = _live_input(files, follow)
     if live is None:
         missing = [f for f in files if f != "-" and not os.path.lexists(f)]
@@ -200,7 +212,7 @@ def pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | Non
     keylog = read_keylogs(tls_keylogs)
     with gc_tuned(), limits.apply():
         _pcap(files, fmt, summary, filter_expr, ports, raw_records, strict, limits.frame_size(), show_secrets,
-              keylog, live=live, request_timeout=request_timeout)
+              keylog, live=live, request_timeout=request_timeout, fields=fields)
 
 
 def _live_input(files: tuple[str, ...], follow: bool):
@@ -285,7 +297,7 @@ def _expand(specs: tuple[str, ...]) -> tuple[str, ...]:
 
 def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | None, ports: tuple[int, ...],
           raw_records: bool, strict: bool, max_frame: int, show_secrets: bool = False, keylog=None,
-          live=None, request_timeout: float | None = None) -> None:
+          live=None, request_timeout: float | None = None, fields: tuple[str, ...] = ()) -> None:
     from kwire_cli.capture import CaptureStats
     from kwire_cli.capture.filter import compile_filter
     from kwire_cli.capture.rows import json_ordered, table_cells, table_header
@@ -298,7 +310,10 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
 
     try:
         keep = compile_filter(filter_expr)
-    except FilterError as e:  # the filter is part of the command line: a usage error (exit 2)
+        if fields:
+            from kwire_cli.capture.fields import compile_fields
+            field_cells = compile_fields(fields)
+    except FilterError as e:  # the filter and the fields are part of the command line: a usage error (exit 2)
         raise KwireUsageError(str(e)) from None
     stats = CaptureStats()
     conv = Conversation(records_mode="hex" if raw_records else None, show_secrets=show_secrets, strict=strict,
@@ -361,6 +376,8 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
                 if multi:
                     cells.insert(0, escape(os.path.basename(r["file"] or "")))
                 con.print("  ".join(cells), soft_wrap=True)
+            elif fmt == "fields":
+                out.write("\t".join(field_cells(r)) + "\n")
             else:
                 line = encode(json_ordered(r))
                 if fmt == "jsonl":
@@ -386,7 +403,7 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
     if filter_expr:
         result["shown"] = shown
     if summary:
-        if fmt == "table":
+        if fmt in ("table", "fields"):
             from kwire_cli.render.summary import print_summary
             print_summary(result)
         else:
