@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -102,3 +103,22 @@ def test_decode_to_a_pipe_does_not_import_rich(tmp_path):
                                   text=True, env={**env, "COLUMNS": "30000", "TTY_COMPATIBLE": "0"})
     assert wide.stdout.splitlines()[0].startswith("Metadata v1 request")
     assert wide.stdout == through_rich.stdout
+
+
+@pytest.mark.parametrize("how,styled", [((), False), (("--color", "always"), True), (("--color", "never"), False),
+                                        (("--color", "auto"), False)])
+def test_color_option(how, styled):
+    """`kwire --color always` styles a tree even into a pipe (for less -R), `never` never does;
+    KWIRE_COLOR says the same; the lines are the same words either way."""
+    hx = (ROOT / "fixtures" / "hex" / "metadata-request-v1.hex").read_text()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("NO_COLOR", None)
+    env.pop("KWIRE_COLOR", None)
+    p = subprocess.run([sys.executable, "-m", "kwire_cli", *how, "decode", hx], capture_output=True, env=env)
+    plain = subprocess.run([sys.executable, "-m", "kwire_cli", "decode", hx], capture_output=True, env=env).stdout
+    assert p.returncode == 0 and (b"\x1b[" in p.stdout) == styled
+    assert re.sub(rb"\x1b\[[0-9;]*m", b"", p.stdout) == plain
+    if how:
+        by_env = subprocess.run([sys.executable, "-m", "kwire_cli", "decode", hx], capture_output=True,
+                                env={**env, "KWIRE_COLOR": how[1]})
+        assert by_env.stdout == p.stdout

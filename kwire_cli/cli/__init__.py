@@ -86,6 +86,12 @@ def _use_record_specs(_ctx: click.Context, _param: click.Parameter, value: str |
     return value
 
 
+def _use_color(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    from kwire_cli.render.plaintree import set_color
+    set_color(value)
+    return value
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="kwire")
 @click.option("--specs", "specs", metavar="DIR", envvar="KWIRE_SPECS", callback=_use_specs,
@@ -98,6 +104,10 @@ def _use_record_specs(_ctx: click.Context, _param: click.Parameter, value: str |
               help="Use the internal-topic record specs in DIR (Kafka's record JSON files, or a Kafka "
                    "checkout, searched) for the records of __consumer_offsets, __cluster_metadata... in "
                    "every command. Also read from KWIRE_RECORD_SPECS.")
+@click.option("--color", "color", type=click.Choice(["auto", "always", "never"]), default="auto",
+              envvar="KWIRE_COLOR", show_default=True, callback=_use_color, expose_value=False, is_eager=True,
+              help="Styles and colours in trees, tables and summaries: on a terminal only (auto; NO_COLOR "
+                   "turns them off), always (for less -R), or never. Also read from KWIRE_COLOR.")
 def cli() -> None:
     """Read and write the Apache Kafka wire protocol.
 

@@ -115,9 +115,20 @@ def page_width() -> int:
         return 200
 
 
+#: ``kwire --color``: "auto" (styles on a terminal, unless NO_COLOR), "always", "never"
+COLOR_MODES = ("auto", "always", "never")
+color_mode = ["auto"]
+
+
+def set_color(mode: str) -> None:
+    if mode not in COLOR_MODES:
+        raise ValueError(mode)
+    color_mode[0] = mode
+
+
 def plain_ok(stream: IO[str]) -> bool:
     """Whether Rich would print to ``stream`` as to a plain file: not a terminal, no styles, UTF-8 guides."""
-    if hasattr(stream, "isatty") and stream.isatty():
+    if color_mode[0] == "always" or (hasattr(stream, "isatty") and stream.isatty()):
         return False
     env = os.environ
     if env.get("FORCE_COLOR") or env.get("TTY_COMPATIBLE") or env.get("TTY_INTERACTIVE") or env.get("JUPYTER_COLUMNS"):
