@@ -4,7 +4,11 @@ with broker addresses) is held until it is whole, then forwarded changed.
 
 ``feed(chunk)`` returns actions in stream order: ``("bytes", b)`` to forward now, and
 ``("frame", frame, held)`` for each frame completed (size prefix included; ``held``: its bytes
-were not forwarded yet and the caller forwards it, changed or not)."""
+were not forwarded yet and the caller forwards it, changed or not).
+
+The forwarding path copies nothing it does not have to: a chunk with no held frame in it is
+forwarded as the very object that came in (``("bytes", chunk)``), whatever frame boundaries it
+crosses; only the bytes of each frame are gathered once (one join) for the decoder."""
 from __future__ import annotations
 
 import struct
@@ -22,69 +26,91 @@ class FrameRelay:
         correlation id), whether the frame must be held whole before it is forwarded."""
         self.max_frame = max_frame
         self.hold = hold
-        self._head = bytearray()        # bytes of a frame whose first 8 have not all come
-        self._cur = bytearray()         # the frame being collected (for decoding, and when held)
+        self._head = b""                # a frame's first bytes, fewer than 8 so far (not forwarded yet)
+        self._parts: list[bytes | memoryview] = []  # the frame being collected (for decoding, and when held)
+        self._have = 0                  # bytes in _parts
         self._left = 0                  # bytes of the current frame still to come
         self._held = False
         self.offset = 0                 # stream offset, for errors
 
     def feed(self, chunk: bytes) -> list[Action]:
+        """The actions for ``chunk``. ``("bytes", ...)`` and held frames come in stream order; a frame
+        that is not held is handed over as it completes, possibly before the ``("bytes", ...)``
+        that carries its last bytes (the caller acts on one feed's actions at once)."""
         out: list[Action] = []
+        n = len(chunk)
         mv = memoryview(chunk)
-        i, n = 0, len(chunk)
-        passthrough = bytearray()
+        i = 0
+        fwd = 0          # chunk[fwd:stop] is forwarded (not emitted yet) ...
+        stop = n
+        prefix = b""     # ... after these carried-over head bytes of a frame not held
         while i < n:
             if self._left:
                 take = min(self._left, n - i)
-                piece = mv[i:i + take]
-                self._cur += piece
-                if not self._held:
-                    passthrough += piece
-                self._left -= take
+                self._parts.append(mv[i:i + take])
+                self._have += take
                 i += take
+                self._left -= take
+                if self._held:
+                    fwd = i
                 if not self._left:
-                    self._finish(out, passthrough)
+                    self._finish(out)
                 continue
-            need = 8 - len(self._head)
-            take = min(need, n - i)
-            self._head += mv[i:i + take]
-            i += take
-            if len(self._head) < 8:
-                break
-            size, _ = _SIZE_CORR.unpack_from(self._head)
+            at = i  # a new frame: its head first
+            carried = self._head
+            if carried or n - i < 8:
+                piece = chunk[i:i + 8 - len(carried)]
+                head = carried + piece
+                i += len(piece)
+                if len(head) < 8:  # the rest comes with the next chunk; these bytes wait for it
+                    self._head = head
+                    stop = at
+                    break
+                self._head = b""
+            else:
+                head = chunk[i:i + 8]
+                i += 8
+            size, _ = _SIZE_CORR.unpack_from(head)
             if size < 4 or size > self.max_frame:
                 raise DecodeError(f"frame size {size} at stream offset {self.offset} is not a Kafka frame "
                                   f"(below 4, or over the cap of {self.max_frame} bytes; --max-frame-size raises it)",
                                   self.offset)
-            self._held = bool(self.hold and self.hold(bytes(self._head)))
-            self._cur = bytearray(self._head)
-            if not self._held:
-                passthrough += self._head
-            self._head = bytearray()
-            self._left = size + 4 - 8
+            self._held = bool(self.hold and self.hold(head))
+            if self._held:  # what came before it goes out now; the frame waits until it is whole
+                if prefix or fwd < at:
+                    out.append(("bytes", prefix + chunk[fwd:at]))
+                    prefix = b""
+                fwd = i
+            elif carried:   # only ever at the chunk's start (fwd == at == 0)
+                prefix = carried
+            self._parts = [head]
+            self._have = 8
+            self._left = size - 4
             if not self._left:
-                self._finish(out, passthrough)
-        if passthrough:
-            out.append(("bytes", bytes(passthrough)))
+                self._finish(out)
+        if fwd == 0 and stop == n and not prefix:
+            if n:
+                out.append(("bytes", chunk))  # the chunk as it came: no copy
+        elif prefix or fwd < stop:
+            out.append(("bytes", prefix + chunk[fwd:stop]))
         return out
 
-    def _finish(self, out: list[Action], passthrough: bytearray) -> None:
-        if passthrough:
-            out.append(("bytes", bytes(passthrough)))
-            passthrough.clear()
-        frame = bytes(self._cur)
+    def _finish(self, out: list[Action]) -> None:
+        parts = self._parts
+        frame = b"".join(parts)
         self.offset += len(frame)
         out.append(("frame", frame, self._held))
-        self._cur = bytearray()
+        self._parts = []
+        self._have = 0
         self._held = False
 
     @property
     def pending(self) -> int:
         """Bytes of the frame in progress (forwarded already or not)."""
-        return len(self._head) + len(self._cur)
+        return len(self._head) + self._have
 
     @property
     def unforwarded(self) -> int:
         """Bytes taken in but not yet forwarded: a frame's first bytes before its head is whole, or a
         held frame in progress."""
-        return len(self._head) + (len(self._cur) if self._held else 0)
+        return len(self._head) + (self._have if self._held else 0)
