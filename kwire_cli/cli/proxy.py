@@ -80,7 +80,7 @@ def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, wri
     import ssl
 
     from kwire_cli.capture.filter import compile_filter
-    from kwire_cli.capture.rows import json_ordered, table_cells, table_header
+    from kwire_cli.capture.rows import table_header
     from kwire_cli.capture.session import Conversation
     from kwire_cli.capture.summary import Summary
     from kwire_cli.proxy import Proxy, ProxyConfig
@@ -119,30 +119,11 @@ def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, wri
         except OSError as e:
             raise KwireUsageError(f"--write-pcap: cannot write {write_pcap}: {e.strerror}") from None
 
-    conv = Conversation(show_secrets=show_secrets)
-    summ = Summary()
     out = std_binary("stdout")
-    encode = line_encoder()
-    state = {"t0": None, "shown": 0}
     if fmt == "table":
         out.write((table_header() + "\n").encode())
         out.flush()
-
-    def on_frame(frame, notes) -> None:
-        row = conv.row(frame)
-        if notes:
-            row["notes"] = list(row.get("notes") or ()) + notes
-        summ.add(row)
-        if state["t0"] is None:
-            state["t0"] = row.get("ts")
-        if not keep(row):
-            return
-        state["shown"] += 1
-        if fmt == "table":
-            out.write(("  ".join(table_cells(row, state["t0"])) + "\n").encode("utf-8", "replace"))
-        else:
-            out.write(encode(json_ordered(row)) + b"\n")
-        out.flush()
+    sink = _RowSink(Conversation(show_secrets=show_secrets), Summary(), keep, fmt, out, line_encoder())
 
     def on_note(text: str) -> None:
         diagnostic("note", text)
@@ -152,7 +133,7 @@ def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, wri
     import asyncio  # here, not at the top: `kwire --help` imports every command module
 
     with limits.apply():
-        px = Proxy(config, on_frame, on_note)
+        px = Proxy(config, sink, on_note)
         try:
             asyncio.run(_run(px))
         except OSError as e:
@@ -162,13 +143,16 @@ def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, wri
             if pcap_file is not None:
                 pcap_file.close()
     st = px.stats
+    decoded = px.decoded or {}
+    for err in st.errors[:5]:
+        diagnostic("note", escape(f"decoding: {err}"))
     if summary:
-        result = summ.to_dict()
+        result = decoded.get("summary") or Summary().to_dict()
         result["proxy"] = {"connections": st.connections, "frames": st.frames, "rewritten": st.rewritten,
                            "upstream_failures": st.upstream_failures, "not_shown": st.not_shown,
                            "brokers": {f"{h}:{p}": f"{lh}:{lp}" for (h, p), (lh, lp) in px.book.local.items()}}
         if filter_expr:
-            result["shown"] = state["shown"]
+            result["shown"] = decoded.get("shown", 0)
         if fmt == "table":
             from kwire_cli.render.summary import print_summary
             print_summary(result)
@@ -178,6 +162,38 @@ def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, wri
     diagnostic("note", escape(f"proxy stopped: {st.connections} connections, {st.frames} frames, "
                               f"{st.rewritten} answers rewritten, {st.upstream_failures} upstream failures"
                               + (f", {st.not_shown} frames not shown (decoding fell behind)" if st.not_shown else "")))
+
+
+class _RowSink:
+    """The decoding side (its own process): each frame becomes kwire pcap's row, counted in the
+    summary, written when it matches the filter; ``result`` goes back to the proxy at the end."""
+
+    def __init__(self, conv, summ, keep, fmt, out, encode) -> None:
+        from kwire_cli.capture.rows import json_ordered, table_cells
+        self.json_ordered, self.table_cells = json_ordered, table_cells
+        self.conv, self.summ, self.keep, self.fmt, self.out, self.encode = conv, summ, keep, fmt, out, encode
+        self.t0 = None
+        self.shown = 0
+
+    def frame(self, frame, notes) -> None:
+        row = self.conv.row(frame)
+        if notes:
+            row["notes"] = list(row.get("notes") or ()) + notes
+        self.summ.add(row)
+        if self.t0 is None:
+            self.t0 = row.get("ts")
+        if not self.keep(row):
+            return
+        self.shown += 1
+        if self.fmt == "table":
+            self.out.write(("  ".join(self.table_cells(row, self.t0)) + "\n").encode("utf-8", "replace"))
+        else:
+            self.out.write(self.encode(self.json_ordered(row)) + b"\n")
+        self.out.flush()
+
+    def result(self) -> dict:
+        self.out.flush()
+        return {"summary": self.summ.to_dict(), "shown": self.shown}
 
 
 async def _run(px) -> None:

@@ -4,6 +4,7 @@ the payload in segments of at most 65,000 bytes with consistent sequence numbers
 when it closes. `kwire pcap` and tshark read it like a capture of the client's side."""
 from __future__ import annotations
 
+import functools
 import ipaddress
 import struct
 import threading
@@ -15,55 +16,82 @@ SYN, FIN, PSH, ACK = 0x02, 0x01, 0x08, 0x10
 MAX_SEG = 65000
 
 
-def _csum(data: bytes) -> int:
+def _csum(data: bytes | memoryview) -> int:
     """The Internet checksum (RFC 1071). The ones' complement sum of the 16-bit words is the bytes,
     read as one big-endian number, modulo 0xFFFF (2**16 is 1 modulo 0xFFFF), 0 read as 0xFFFF
     unless every word is 0: one C-speed conversion instead of a Python loop over the words."""
-    if len(data) % 2:
-        data += b"\0"
+    return ~_fold(*_sum(data)) & 0xFFFF
+
+
+def _sum(data: bytes | memoryview) -> tuple[int, bool]:
+    """The words' sum modulo 0xFFFF, and whether any word is not 0 (the bytes padded to even)."""
     n = int.from_bytes(data, "big")
-    s = n % 0xFFFF
-    if s == 0 and n:
-        s = 0xFFFF
-    return ~s & 0xFFFF
+    if len(data) % 2:
+        n <<= 8
+    return n % 0xFFFF, n != 0
+
+
+def _fold(s: int, nonzero: bool) -> int:
+    return 0xFFFF if s == 0 and nonzero else s
 
 
 class PcapOut:
-    """Thread-safe: connections write their segments as they happen."""
+    """Written by the proxy's event loop as the bytes are forwarded (thread-safe all the same).
+    Buffered: flushed at least once a second while traffic flows, when a connection opens or
+    closes, and when the file is closed."""
+
+    FLUSH_EVERY = 1.0
 
     def __init__(self, f: BinaryIO) -> None:
         self.f = f
         self.lock = threading.Lock()
+        self._flushed = time.monotonic()
         f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, LINKTYPE_RAW))
         f.flush()
 
     def _packet(self, src: tuple[str, int], dst: tuple[str, int], seq: int, ack: int, flags: int,
-                payload: bytes = b"") -> None:
-        s, d = ipaddress.ip_address(src[0]), ipaddress.ip_address(dst[0])
+                payload: bytes | memoryview = b"", flush: bool = False) -> None:
+        s, d = _ip(src[0]), _ip(dst[0])
+        plen = len(payload)
         tcp = struct.pack("!HHIIBBHHH", src[1], dst[1], seq & 0xFFFFFFFF, ack & 0xFFFFFFFF, 5 << 4, flags,
                           65535, 0, 0)
+        # the payload's sum is added to the pseudo header's and the TCP header's (both even in length,
+        # so the payload's words stay aligned): the payload is read once and never copied
+        psum, pnz = _sum(payload) if plen else (0, False)
         if s.version == 4 and d.version == 4:
-            pseudo = s.packed + d.packed + struct.pack("!BBH", 0, 6, len(tcp) + len(payload))
-            c = _csum(pseudo + tcp + payload)
+            pseudo = s.packed + d.packed + struct.pack("!BBH", 0, 6, len(tcp) + plen)
+            hsum, hnz = _sum(pseudo + tcp)
+            c = ~_fold((hsum + psum) % 0xFFFF, hnz or pnz) & 0xFFFF
             tcp = tcp[:16] + struct.pack("!H", c) + tcp[18:]
-            ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp) + len(payload), 0, 0x4000, 64, 6, 0,
+            ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp) + plen, 0, 0x4000, 64, 6, 0,
                              s.packed, d.packed)
             ip = ip[:10] + struct.pack("!H", _csum(ip)) + ip[12:]
         else:
             s6 = s if s.version == 6 else ipaddress.IPv6Address(f"::ffff:{s}")
             d6 = d if d.version == 6 else ipaddress.IPv6Address(f"::ffff:{d}")
-            pseudo = s6.packed + d6.packed + struct.pack("!I3xB", len(tcp) + len(payload), 6)
-            c = _csum(pseudo + tcp + payload)
+            pseudo = s6.packed + d6.packed + struct.pack("!I3xB", len(tcp) + plen, 6)
+            hsum, hnz = _sum(pseudo + tcp)
+            c = ~_fold((hsum + psum) % 0xFFFF, hnz or pnz) & 0xFFFF
             tcp = tcp[:16] + struct.pack("!H", c) + tcp[18:]
-            ip = struct.pack("!IHBB16s16s", 6 << 28, len(tcp) + len(payload), 6, 64, s6.packed, d6.packed)
-        pkt = ip + tcp + payload
+            ip = struct.pack("!IHBB16s16s", 6 << 28, len(tcp) + plen, 6, 64, s6.packed, d6.packed)
         t = time.time()
+        n = len(ip) + len(tcp) + plen
         with self.lock:
-            self.f.write(struct.pack("<IIII", int(t), int((t % 1) * 1_000_000), len(pkt), len(pkt)) + pkt)
-            self.f.flush()
+            self.f.write(struct.pack("<IIII", int(t), int((t % 1) * 1_000_000), n, n) + ip + tcp)
+            if plen:
+                self.f.write(payload)
+            now = time.monotonic()
+            if flush or now - self._flushed >= self.FLUSH_EVERY:
+                self.f.flush()
+                self._flushed = now
 
     def connection(self, client: tuple[str, int], server: tuple[str, int]) -> PcapConnection:
         return PcapConnection(self, client, server)
+
+
+@functools.lru_cache(maxsize=1024)
+def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    return ipaddress.ip_address(text)
 
 
 class PcapConnection:
@@ -74,13 +102,14 @@ class PcapConnection:
         out._packet(c, s, self.seq[0], 0, SYN)
         out._packet(s, c, self.seq[1], self.seq[0] + 1, SYN | ACK)
         self.seq = [self.seq[0] + 1, self.seq[1] + 1]
-        out._packet(c, s, self.seq[0], self.seq[1], ACK)
+        out._packet(c, s, self.seq[0], self.seq[1], ACK, flush=True)
 
-    def data(self, side: int, payload: bytes) -> None:
+    def data(self, side: int, payload: bytes | memoryview) -> None:
         """``side``: 0 client to server, 1 server to client."""
         a, b = self.ends[side], self.ends[1 - side]
+        mv = memoryview(payload)
         for i in range(0, len(payload), MAX_SEG):
-            chunk = payload[i:i + MAX_SEG]
+            chunk = mv[i:i + MAX_SEG]
             self.out._packet(a, b, self.seq[side], self.seq[1 - side], PSH | ACK, chunk)
             self.seq[side] += len(chunk)
 
@@ -88,4 +117,4 @@ class PcapConnection:
         c, s = self.ends
         self.out._packet(c, s, self.seq[0], self.seq[1], FIN | ACK)
         self.out._packet(s, c, self.seq[1], self.seq[0] + 1, FIN | ACK)
-        self.out._packet(c, s, self.seq[0] + 1, self.seq[1] + 1, ACK)
+        self.out._packet(c, s, self.seq[0] + 1, self.seq[1] + 1, ACK, flush=True)

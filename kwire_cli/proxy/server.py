@@ -1,42 +1,44 @@
-"""The proxy itself (asyncio): listeners, one upstream connection per client connection, forwarding,
-and a decoding thread.
+"""The proxy itself (asyncio protocols): listeners, one upstream connection per client connection,
+forwarding, and the frames handed to the decoding side (``decoding``).
 
 Clients bootstrap against the listen address, which forwards to the first ``--broker`` that
 answers. Every client connection gets exactly one upstream connection (no pooling: SASL state,
 ordering and correlation ids stay the client's own). Answers that tell clients where brokers are
 are rewritten (``rewrite``): each broker gets a local port, bound when it first appears (the
 listen port + 1, + 2, ... in order of appearance, or ``--node-ports FIRST-LAST``), so every later
-connection also goes through the proxy. Requests are forwarded byte for byte as they arrive;
-answers too, except those to rewrite, which are held until whole. Every frame is also handed,
-whole, to one decoding thread (a bounded queue: past it frames are counted as not shown, never
-waited for), which makes the rows of `kwire pcap` (``Conversation.row``) and writes them; so a slow
-decode never stalls a client. A Produce request with acks=0 expects no answer and none is waited for.
+connection also goes through the proxy. Whatever arrives is written on at once, byte for byte,
+in the same call (``FrameRelay`` only finds the frame boundaries), except the answers that may be
+rewritten (ApiVersions and the address APIs), which are held until whole. Flow control is the
+transports': a side whose write buffer is full pauses reading on the other. Every frame is also
+handed, whole, to the decoding side (another process, bounded: past its backlog frames are counted
+as not shown, never waited for), which makes the rows of `kwire pcap` (``Conversation.row``) and
+writes them; so a slow decode never stalls a client. A Produce request with acks=0 expects no
+answer and none is waited for.
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import queue
 import socket
 import ssl
 import struct
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kwire_cli.capture.events import KafkaFrame, endpoint
+from kwire_cli.capture.events import endpoint
 from kwire_cli.capture.kafka import produce_acks
 from kwire_cli.errors import KwireError
+from kwire_cli.proxy.decoding import DecodeChannel, FrameSink
 from kwire_cli.proxy.pcapout import PcapConnection, PcapOut
 from kwire_cli.proxy.relay import FrameRelay
 from kwire_cli.proxy.rewrite import AddressBook, may_rewrite, rewrite_response
 
 _REQ_HEAD = struct.Struct(">ihhi")  # size, api key, api version, correlation id
 _CORR = struct.Struct(">i")
-READ = 256 * 1024
-QUEUE_MAX = 10_000  # frames waiting for the decoding thread; past it they are counted, not shown
+WRITE_HIGH = 4 << 20   # a side's write buffer above this pauses reading on the other side
+BACKLOG = 256 << 20    # bytes of frames waiting for the decoding side; past it they are counted, not shown
+CLIENT, BROKER = 0, 1
 
 
 @dataclass
@@ -49,6 +51,8 @@ class ProxyConfig:
     broker_ssl: ssl.SSLContext | None = None
     max_frame: int = 100 * 1024 * 1024
     pcap: Any = None                        # a binary file to write the conversations to
+    decode_backlog: int = BACKLOG
+    decode_process: bool | None = None      # None: a process on Linux, a thread elsewhere
 
 
 @dataclass
@@ -57,16 +61,14 @@ class Stats:
     open_connections: int = 0
     upstream_failures: int = 0
     frames: int = 0
-    not_shown: int = 0                      # frames the decoding thread could not keep up with
+    not_shown: int = 0                      # frames the decoding side could not keep up with
     rewritten: int = 0
     errors: list[str] = field(default_factory=list)
 
 
 class Proxy:
-    def __init__(self, config: ProxyConfig, on_frame: Callable[[KafkaFrame, list[str]], None],
-                 on_note: Callable[[str], None]) -> None:
+    def __init__(self, config: ProxyConfig, sink: FrameSink, on_note: Any) -> None:
         self.config = config
-        self.on_frame = on_frame
         self.on_note = on_note
         self.stats = Stats()
         self.book = AddressBook(self._bind_node)
@@ -74,18 +76,18 @@ class Proxy:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._next_port = config.node_ports[0] if config.node_ports else config.listen[1] + 1
         self._seq = 0
-        self._q: queue.Queue = queue.Queue(QUEUE_MAX)
-        self._decoder = threading.Thread(target=self._decode_loop, name="kwire-decode", daemon=True)
+        self.decoder = DecodeChannel(sink, config.decode_backlog, config.decode_process)
         self._pcap = PcapOut(config.pcap) if config.pcap is not None else None
         self.bootstrap: tuple[str, int] | None = None
+        self.decoded: Any = None            # the sink's result, when the proxy has stopped
 
     # ------------------------------------------------------------------ listeners
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
-        self._decoder.start()
+        self.decoder.start(self.loop)  # first: the decoding process inherits no listener
         host, port = self.config.listen
-        srv = await asyncio.start_server(lambda r, w: self._client(r, w, None), host, port,
-                                         ssl=self.config.listen_ssl, limit=READ, reuse_address=True)
+        srv = await self.loop.create_server(lambda: _End(_Conn(self, None), CLIENT), host, port,
+                                            ssl=self.config.listen_ssl, reuse_address=True, backlog=1024)
         self.servers.append(srv)
         self.bootstrap = srv.sockets[0].getsockname()[:2]
         self.on_note(f"listening on {endpoint(*self.bootstrap)} for brokers "
@@ -111,7 +113,7 @@ class Proxy:
                     continue
                 raise KwireError(f"cannot listen on {endpoint(lhost, lport)} for broker {endpoint(host, port)}: "
                                  f"{e.strerror} (--node-ports FIRST-LAST gives a range)") from None
-            sock.listen(128)
+            sock.listen(1024)
             sock.setblocking(False)
             break
         target = (host, port)
@@ -121,8 +123,9 @@ class Proxy:
         return adv, lport
 
     async def _serve_node(self, sock: socket.socket, target: tuple[str, int]) -> None:
-        srv = await asyncio.start_server(lambda r, w: self._client(r, w, target), sock=sock,
-                                         ssl=self.config.listen_ssl, limit=READ)
+        assert self.loop is not None
+        srv = await self.loop.create_server(lambda: _End(_Conn(self, target), CLIENT), sock=sock,
+                                            ssl=self.config.listen_ssl)
         self.servers.append(srv)
 
     async def close(self) -> None:
@@ -131,93 +134,13 @@ class Proxy:
         for s in self.servers:
             with contextlib.suppress(Exception):
                 await s.wait_closed()
-        self._q.put(None)
-        await asyncio.get_running_loop().run_in_executor(None, self._decoder.join, 30)
-
-    # ------------------------------------------------------------------ connections
-    async def _upstream(self, target: tuple[str, int] | None):
-        targets = [target] if target is not None else list(self.config.brokers)
-        last: Exception | None = None
-        for host, port in targets:
-            try:
-                ctx = self.config.broker_ssl
-                r, w = await asyncio.wait_for(
-                    asyncio.open_connection(host, port, ssl=ctx, server_hostname=host if ctx else None, limit=READ),
-                    timeout=15)
-                return (host, port), r, w
-            except (OSError, asyncio.TimeoutError, ssl.SSLError) as e:
-                last = e
-        self.stats.upstream_failures += 1
-        raise ConnectionError(f"no broker answered ({', '.join(endpoint(h, p) for h, p in targets)}): {last}")
-
-    async def _client(self, creader: asyncio.StreamReader, cwriter: asyncio.StreamWriter,
-                      target: tuple[str, int] | None) -> None:
-        self.stats.connections += 1
-        self.stats.open_connections += 1
-        peer = cwriter.get_extra_info("peername")[:2]
-        local = cwriter.get_extra_info("sockname")[:2]
-        try:
-            broker, breader, bwriter = await self._upstream(target)
-        except ConnectionError as e:
-            self.on_note(f"{endpoint(*peer)}: {e}; closing the client's connection")
-            cwriter.close()
-            self.stats.open_connections -= 1
-            return
-        client_ep, broker_ep = endpoint(*peer), endpoint(*broker)
-        conn = f"{client_ep}<->{broker_ep}"
-        pending: dict[int, tuple[int, int, float, int]] = {}  # corr -> (api key, version, ts, frame number)
-        pc: PcapConnection | None = self._pcap.connection(peer, local) if self._pcap else None
-
-        def hold(head: bytes) -> bool:
-            want = pending.get(_CORR.unpack_from(head, 4)[0])
-            return want is not None and may_rewrite(want[0], want[1])
-
-        up = FrameRelay(self.config.max_frame)
-        down = FrameRelay(self.config.max_frame, hold)
-
-        async def client_to_broker() -> None:
-            while data := await creader.read(READ):
-                for act in up.feed(data):
-                    if act[0] == "bytes":
-                        bwriter.write(act[1])
-                        if pc:
-                            pc.data(0, act[1])
-                    else:
-                        self._request(act[1], pending, conn, client_ep, broker_ep)
-                await bwriter.drain()
-
-        async def broker_to_client() -> None:
-            while data := await breader.read(READ):
-                for act in down.feed(data):
-                    if act[0] == "bytes":
-                        cwriter.write(act[1])
-                        if pc:
-                            pc.data(1, act[1])
-                        continue
-                    frame, held = act[1], act[2]
-                    out = self._response(frame, pending, conn, broker_ep, client_ep)
-                    if held:
-                        cwriter.write(out)
-                        if pc:
-                            pc.data(1, out)
-                await cwriter.drain()
-
-        tasks = [asyncio.ensure_future(client_to_broker()), asyncio.ensure_future(broker_to_client())]
-        try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            for t in done:
-                exc = t.exception()
-                if exc is not None and not isinstance(exc, (ConnectionError, OSError)):
-                    self.on_note(f"{conn}: {exc}; closing the connection")
-        finally:
-            for t in tasks:
-                t.cancel()
-            for w in (cwriter, bwriter):
-                with contextlib.suppress(Exception):
-                    w.close()
-            if pc:
-                pc.close()
-            self.stats.open_connections -= 1
+        await asyncio.get_running_loop().run_in_executor(None, self.decoder.close)
+        d = self.decoder
+        self.decoded = d.result
+        self.stats.not_shown = d.not_shown
+        self.stats.errors += d.errors
+        if d.broken:
+            self.stats.errors.append(d.broken)
 
     # ------------------------------------------------------------------ frames
     def _number(self) -> int:
@@ -227,13 +150,16 @@ class Proxy:
     def _request(self, frame: bytes, pending: dict, conn: str, src: str, dst: str) -> None:
         _, key, version, corr = _REQ_HEAD.unpack_from(frame)
         n, ts = self._number(), time.time()
-        acks = produce_acks(frame[4:], version) if key == 0 else None
+        acks = None
+        if key == 0:  # the acks come early in the request: read them from its first bytes
+            acks = produce_acks(frame[4:PEEK], version)
+            if acks is None and len(frame) > PEEK:
+                acks = produce_acks(frame[4:], version)
         if acks != 0:
             pending[corr] = (key, version, ts, n)
             if len(pending) > 100_000:  # a client that never reads its answers: forget the oldest
                 pending.pop(next(iter(pending)))
-        self._emit(KafkaFrame("proxy", n, ts, src, dst, conn, "request", frame[4:], len(frame) - 4, key, version,
-                              corr, acks=acks), [])
+        self._emit(("proxy", n, ts, src, dst, conn, "request", key, version, corr, None, None, None, acks), [], frame)
 
     def _response(self, frame: bytes, pending: dict, conn: str, src: str, dst: str) -> bytes:
         """The answer to forward (rewritten when it names brokers), handed to the decoder as it came."""
@@ -251,23 +177,146 @@ class Proxy:
                 out, notes = r.data, r.changes
                 self.stats.rewritten += 1
         key, version, rts, rn = req if req is not None else (None, None, None, None)
-        self._emit(KafkaFrame("proxy", n, ts, src, dst, conn, "response", frame[4:], len(frame) - 4, key, version,
-                              corr, rts, rn), notes)
+        self._emit(("proxy", n, ts, src, dst, conn, "response", key, version, corr, rts, rn, None, None), notes,
+                   frame)
         return out
 
-    def _emit(self, f: KafkaFrame, notes: list[str]) -> None:
+    def _emit(self, fields: tuple, notes: list[str], frame: bytes) -> None:
+        """To the decoding side: ``KafkaFrame``'s fields but its data (``frame_fields``), and the frame."""
         self.stats.frames += 1
-        try:
-            self._q.put_nowait((f, notes))
-        except queue.Full:
-            self.stats.not_shown += 1
+        self.decoder.put(fields, notes, frame)
 
-    def _decode_loop(self) -> None:
-        while True:
-            item = self._q.get()
-            if item is None:
-                return
+
+PEEK = 1024  # bytes of a Produce request that hold its acks unless its ids are very long
+
+
+class _End(asyncio.Protocol):
+    """One side's transport events, passed on to its connection."""
+
+    def __init__(self, conn: _Conn, side: int) -> None:
+        self.conn, self.side = conn, side
+
+    def connection_made(self, transport: Any) -> None:
+        self.conn.made(self.side, transport)
+
+    def data_received(self, data: bytes) -> None:
+        self.conn.received(self.side, data)
+
+    def eof_received(self) -> bool:
+        return False  # the transport closes; connection_lost closes the other side
+
+    def connection_lost(self, exc: Exception | None) -> None:  # noqa: ARG002 (either way the other side closes)
+        self.conn.lost(self.side)
+
+    def pause_writing(self) -> None:
+        self.conn.flow(self.side, False)
+
+    def resume_writing(self) -> None:
+        self.conn.flow(self.side, True)
+
+
+class _Conn:
+    """A client connection and its own upstream connection: what one side sends is fed to its relay
+    and written to the other side in the same call."""
+
+    def __init__(self, proxy: Proxy, target: tuple[str, int] | None) -> None:
+        self.proxy, self.target = proxy, target
+        self.t: list[Any] = [None, None]       # transports: client, broker
+        self.open = [False, False]
+        self.closing = False
+        self.pending: dict[int, tuple[int, int, float, int]] = {}  # corr -> (api key, version, ts, frame number)
+        self.relays = (FrameRelay(proxy.config.max_frame), FrameRelay(proxy.config.max_frame, self._hold))
+        self.pc: PcapConnection | None = None
+        self.name = self.client_ep = self.broker_ep = ""
+
+    def _hold(self, head: bytes) -> bool:
+        want = self.pending.get(_CORR.unpack_from(head, 4)[0])
+        return want is not None and may_rewrite(want[0], want[1])
+
+    def made(self, side: int, transport: Any) -> None:
+        self.t[side], self.open[side] = transport, True
+        transport.set_write_buffer_limits(high=WRITE_HIGH)
+        if side == BROKER:
+            return
+        st = self.proxy.stats
+        st.connections += 1
+        st.open_connections += 1
+        transport.pause_reading()  # until the broker side is there
+        assert self.proxy.loop is not None
+        self.proxy.loop.create_task(self._connect())
+
+    async def _connect(self) -> None:
+        px = self.proxy
+        assert px.loop is not None
+        client = self.t[CLIENT]
+        peer = client.get_extra_info("peername")[:2]
+        local = client.get_extra_info("sockname")[:2]
+        targets = [self.target] if self.target is not None else list(px.config.brokers)
+        last: BaseException | None = None
+        for host, port in targets:
+            ctx = px.config.broker_ssl
             try:
-                self.on_frame(*item)
-            except Exception as e:  # the proxy goes on whatever one frame's output does
-                self.stats.errors.append(f"{type(e).__name__}: {e}")
+                await asyncio.wait_for(px.loop.create_connection(
+                    lambda: _End(self, BROKER), host, port, ssl=ctx, server_hostname=host if ctx else None),
+                    timeout=15)
+            except (OSError, asyncio.TimeoutError, ssl.SSLError) as e:
+                last = e
+                continue
+            self.client_ep, self.broker_ep = endpoint(*peer), endpoint(host, port)
+            self.name = f"{self.client_ep}<->{self.broker_ep}"
+            if px._pcap is not None:
+                self.pc = px._pcap.connection(peer, local)
+            if not self.open[CLIENT]:  # the client left meanwhile
+                self.close()
+            else:
+                client.resume_reading()
+            return
+        px.stats.upstream_failures += 1
+        px.on_note(f"{endpoint(*peer)}: no broker answered ({', '.join(endpoint(h, p) for h, p in targets)}): "
+                   f"{last}; closing the client's connection")
+        self.close()
+
+    def received(self, side: int, data: bytes) -> None:
+        if self.closing:
+            return
+        px, pc, other = self.proxy, self.pc, self.t[1 - side]
+        try:
+            for act in self.relays[side].feed(data):
+                if act[0] == "bytes":
+                    other.write(act[1])
+                    if pc:
+                        pc.data(side, act[1])
+                elif side == CLIENT:
+                    px._request(act[1], self.pending, self.name, self.client_ep, self.broker_ep)
+                else:
+                    out = px._response(act[1], self.pending, self.name, self.broker_ep, self.client_ep)
+                    if act[2]:
+                        other.write(out)
+                        if pc:
+                            pc.data(side, out)
+        except Exception as e:  # not a Kafka stream, or a bug: this connection ends, the proxy goes on
+            px.on_note(f"{self.name}: {e}; closing the connection")
+            self.close()
+
+    def flow(self, side: int, go: bool) -> None:
+        """``side``'s write buffer is full (``go`` False) or drained: pause or resume reading the other."""
+        other = self.t[1 - side]
+        if other is not None and self.open[1 - side]:
+            with contextlib.suppress(Exception):
+                (other.resume_reading if go else other.pause_reading)()
+
+    def lost(self, side: int) -> None:
+        self.open[side] = False
+        self.close()
+
+    def close(self) -> None:
+        """Both sides (what a side still has to write is written first); counted once."""
+        first = not self.closing
+        self.closing = True
+        for t in self.t:
+            if t is not None and not t.is_closing():
+                t.close()
+        if first:
+            if self.pc:
+                self.pc.close()
+            self.proxy.stats.open_connections -= 1
