@@ -110,6 +110,46 @@ def test_apiversions_are_capped_where_the_proxy_could_not_rewrite():
     assert "Metadata 99 -> " in r.changes[0]
 
 
+def test_the_pcap_checksums_are_right_with_and_without_the_native_sum():
+    import io
+    import random
+    import struct
+
+    from kwire_cli.proxy import pcapout
+    rng = random.Random(7)
+    for n in [*range(12), 64999, 65000, 65001]:
+        data = bytes(rng.choice((0, 255, rng.randrange(256))) for _ in range(n))
+        for d in (data, b"\0" * n, b"\xff" * n):
+            assert pcapout._sum(d) == pcapout._py_sum(d) == pcapout._py_sum(memoryview(d))
+    for summer in {pcapout._sum, pcapout._py_sum}:
+        f = io.BytesIO()
+        old, pcapout._sum = pcapout._sum, summer
+        try:
+            out = pcapout.PcapOut(f)
+            for ends in ((("127.0.0.1", 40000), ("127.0.0.1", 9092)), (("::1", 40001), ("::1", 9092))):
+                c = out.connection(*ends)
+                c.data(0, bytes(rng.randrange(256) for _ in range(70001)))
+                c.data(1, b"\0" * 3)
+                c.close()
+        finally:
+            pcapout._sum = old
+        raw, pos, packets = f.getvalue(), 24, 0
+        while pos < len(raw):
+            (n,) = struct.unpack_from("<I", raw, pos + 8)
+            pkt = raw[pos + 16:pos + 16 + n]
+            pos += 16 + n
+            packets += 1
+            if pkt[0] >> 4 == 4:
+                assert pcapout._csum(pkt[:20]) == 0
+                pseudo = pkt[12:20] + struct.pack("!BBH", 0, 6, n - 20)
+                seg = pkt[20:]
+            else:
+                pseudo = pkt[8:40] + struct.pack("!I3xB", n - 40, 6)
+                seg = pkt[40:]
+            assert pcapout._csum(pseudo + seg) == 0  # a right checksum sums to all ones
+        assert packets == 2 * (3 + 2 + 1 + 3)
+
+
 # ------------------------------------------------------------------------------------------------
 # real clients through the proxy to tansu
 

@@ -5,10 +5,13 @@ when it closes. `kwire pcap` and tshark read it like a capture of the client's s
 from __future__ import annotations
 
 import functools
+import importlib
 import ipaddress
+import os
 import struct
 import threading
 import time
+from collections.abc import Callable
 from typing import BinaryIO
 
 LINKTYPE_RAW = 101
@@ -23,12 +26,26 @@ def _csum(data: bytes | memoryview) -> int:
     return ~_fold(*_sum(data)) & 0xFFFF
 
 
-def _sum(data: bytes | memoryview) -> tuple[int, bool]:
+def _py_sum(data: bytes | memoryview) -> tuple[int, bool]:
     """The words' sum modulo 0xFFFF, and whether any word is not 0 (the bytes padded to even)."""
     n = int.from_bytes(data, "big")
     if len(data) % 2:
         n <<= 8
     return n % 0xFFFF, n != 0
+
+
+def _load_sum() -> Callable[[bytes | memoryview], tuple[int, bool]]:
+    """_pcapsum.c's ``word_sum`` (the same in C, a few times faster), unless not built or
+    KWIRE_NO_SPEEDUPS=1."""
+    if os.environ.get("KWIRE_NO_SPEEDUPS", "") in ("", "0"):
+        try:
+            return importlib.import_module("kwire_cli.proxy._pcapsum").word_sum
+        except ImportError:
+            pass
+    return _py_sum
+
+
+_sum = _load_sum()
 
 
 def _fold(s: int, nonzero: bool) -> int:
