@@ -12,11 +12,14 @@ records of --size bytes and waiting for every delivery report:
     kwire    through `kwire proxy --format jsonl --write-pcap FILE` (decoding on, rows to /dev/null)
     tansu    through `tansu proxy` (forwarding only)
 
-The modes alternate --repeat times; the best throughput of each is reported (records/s, MB/s) and
-kwire's ratios to the other two. Latency: Metadata v12 requests at --rate per second for --seconds
-over one raw socket, direct and through each proxy; the p50/p99 round trip and what each proxy adds.
-Connections: --connections sockets opened through kwire proxy at once, each sending one ApiVersions
-request; how many got their answer.
+The modes alternate --repeat times; the best and the median time of each are reported (records/s,
+MB/s) and kwire's ratios to the other two (on a shared machine quote the medians). Latency:
+Metadata v12 requests at --rate per second for --seconds over one raw socket per mode, the three
+modes taking turns request by request (so that a busy moment of the machine hits all three alike);
+the p50/p99 round trip and what each proxy adds. kwire proxy rewrites every Metadata answer (the
+broker addresses in it), so this is its slowest path. Connections: --connections sockets
+opened through kwire proxy at once, each sending one ApiVersions request; how many got their
+answer. The machine's load average is printed before and after.
 """
 from __future__ import annotations
 
@@ -103,10 +106,16 @@ def read_frame(s: socket.socket) -> bytes:
     return exact(n)
 
 
-def latencies(port: int, rate: float, seconds: float) -> list[float]:
-    s = socket.create_connection(("127.0.0.1", port))
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    out = []
+def latencies(ports: dict[str, int], rate: float, seconds: float) -> dict[str, list[float]]:
+    """Round trips in ms per mode: every 1/rate s one request to each mode in turn (the order
+    rotating), each on its own connection."""
+    socks = {}
+    for name, port in ports.items():
+        s = socket.create_connection(("127.0.0.1", port))
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        socks[name] = s
+    out: dict[str, list[float]] = {name: [] for name in ports}
+    names = list(ports)
     gap = 1.0 / rate
     nxt = time.perf_counter()
     end = nxt + seconds
@@ -116,12 +125,15 @@ def latencies(port: int, rate: float, seconds: float) -> list[float]:
         if now < nxt:
             time.sleep(nxt - now)
         corr += 1
-        t = time.perf_counter()
-        s.sendall(metadata_request(corr))
-        read_frame(s)
-        out.append((time.perf_counter() - t) * 1000)
+        for name in names[corr % len(names):] + names[:corr % len(names)]:
+            s = socks[name]
+            t = time.perf_counter()
+            s.sendall(metadata_request(corr))
+            read_frame(s)
+            out[name].append((time.perf_counter() - t) * 1000)
         nxt += gap
-    s.close()
+    for s in socks.values():
+        s.close()
     return out
 
 
@@ -152,6 +164,10 @@ def connections(port: int, n: int) -> int:
     return ok
 
 
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))]
@@ -161,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--size", type=int, default=100)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--rate", type=float, default=200)
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--connections", type=int, default=1000)
@@ -185,28 +201,33 @@ def main(argv: list[str] | None = None) -> int:
         procs.append(start([tansu, "proxy", "--listener-url", turl, "--advertised-listener-url", turl,
                             "--origin-url", url], tport, "tansu proxy"))
         modes = {"direct": bport, "kwire proxy": kport, "tansu proxy": tport}
-        best: dict[str, float] = {}
+        print(f"load average {load()}")
+        times: dict[str, list[float]] = {name: [] for name in modes}
         for r in range(a.repeat):
             for name, port in modes.items():
-                dt = produce(f"127.0.0.1:{port}", a.records, a.size, f"bench-{r}-{name.split()[0]}")
-                best[name] = min(best.get(name, dt), dt)
+                times[name].append(produce(f"127.0.0.1:{port}", a.records, a.size, f"bench-{r}-{name.split()[0]}"))
         mb = a.records * a.size / 1e6
-        print(f"produce: {a.records} records of {a.size} bytes (acks=1), best of {a.repeat}, librdkafka "
+        print(f"load average {load()}")
+        print(f"produce: {a.records} records of {a.size} bytes (acks=1), {a.repeat} runs each, librdkafka "
               f"through each")
-        print(f"{'mode':14} {'s':>7} {'records/s':>11} {'MB/s':>7}")
-        for name, dt in best.items():
-            print(f"{name:14} {dt:7.2f} {a.records / dt:11.0f} {mb / dt:7.1f}")
-        k = best["kwire proxy"]
-        print(f"kwire proxy / direct: {best['direct'] / k:.2f}x (goal >= 0.8); "
-              f"kwire proxy / tansu proxy: {best['tansu proxy'] / k:.2f}x (goal >= 1)")
-        print(f"latency: Metadata v12 at {a.rate:.0f}/s for {a.seconds:.0f} s, round trip in ms")
-        lat = {name: latencies(port, a.rate, a.seconds) for name, port in modes.items()}
+        print(f"{'mode':14} {'best s':>7} {'records/s':>11} {'MB/s':>7} {'median s':>9} {'records/s':>11} {'MB/s':>7}")
+        for name, ts in times.items():
+            b, m = min(ts), statistics.median(ts)
+            print(f"{name:14} {b:7.2f} {a.records / b:11.0f} {mb / b:7.1f} "
+                  f"{m:9.2f} {a.records / m:11.0f} {mb / m:7.1f}")
+        for what, f in (("best", min), ("median", statistics.median)):
+            k = f(times["kwire proxy"])
+            print(f"{what}: kwire proxy / direct: {f(times['direct']) / k:.2f}x (goal >= 0.8); "
+                  f"kwire proxy / tansu proxy: {f(times['tansu proxy']) / k:.2f}x (goal >= 1)")
+        print(f"latency: Metadata v12 at {a.rate:.0f}/s for {a.seconds:.0f} s, the modes in turn, round trip in ms")
+        lat = latencies(modes, a.rate, a.seconds)
         for name, xs in lat.items():
             print(f"{name:14} p50 {statistics.median(xs):6.3f}  p99 {pct(xs, 0.99):6.3f}  n {len(xs)}")
         for name in ("kwire proxy", "tansu proxy"):
             print(f"{name} adds p99 {pct(lat[name], 0.99) - pct(lat['direct'], 0.99):+.3f} ms (goal <= 2)")
         held = connections(kport, a.connections)
         print(f"connections: {held} of {a.connections} simultaneous connections through kwire proxy answered")
+        print(f"load average {load()}")
     finally:
         for p in reversed(procs):
             p.send_signal(signal.SIGINT if p is procs[1] else signal.SIGTERM)

@@ -131,6 +131,7 @@ def test_the_pcap_checksums_are_right_with_and_without_the_native_sum():
                 c.data(0, bytes(rng.randrange(256) for _ in range(70001)))
                 c.data(1, b"\0" * 3)
                 c.close()
+            out.close()
         finally:
             pcapout._sum = old
         raw, pos, packets = f.getvalue(), 24, 0
@@ -148,6 +149,19 @@ def test_the_pcap_checksums_are_right_with_and_without_the_native_sum():
                 seg = pkt[40:]
             assert pcapout._csum(pseudo + seg) == 0  # a right checksum sums to all ones
         assert packets == 2 * (3 + 2 + 1 + 3)
+
+
+def test_a_listen_port_in_use_is_an_error_at_once(tmp_path):
+    """The decoding process is already running when the listener fails: it is stopped too, and the
+    proxy exits 1 at once (it once hung at exit, waiting for it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = subprocess.run([sys.executable, "-m", "kwire_cli", "proxy", "--broker", "127.0.0.1:9", "--listen",
+                            f"127.0.0.1:{port}", "--write-pcap", str(tmp_path / "x.pcap")], capture_output=True,
+                           text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=ROOT)
+    assert r.returncode == 1 and "address already in use" in r.stderr, r.stderr
 
 
 # ------------------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ _HEAD = struct.Struct(">II")
 _LEN = struct.Struct(">I")
 _END = _HEAD.pack(0, 0)
 MAX_ERRORS = 100
+NICE = 19  # the decoding process yields the CPU to everything else (forwarding, the clients, the brokers)
 
 
 class FrameSink(Protocol):
@@ -98,16 +99,17 @@ def consume(sock: socket.socket, sink: FrameSink) -> None:
 
 
 def _child(sock: socket.socket, other: socket.socket, sink: FrameSink) -> None:
-    for sig in (signal.SIGINT, signal.SIGTERM):  # the proxy stops it, after the last frame
-        signal.signal(sig, signal.SIG_IGN)
+    # Ctrl-C reaches the whole process group: the proxy stops this process after the last frame
+    # (a SIGTERM still ends it, e.g. multiprocessing's own at exit)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     other.close()
     with contextlib.suppress(OSError):
-        os.nice(10)
+        os.nice(NICE)
     consume(sock, sink)
 
 
 class DecodeChannel:
-    def __init__(self, sink: FrameSink, backlog: int = 256 << 20, process: bool | None = None) -> None:
+    def __init__(self, sink: FrameSink, backlog: int = 64 << 20, process: bool | None = None) -> None:
         self.sink = sink
         self.limit = backlog
         self.process = sys.platform.startswith("linux") if process is None else process

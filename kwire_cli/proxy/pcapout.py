@@ -53,21 +53,68 @@ def _fold(s: int, nonzero: bool) -> int:
 
 
 class PcapOut:
-    """Written by the proxy's event loop as the bytes are forwarded (thread-safe all the same).
-    Buffered: flushed at least once a second while traffic flows, when a connection opens or
-    closes, and when the file is closed."""
+    """Records are made on the proxy's event loop as the bytes are forwarded and written by a
+    thread of their own, so that the disk (a write that waits for writeback) never holds up
+    forwarding; the file is flushed whenever that thread has caught up. Past ``limit`` bytes
+    waiting, the event loop waits for the disk: the capture stays whole. ``close()`` writes the
+    rest (the file itself stays open)."""
 
-    FLUSH_EVERY = 1.0
-
-    def __init__(self, f: BinaryIO) -> None:
+    def __init__(self, f: BinaryIO, limit: int = 64 << 20) -> None:
         self.f = f
-        self.lock = threading.Lock()
-        self._flushed = time.monotonic()
+        self.limit = limit
+        self._todo: list[bytes | memoryview] = []
+        self._size = 0
+        self._closed = False
+        self.error: OSError | None = None
+        self._cond = threading.Condition()
         f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, LINKTYPE_RAW))
         f.flush()
+        self._thread = threading.Thread(target=self._write_loop, name="kwire-pcap", daemon=True)
+        self._thread.start()
+
+    def _write_loop(self) -> None:
+        cond = self._cond
+        while True:
+            with cond:
+                while not self._todo and not self._closed:
+                    cond.wait()
+                todo, self._todo = self._todo, []
+                if not todo and self._closed:
+                    return
+            n = 0
+            try:
+                for piece in todo:
+                    n += len(piece)
+                    if self.error is None:
+                        self.f.write(piece)
+                with cond:
+                    more = bool(self._todo)
+                if not more and self.error is None:
+                    self.f.flush()
+            except OSError as e:  # a full disk: the proxy goes on, the capture stops here
+                self.error = e
+            with cond:
+                self._size -= n
+                cond.notify_all()
+
+    def _put(self, pieces: list[bytes | memoryview], n: int) -> None:
+        with self._cond:
+            while self._size > self.limit and not self._closed:
+                self._cond.wait()
+            self._todo += pieces
+            self._size += n
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join()
+        if self.error is None:
+            self.f.flush()
 
     def _packet(self, src: tuple[str, int], dst: tuple[str, int], seq: int, ack: int, flags: int,
-                payload: bytes | memoryview = b"", flush: bool = False) -> None:
+                payload: bytes | memoryview = b"") -> None:
         s, d = _ip(src[0]), _ip(dst[0])
         plen = len(payload)
         tcp = struct.pack("!HHIIBBHHH", src[1], dst[1], seq & 0xFFFFFFFF, ack & 0xFFFFFFFF, 5 << 4, flags,
@@ -93,14 +140,8 @@ class PcapOut:
             ip = struct.pack("!IHBB16s16s", 6 << 28, len(tcp) + plen, 6, 64, s6.packed, d6.packed)
         t = time.time()
         n = len(ip) + len(tcp) + plen
-        with self.lock:
-            self.f.write(struct.pack("<IIII", int(t), int((t % 1) * 1_000_000), n, n) + ip + tcp)
-            if plen:
-                self.f.write(payload)
-            now = time.monotonic()
-            if flush or now - self._flushed >= self.FLUSH_EVERY:
-                self.f.flush()
-                self._flushed = now
+        head = struct.pack("<IIII", int(t), int((t % 1) * 1_000_000), n, n) + ip + tcp
+        self._put([head, payload] if plen else [head], 16 + n)
 
     def connection(self, client: tuple[str, int], server: tuple[str, int]) -> PcapConnection:
         return PcapConnection(self, client, server)
@@ -119,7 +160,7 @@ class PcapConnection:
         out._packet(c, s, self.seq[0], 0, SYN)
         out._packet(s, c, self.seq[1], self.seq[0] + 1, SYN | ACK)
         self.seq = [self.seq[0] + 1, self.seq[1] + 1]
-        out._packet(c, s, self.seq[0], self.seq[1], ACK, flush=True)
+        out._packet(c, s, self.seq[0], self.seq[1], ACK)
 
     def data(self, side: int, payload: bytes | memoryview) -> None:
         """``side``: 0 client to server, 1 server to client."""
@@ -134,4 +175,4 @@ class PcapConnection:
         c, s = self.ends
         self.out._packet(c, s, self.seq[0], self.seq[1], FIN | ACK)
         self.out._packet(s, c, self.seq[1], self.seq[0] + 1, FIN | ACK)
-        self.out._packet(c, s, self.seq[0] + 1, self.seq[1] + 1, ACK, flush=True)
+        self.out._packet(c, s, self.seq[0] + 1, self.seq[1] + 1, ACK)

@@ -37,7 +37,7 @@ from kwire_cli.proxy.rewrite import AddressBook, may_rewrite, rewrite_response
 _REQ_HEAD = struct.Struct(">ihhi")  # size, api key, api version, correlation id
 _CORR = struct.Struct(">i")
 WRITE_HIGH = 4 << 20   # a side's write buffer above this pauses reading on the other side
-BACKLOG = 256 << 20    # bytes of frames waiting for the decoding side; past it they are counted, not shown
+BACKLOG = 64 << 20     # bytes of frames waiting for the decoding side; past it they are counted, not shown
 CLIENT, BROKER = 0, 1
 
 
@@ -66,6 +66,17 @@ class Stats:
     errors: list[str] = field(default_factory=list)
 
 
+def _more_files() -> None:
+    """Two descriptors per client connection: the soft limit on open files raised to the hard one."""
+    try:
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ImportError, ValueError, OSError):  # not on this system, or not allowed
+        pass
+
+
 class Proxy:
     def __init__(self, config: ProxyConfig, sink: FrameSink, on_note: Any) -> None:
         self.config = config
@@ -80,14 +91,22 @@ class Proxy:
         self._pcap = PcapOut(config.pcap) if config.pcap is not None else None
         self.bootstrap: tuple[str, int] | None = None
         self.decoded: Any = None            # the sink's result, when the proxy has stopped
+        self.conns: set[_Conn] = set()      # the connections open now
 
     # ------------------------------------------------------------------ listeners
     async def start(self) -> None:
+        _more_files()
         self.loop = asyncio.get_running_loop()
         self.decoder.start(self.loop)  # first: the decoding process inherits no listener
         host, port = self.config.listen
-        srv = await self.loop.create_server(lambda: _End(_Conn(self, None), CLIENT), host, port,
-                                            ssl=self.config.listen_ssl, reuse_address=True, backlog=1024)
+        try:
+            srv = await self.loop.create_server(lambda: _End(_Conn(self, None), CLIENT), host, port,
+                                                ssl=self.config.listen_ssl, reuse_address=True, backlog=1024)
+        except BaseException:
+            await self.loop.run_in_executor(None, self.decoder.close, 10)
+            if self._pcap is not None:
+                self._pcap.close()
+            raise
         self.servers.append(srv)
         self.bootstrap = srv.sockets[0].getsockname()[:2]
         self.on_note(f"listening on {endpoint(*self.bootstrap)} for brokers "
@@ -131,10 +150,17 @@ class Proxy:
     async def close(self) -> None:
         for s in self.servers:
             s.close()
+        for c in list(self.conns):
+            c.close()
         for s in self.servers:
             with contextlib.suppress(Exception):
                 await s.wait_closed()
-        await asyncio.get_running_loop().run_in_executor(None, self.decoder.close)
+        loop = asyncio.get_running_loop()
+        if self._pcap is not None:
+            await loop.run_in_executor(None, self._pcap.close)
+            if self._pcap.error is not None:
+                self.on_note(f"--write-pcap: {self._pcap.error}; the capture stops there")
+        await loop.run_in_executor(None, self.decoder.close)
         d = self.decoder
         self.decoded = d.result
         self.stats.not_shown = d.not_shown
@@ -241,6 +267,7 @@ class _Conn:
         st = self.proxy.stats
         st.connections += 1
         st.open_connections += 1
+        self.proxy.conns.add(self)
         transport.pause_reading()  # until the broker side is there
         assert self.proxy.loop is not None
         self.proxy.loop.create_task(self._connect())
@@ -320,3 +347,4 @@ class _Conn:
             if self.pc:
                 self.pc.close()
             self.proxy.stats.open_connections -= 1
+            self.proxy.conns.discard(self)
