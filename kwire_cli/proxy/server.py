@@ -254,6 +254,7 @@ class _Conn:
         self.relays = (FrameRelay(proxy.config.max_frame), FrameRelay(proxy.config.max_frame, self._hold))
         self.pc: PcapConnection | None = None
         self.name = self.client_ep = self.broker_ep = ""
+        self.early: list[bytes] | None = []    # what the client sent before its broker side was there
 
     def _hold(self, head: bytes) -> bool:
         want = self.pending.get(_CORR.unpack_from(head, 4)[0])
@@ -293,9 +294,12 @@ class _Conn:
             self.name = f"{self.client_ep}<->{self.broker_ep}"
             if px._pcap is not None:
                 self.pc = px._pcap.connection(peer, local)
+            early, self.early = self.early or [], None
+            for data in early:
+                self.received(CLIENT, data)
             if not self.open[CLIENT]:  # the client left meanwhile
                 self.close()
-            else:
+            elif not self.closing:
                 client.resume_reading()
             return
         px.stats.upstream_failures += 1
@@ -305,6 +309,9 @@ class _Conn:
 
     def received(self, side: int, data: bytes) -> None:
         if self.closing:
+            return
+        if self.early is not None and side == CLIENT:  # reading is paused until then, yet a loop may deliver some
+            self.early.append(data)
             return
         px, pc, other = self.proxy, self.pc, self.t[1 - side]
         try:
