@@ -4,6 +4,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 static PyObject *word_sum(PyObject *self, PyObject *arg) {
     (void)self;
@@ -13,16 +14,34 @@ static PyObject *word_sum(PyObject *self, PyObject *arg) {
     const unsigned char *p = (const unsigned char *)b.buf;
     Py_ssize_t n = b.len, i = 0;
     uint64_t s = 0;
-    /* 32-bit big-endian words in a 64-bit sum: 2**32 is 1 modulo 0xFFFF as 2**16 is; no overflow
-       below 2**32 words */
-    for (; i + 4 <= n; i += 4)
-        s += ((uint64_t)p[i] << 24) | ((uint64_t)p[i + 1] << 16) | ((uint64_t)p[i + 2] << 8) | p[i + 3];
-    for (; i + 2 <= n; i += 2)
-        s += ((uint64_t)p[i] << 8) | p[i + 1];
-    if (i < n)
+    /* RFC 1071's byte order independence: the words are summed as the machine reads them (32 bits
+       at a time into 64: no overflow below 2**32 words), folded with end-around carries, and the
+       folded sum's two bytes swapped back on a little-endian machine */
+    for (; i + 4 <= n; i += 4) {
+        uint32_t w;
+        memcpy(&w, p + i, 4);
+        s += w;
+    }
+    if (i + 2 <= n) {
+        uint16_t w;
+        memcpy(&w, p + i, 2);
+        s += w;
+        i += 2;
+    }
+    if (i < n) /* the last byte, padded with a zero byte */
+#if PY_BIG_ENDIAN
         s += (uint64_t)p[i] << 8;
+#else
+        s += p[i];
+#endif
+    int nonzero = s != 0;
+    while (s >> 16)
+        s = (s & 0xFFFF) + (s >> 16);
+#if !PY_BIG_ENDIAN
+    s = ((s & 0xFF) << 8) | (s >> 8);
+#endif
     PyBuffer_Release(&b);
-    return Py_BuildValue("(KO)", (unsigned long long)(s % 0xFFFF), s ? Py_True : Py_False);
+    return Py_BuildValue("(KO)", (unsigned long long)(s % 0xFFFF), nonzero ? Py_True : Py_False);
 }
 
 static PyMethodDef methods[] = {

@@ -65,6 +65,7 @@ class PcapOut:
         self._todo: list[bytes | memoryview] = []
         self._size = 0
         self._closed = False
+        self._idle = False                  # the writing thread waits for records
         self.error: OSError | None = None
         self._cond = threading.Condition()
         f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, LINKTYPE_RAW))
@@ -77,7 +78,9 @@ class PcapOut:
         while True:
             with cond:
                 while not self._todo and not self._closed:
+                    self._idle = True
                     cond.wait()
+                self._idle = False
                 todo, self._todo = self._todo, []
                 if not todo and self._closed:
                     return
@@ -103,7 +106,8 @@ class PcapOut:
                 self._cond.wait()
             self._todo += pieces
             self._size += n
-            self._cond.notify_all()
+            if self._idle:
+                self._cond.notify_all()
 
     def close(self) -> None:
         with self._cond:
@@ -115,6 +119,12 @@ class PcapOut:
 
     def _packet(self, src: tuple[str, int], dst: tuple[str, int], seq: int, ack: int, flags: int,
                 payload: bytes | memoryview = b"") -> None:
+        pieces: list[bytes | memoryview] = []
+        self._put(pieces, self._record(pieces, src, dst, seq, ack, flags, payload))
+
+    def _record(self, pieces: list[bytes | memoryview], src: tuple[str, int], dst: tuple[str, int], seq: int,
+                ack: int, flags: int, payload: bytes | memoryview = b"") -> int:
+        """One packet's record appended to ``pieces`` (its header, then the payload as it is); its size."""
         s, d = _ip(src[0]), _ip(dst[0])
         plen = len(payload)
         tcp = struct.pack("!HHIIBBHHH", src[1], dst[1], seq & 0xFFFFFFFF, ack & 0xFFFFFFFF, 5 << 4, flags,
@@ -140,8 +150,10 @@ class PcapOut:
             ip = struct.pack("!IHBB16s16s", 6 << 28, len(tcp) + plen, 6, 64, s6.packed, d6.packed)
         t = time.time()
         n = len(ip) + len(tcp) + plen
-        head = struct.pack("<IIII", int(t), int((t % 1) * 1_000_000), n, n) + ip + tcp
-        self._put([head, payload] if plen else [head], 16 + n)
+        pieces.append(struct.pack("<IIII", int(t), int((t % 1) * 1_000_000), n, n) + ip + tcp)
+        if plen:
+            pieces.append(payload)
+        return 16 + n
 
     def connection(self, client: tuple[str, int], server: tuple[str, int]) -> PcapConnection:
         return PcapConnection(self, client, server)
@@ -166,10 +178,13 @@ class PcapConnection:
         """``side``: 0 client to server, 1 server to client."""
         a, b = self.ends[side], self.ends[1 - side]
         mv = memoryview(payload)
+        pieces: list[bytes | memoryview] = []
+        size = 0
         for i in range(0, len(payload), MAX_SEG):
             chunk = mv[i:i + MAX_SEG]
-            self.out._packet(a, b, self.seq[side], self.seq[1 - side], PSH | ACK, chunk)
+            size += self.out._record(pieces, a, b, self.seq[side], self.seq[1 - side], PSH | ACK, chunk)
             self.seq[side] += len(chunk)
+        self.out._put(pieces, size)
 
     def close(self) -> None:
         c, s = self.ends
