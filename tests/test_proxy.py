@@ -55,6 +55,30 @@ def test_the_relay_forwards_every_byte_and_cuts_every_frame(step):
     assert bytes(forwarded) == stream and seen == frames and relay.pending == 0
 
 
+@pytest.mark.parametrize("step", [1, 2, 7, 100, 10_000])
+def test_the_relay_hands_over_pieces_without_gathering(step):
+    """gather=False (what the proxy uses): a frame not held comes as its pieces, which join to it;
+    a held one still comes whole, and the chunks are forwarded as they came."""
+    frames = conversation_bytes()
+    stream = b"".join(frames)
+    relay = FrameRelay(1 << 20, hold=lambda head: head == frames[1][:8], gather=False)
+    forwarded, seen = bytearray(), []
+    for i in range(0, len(stream), step):
+        chunk = stream[i:i + step]
+        before = relay.unforwarded
+        acts = relay.feed(chunk)
+        if not before and not relay.unforwarded and not any(a[0] == "frame" and a[2] for a in acts):
+            out = [a[1] for a in acts if a[0] == "bytes"]
+            assert len(out) == 1 and out[0] is chunk  # nothing held or carried: the chunk as it came
+        for act in acts:
+            if act[0] == "bytes" or act[2]:
+                forwarded += act[1]
+            if act[0] == "frame":
+                assert isinstance(act[1], bytes) if act[2] else isinstance(act[1], list)
+                seen.append(b"".join(act[1]) if isinstance(act[1], list) else act[1])
+    assert bytes(forwarded) == stream and seen == frames and relay.pending == 0
+
+
 @pytest.mark.parametrize("step", [1, 5, 64, 10_000])
 def test_the_relay_holds_the_frames_it_is_told_to_and_keeps_the_order(step):
     frames = conversation_bytes()

@@ -146,22 +146,27 @@ class DecodeChannel:
         mine.setblocking(False)
         self.sock = mine
 
-    def put(self, fields: tuple, notes: list[str], frame: bytes) -> bool:
-        """Hand a frame over (its ``frame_fields``); False when it was dropped instead."""
+    def put(self, fields: tuple, notes: list[str], frame: bytes | list, length: int | None = None) -> bool:
+        """Hand a frame over (its ``frame_fields``): its bytes, or the list of its pieces (bytes-like,
+        ``length`` bytes in all); False when it was dropped instead."""
         if self.broken is not None:
             self.not_shown += 1
             return False
+        pieces = frame if isinstance(frame, list) else [frame]
+        if len(pieces) > 256:  # within what one sendmsg takes
+            pieces = [b"".join(pieces)]
+        n = length if length is not None else sum(len(p) for p in pieces)
         meta = pickle.dumps((fields, notes), protocol=pickle.HIGHEST_PROTOCOL)
-        size = _HEAD.size + len(meta) + len(frame)
+        size = _HEAD.size + len(meta) + n
         if self._backlog:
             if self._pending + size > self.limit:
                 self.not_shown += 1
                 return False
-            self._backlog.append(_HEAD.pack(len(meta), len(frame)) + meta)
-            self._backlog.append(frame)
+            self._backlog.append(_HEAD.pack(len(meta), n) + meta)
+            self._backlog.append(b"".join(pieces))  # a copy: the chunks it came in are not kept
             self._pending += size
             return True
-        parts = [_HEAD.pack(len(meta), len(frame)), meta, frame]
+        parts = [_HEAD.pack(len(meta), n), meta, *pieces]
         assert self.sock is not None
         try:
             sent = _send(self.sock, parts)

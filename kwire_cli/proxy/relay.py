@@ -21,11 +21,14 @@ Action = tuple
 
 
 class FrameRelay:
-    def __init__(self, max_frame: int, hold: Callable[[bytes], bool] | None = None) -> None:
+    def __init__(self, max_frame: int, hold: Callable[[bytes], bool] | None = None, gather: bool = True) -> None:
         """``hold(head)``: given the first 8 bytes of a frame (size, then for an answer its
-        correlation id), whether the frame must be held whole before it is forwarded."""
+        correlation id), whether the frame must be held whole before it is forwarded. ``gather``
+        False: a frame that is not held is handed over as the list of its pieces (the head's 8
+        bytes, then memoryviews of the chunks that carried it), not joined into one ``bytes``."""
         self.max_frame = max_frame
         self.hold = hold
+        self.gather = gather
         self._head = b""                # a frame's first bytes, fewer than 8 so far (not forwarded yet)
         self._parts: list[bytes | memoryview] = []  # the frame being collected (for decoding, and when held)
         self._have = 0                  # bytes in _parts
@@ -97,9 +100,13 @@ class FrameRelay:
 
     def _finish(self, out: list[Action]) -> None:
         parts = self._parts
-        frame = b"".join(parts)
-        self.offset += len(frame)
-        out.append(("frame", frame, self._held))
+        if self.gather or self._held:
+            frame = b"".join(parts)
+            self.offset += len(frame)
+            out.append(("frame", frame, self._held))
+        else:
+            self.offset += self._have
+            out.append(("frame", parts, False))
         self._parts = []
         self._have = 0
         self._held = False

@@ -173,27 +173,37 @@ class Proxy:
         self._seq += 1
         return self._seq
 
-    def _request(self, frame: bytes, pending: dict, conn: str, src: str, dst: str) -> None:
-        _, key, version, corr = _REQ_HEAD.unpack_from(frame)
+    def _request(self, frame: bytes | list, pending: dict, conn: str, src: str, dst: str) -> None:
+        """``frame``: its bytes or its pieces (``FrameRelay`` with gather off)."""
+        pieces = frame if isinstance(frame, list) else [frame]
+        length = sum(len(p) for p in pieces)
+        head = _prefix(pieces, PEEK)
+        _, key, version, corr = _REQ_HEAD.unpack_from(head)
         n, ts = self._number(), time.time()
         acks = None
         if key == 0:  # the acks come early in the request: read them from its first bytes
-            acks = produce_acks(frame[4:PEEK], version)
-            if acks is None and len(frame) > PEEK:
-                acks = produce_acks(frame[4:], version)
+            acks = produce_acks(head[4:], version)
+            if acks is None and length > PEEK:
+                acks = produce_acks(b"".join(pieces)[4:], version)
         if acks != 0:
             pending[corr] = (key, version, ts, n)
             if len(pending) > 100_000:  # a client that never reads its answers: forget the oldest
                 pending.pop(next(iter(pending)))
-        self._emit(("proxy", n, ts, src, dst, conn, "request", key, version, corr, None, None, None, acks), [], frame)
+        self._emit(("proxy", n, ts, src, dst, conn, "request", key, version, corr, None, None, None, acks), [],
+                   pieces, length)
 
-    def _response(self, frame: bytes, pending: dict, conn: str, src: str, dst: str) -> bytes:
-        """The answer to forward (rewritten when it names brokers), handed to the decoder as it came."""
-        corr = _CORR.unpack_from(frame, 4)[0]
+    def _response(self, frame: bytes | list, pending: dict, conn: str, src: str, dst: str) -> bytes | None:
+        """The answer to forward (rewritten when it names brokers), handed to the decoder as it came.
+        ``frame``: its bytes, or its pieces when it was not held (forwarded already: None)."""
+        pieces = frame if isinstance(frame, list) else [frame]
+        length = sum(len(p) for p in pieces)
+        corr = _CORR.unpack_from(pieces[0], 4)[0]  # the first piece is the frame's 8-byte head at least
         req = pending.pop(corr, None)
         n, ts = self._number(), time.time()
-        out, notes = frame, []
+        out = frame if isinstance(frame, bytes) else None
+        notes: list[str] = []
         if req is not None and may_rewrite(req[0], req[1]):
+            frame = b"".join(pieces)
             try:
                 r = rewrite_response(frame, req[0], req[1], self.book)
             except KwireError as e:
@@ -204,13 +214,23 @@ class Proxy:
                 self.stats.rewritten += 1
         key, version, rts, rn = req if req is not None else (None, None, None, None)
         self._emit(("proxy", n, ts, src, dst, conn, "response", key, version, corr, rts, rn, None, None), notes,
-                   frame)
+                   pieces, length)
         return out
 
-    def _emit(self, fields: tuple, notes: list[str], frame: bytes) -> None:
+    def _emit(self, fields: tuple, notes: list[str], pieces: list, length: int) -> None:
         """To the decoding side: ``KafkaFrame``'s fields but its data (``frame_fields``), and the frame."""
         self.stats.frames += 1
-        self.decoder.put(fields, notes, frame)
+        self.decoder.put(fields, notes, pieces, length)
+
+
+def _prefix(pieces: list, n: int) -> bytes:
+    """The first ``n`` bytes of a frame given as pieces (all of it when shorter)."""
+    out = bytes(pieces[0][:n])
+    for p in pieces[1:]:
+        if len(out) >= n:
+            break
+        out += bytes(p[:n - len(out)])
+    return out
 
 
 PEEK = 1024  # bytes of a Produce request that hold its acks unless its ids are very long
@@ -251,7 +271,9 @@ class _Conn:
         self.open = [False, False]
         self.closing = False
         self.pending: dict[int, tuple[int, int, float, int]] = {}  # corr -> (api key, version, ts, frame number)
-        self.relays = (FrameRelay(proxy.config.max_frame), FrameRelay(proxy.config.max_frame, self._hold))
+        # frames that are not held reach the decoding side as their pieces (never joined here)
+        self.relays = (FrameRelay(proxy.config.max_frame, gather=False),
+                       FrameRelay(proxy.config.max_frame, self._hold, gather=False))
         self.pc: PcapConnection | None = None
         self.name = self.client_ep = self.broker_ep = ""
         self.early: list[bytes] | None = []    # what the client sent before its broker side was there
@@ -324,7 +346,7 @@ class _Conn:
                     px._request(act[1], self.pending, self.name, self.client_ep, self.broker_ep)
                 else:
                     out = px._response(act[1], self.pending, self.name, self.broker_ep, self.client_ep)
-                    if act[2]:
+                    if act[2] and out is not None:
                         other.write(out)
                         if pc:
                             pc.data(side, out)
