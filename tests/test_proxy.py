@@ -188,6 +188,77 @@ def test_a_listen_port_in_use_is_an_error_at_once(tmp_path):
     assert r.returncode == 1 and "address already in use" in r.stderr, r.stderr
 
 
+class _ListSink:
+    """A decoding side that keeps what it was given (in the decoding process or thread)."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.got: list[tuple] = []
+        self.delay = delay
+
+    def frame(self, frame, notes) -> None:
+        if self.delay:
+            time.sleep(self.delay)
+        if frame.correlation_id == 13:
+            raise ValueError("one bad frame")
+        self.got.append((frame.kind, frame.correlation_id, frame.data, frame.size, frame.acks, notes))
+
+    def result(self) -> list:
+        return self.got
+
+
+@pytest.mark.parametrize("process", [True, False], ids=["process", "thread"])
+def test_the_decoding_side_gets_every_frame_in_order_then_gives_its_result_back(process):
+    """The channel to the decoding side (a process on Linux, a thread elsewhere): frames given whole
+    or in pieces arrive whole and in order; a sink's error is counted and the rest goes on; at the
+    end the sink's result comes back."""
+    import asyncio
+
+    from kwire_cli.proxy.decoding import DecodeChannel
+    loop = asyncio.new_event_loop()
+    try:
+        ch = DecodeChannel(_ListSink(), process=process)
+        ch.start(loop)
+        frames = [struct_frame(i, 10 + 1000 * i) for i in range(20)]
+        for i, f in enumerate(frames):
+            fields = ("proxy", i, 0.0, "a", "b", "a<->b", "request", 0, 9, i, None, None, None, 1)
+            pieces = [f[:8], memoryview(f)[8:11], memoryview(f)[11:]] if i % 2 else f
+            assert ch.put(fields, [f"n{i}"] if i == 3 else [], pieces, len(f))
+        loop.run_until_complete(asyncio.sleep(0.2))
+        ch.close()
+    finally:
+        loop.close()
+    assert ch.not_shown == 0 and ch.n_errors == 1 and "one bad frame" in ch.errors[0]
+    assert ch.result == [("request", i, f[4:], len(f) - 4, 1, ["n3"] if i == 3 else [])
+                         for i, f in enumerate(frames) if i != 13]
+
+
+def struct_frame(corr: int, n: int) -> bytes:
+    import struct
+    body = struct.pack(">hhi", 0, 9, corr) + bytes(n)
+    return struct.pack(">i", len(body)) + body
+
+
+def test_a_decoding_side_that_falls_behind_costs_frames_not_waiting():
+    """Past the backlog, frames are counted as not shown and put() returns at once."""
+    import asyncio
+
+    from kwire_cli.proxy.decoding import DecodeChannel
+    loop = asyncio.new_event_loop()
+    try:
+        ch = DecodeChannel(_ListSink(delay=0.05), backlog=1 << 20)
+        ch.start(loop)
+        big = struct_frame(1, 1 << 20)
+        t = time.monotonic()
+        taken = sum(ch.put(("proxy", i, 0.0, "a", "b", "a<->b", "request", 0, 9, 1, None, None, None, 1), [],
+                           big, len(big)) for i in range(40))
+        assert time.monotonic() - t < 5  # never waited for the decoder (40 x 50 ms of decoding)
+        ch.close()
+    finally:
+        loop.close()
+    assert ch.not_shown == 40 - taken > 0
+    assert len(ch.result) == taken
+
+
 # ------------------------------------------------------------------------------------------------
 # real clients through the proxy to tansu
 
