@@ -92,6 +92,7 @@ class Proxy:
         self.bootstrap: tuple[str, int] | None = None
         self.decoded: Any = None            # the sink's result, when the proxy has stopped
         self.conns: set[_Conn] = set()      # the connections open now
+        self._tasks: set[asyncio.Task] = set()
 
     # ------------------------------------------------------------------ listeners
     async def start(self) -> None:
@@ -136,7 +137,8 @@ class Proxy:
             sock.setblocking(False)
             break
         target = (host, port)
-        self.loop.create_task(self._serve_node(sock, target))
+        self._tasks.add(task := self.loop.create_task(self._serve_node(sock, target)))
+        task.add_done_callback(self._tasks.discard)
         adv = self.config.advertise or lhost
         self.on_note(f"broker {endpoint(host, port)} -> {endpoint(adv, lport)}")
         return adv, lport
@@ -277,6 +279,7 @@ class _Conn:
         self.pc: PcapConnection | None = None
         self.name = self.client_ep = self.broker_ep = ""
         self.early: list[bytes] | None = []    # what the client sent before its broker side was there
+        self.connecting: asyncio.Task | None = None
 
     def _hold(self, head: bytes) -> bool:
         want = self.pending.get(_CORR.unpack_from(head, 4)[0])
@@ -293,7 +296,7 @@ class _Conn:
         self.proxy.conns.add(self)
         transport.pause_reading()  # until the broker side is there
         assert self.proxy.loop is not None
-        self.proxy.loop.create_task(self._connect())
+        self.connecting = self.proxy.loop.create_task(self._connect())  # referenced: not collected midway
 
     async def _connect(self) -> None:
         px = self.proxy
