@@ -81,3 +81,41 @@ def test_field_usage_errors():
                                                                        "not --format jsonl")):
         r = kwire("pcap", cap, *args)
         assert r.code == 2 and says in r.err and r.out == "", (args, r)
+
+
+def test_field_layout_options_as_tsharks(tmp_path):
+    """-E header=y, separator, aggregator and quote lay the lines out as tshark's -E does; with
+    separator=, and quote=d the output is CSV that Python's csv module reads back to the cells."""
+    import csv
+    import io
+    cap = CAPS / "kafkajs-consume.pcap"
+    plain = kwire_fields(cap, "-e", "frame", "-e", "api_name", "-e", "body.Topics.Name")
+    r = kwire("pcap", str(cap), "-e", "frame", "-e", "api_name", "-e", "body.Topics.Name",
+              "-E", "header=y", "-E", "separator=,", "-E", "quote=d")
+    assert r.code == 0, r
+    rows = list(csv.reader(io.StringIO(r.out)))
+    assert rows[0] == ["frame", "api_name", "body.Topics.Name"] and rows[1:] == plain
+    assert any("," in row[2] for row in rows[1:])  # a cell with several topics: the quotes matter
+    semi = kwire_fields(cap, "-e", "frame", "-e", "body.Topics.Name", "-E", "aggregator=;")
+    assert [[f, t.replace(";", ",")] for f, t in semi] == [[f, t] for f, _a, t in plain]
+    spaced = kwire("pcap", str(cap), "-e", "frame", "-e", "api_name", "-E", "separator=/s").out.splitlines()
+    assert spaced == [f"{f} {a}" for f, a, _t in plain]
+    if TSHARK is not None:  # the header line and quoting are tshark's own
+        want = subprocess.run([TSHARK, "-r", str(cap), "-d", "tcp.port==9092,kafka", "-Y",
+                               "kafka.request_key && !kafka.request_frame", "-T", "fields", "-e", "frame.number",
+                               "-e", "kafka.client_id", "-E", "header=y", "-E", "separator=,", "-E", "quote=d"],
+                              capture_output=True, text=True, check=True).stdout.splitlines()
+        got = kwire("pcap", str(cap), "--filter", "kind=request", "-e", "frame", "-e", "header.ClientId",
+                    "-E", "header=y", "-E", "separator=,", "-E", "quote=d").out.splitlines()
+        assert got[1:] == want[1:] and want[0] == "frame.number,kafka.client_id"
+        assert got[0] == "frame,header.ClientId"
+
+
+def test_field_layout_errors():
+    cap = str(CAPS / "kafkajs-produce.pcap")
+    for args, says in ((["-e", "frame", "-E", "bogus=1"], "not a field layout option"),
+                       (["-e", "frame", "-E", "header"], "expected KEY=VALUE"),
+                       (["-e", "frame", "-E", "separator=ab"], "not a field layout option"),
+                       (["-E", "header=y"], "give the fields with -e")):
+        r = kwire("pcap", cap, *args)
+        assert r.code == 2 and says in r.err and r.out == "", (args, r)

@@ -7,11 +7,16 @@ list goes into every element, so a path can give several values; they are joined
 tshark joins the occurrences of a field. A field the frame does not have is an empty cell. Values
 that are objects (a path that stops early) are compact JSON. Every cell is made safe for
 a terminal and free of tabs and newlines (``kwire_cli.render.safe.escape``): one frame, one line.
+
+``-E`` options as tshark's (``FieldsLayout.parse``): ``header=y`` (a first line naming the
+fields, unquoted), ``separator=/t|/s|C``, ``aggregator=,|/s|C`` and ``quote=d|s|n`` (each cell in double or
+single quotes, a quote inside doubled, as CSV does).
 """
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from kwire_cli.errors import FilterError
@@ -21,6 +26,42 @@ from .rows import BY_NAME
 
 #: what joins the values a field has several of in one frame (tshark's default, -E aggregator=,)
 AGGREGATOR = ","
+
+
+@dataclass(frozen=True)
+class FieldsLayout:
+    """How the fields of a frame make a line (tshark's -E options)."""
+
+    header: bool = False
+    separator: str = "\t"
+    aggregator: str = AGGREGATOR
+    quote: str = ""
+
+    @classmethod
+    def parse(cls, options: Iterable[str]) -> FieldsLayout:
+        """The layout of ``-E KEY=VALUE`` options; a ``FilterError`` names one that is not."""
+        got: dict[str, Any] = {}
+        for opt in options:
+            key, eq, value = opt.partition("=")
+            if not eq:
+                raise FilterError(f"-E {opt}: expected KEY=VALUE (header, separator, aggregator, quote)")
+            if key == "header" and value in ("y", "n"):
+                got["header"] = value == "y"
+            elif key in ("separator", "aggregator") and (value in ("/t", "/s")
+                                                         or (len(value) == 1 and value not in "\n\r")):
+                got[key] = {"/t": "\t", "/s": " "}.get(value, value)
+            elif key == "quote" and value in ("d", "s", "n"):
+                got["quote"] = {"d": '"', "s": "'", "n": ""}[value]
+            else:
+                raise FilterError(f"-E {opt}: not a field layout option (header=y|n, separator=/t|/s|C, "
+                                  "aggregator=,|/s|C, quote=d|s|n)")
+        return cls(**got)
+
+    def line(self, cells: list[str]) -> str:
+        q = self.quote
+        if q:
+            cells = [q + c.replace(q, q + q) + q for c in cells]
+        return self.separator.join(cells) + "\n"
 
 
 def _values(node: Any, path: tuple[str, ...]) -> Iterable[Any]:
@@ -47,7 +88,7 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def compile_fields(names: Iterable[str]) -> Callable[[dict], list[str]]:
+def compile_fields(names: Iterable[str], aggregator: str = AGGREGATOR) -> Callable[[dict], list[str]]:
     """A function from a row to its cells, one per field name; a name whose first step is not a
     column of the row schema is a ``FilterError`` naming the columns."""
     paths: list[tuple[str, ...]] = []
@@ -65,6 +106,6 @@ def compile_fields(names: Iterable[str]) -> Callable[[dict], list[str]]:
             if len(steps) == 1 and not isinstance(col, list):
                 out.append(escape(_text(col)))
             else:
-                out.append(escape(AGGREGATOR.join(_text(v) for v in _values(col, steps[1:]))))
+                out.append(escape(aggregator.join(_text(v) for v in _values(col, steps[1:]))))
         return out
     return cells

@@ -149,6 +149,9 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
                    "column of the rows (api_name, latency_ms, client_id...) or a dot path into one "
                    "(body.Topics.Name, header.ClientId); lists are stepped into and several values joined "
                    "with commas.")
+@click.option("-E", "field_layout", multiple=True, metavar="KEY=VALUE",
+              help="How -e fields are printed, as tshark's -E: header=y (a first line naming them), "
+                   "separator=/t|/s|C, aggregator=,|/s|C, quote=d|s|n (repeatable).")
 @click.option("--summary", is_flag=True, help="Print the summary (counts, latency, errors, clients, "
               "negotiation audit, what-if, record batches, damage) instead of the frames.")
 @click.option("--filter", "filter_expr", metavar="EXPR", help="Show only frames matching EXPR (see below).")
@@ -169,7 +172,8 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
 @tls_keylog_option()
 @limit_options(capture=True)
 @show_secrets_option()
-def pcap(files: tuple[str, ...], fmt: str, fields: tuple[str, ...], summary: bool, filter_expr: str | None,
+def pcap(files: tuple[str, ...], fmt: str, fields: tuple[str, ...], field_layout: tuple[str, ...], summary: bool,
+         filter_expr: str | None,
          ports: tuple[int, ...], raw_records: bool, follow: bool, request_timeout: float | None, strict: bool,
          tls_keylogs: tuple[str, ...], limits: DecodeLimits, show_secrets: bool) -> None:
     """Decode Kafka conversations from pcap/pcapng FILES (a directory: the regular files under it,
@@ -194,6 +198,8 @@ def pcap(files: tuple[str, ...], fmt: str, fields: tuple[str, ...], summary: boo
     secrets is reported once (tls-no-key, its bytes counted), and the summary shows each
     connection's TLS version and cipher suite.
     """
+    if field_layout and not fields:
+        raise KwireUsageError("-E lays out -e fields: give the fields with -e FIELD")
     if fields and fmt not in ("table", "fields"):
         raise KwireUsageError(f"-e prints fields, not --format {fmt}")
     if fmt == "fields" and not fields:
@@ -212,7 +218,7 @@ def pcap(files: tuple[str, ...], fmt: str, fields: tuple[str, ...], summary: boo
     keylog = read_keylogs(tls_keylogs)
     with gc_tuned(), limits.apply():
         _pcap(files, fmt, summary, filter_expr, ports, raw_records, strict, limits.frame_size(), show_secrets,
-              keylog, live=live, request_timeout=request_timeout, fields=fields)
+              keylog, live=live, request_timeout=request_timeout, fields=fields, field_layout=field_layout)
 
 
 def _live_input(files: tuple[str, ...], follow: bool):
@@ -297,7 +303,8 @@ def _expand(specs: tuple[str, ...]) -> tuple[str, ...]:
 
 def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | None, ports: tuple[int, ...],
           raw_records: bool, strict: bool, max_frame: int, show_secrets: bool = False, keylog=None,
-          live=None, request_timeout: float | None = None, fields: tuple[str, ...] = ()) -> None:
+          live=None, request_timeout: float | None = None, fields: tuple[str, ...] = (),
+          field_layout: tuple[str, ...] = ()) -> None:
     from kwire_cli.capture import CaptureStats
     from kwire_cli.capture.filter import compile_filter
     from kwire_cli.capture.rows import json_ordered, table_cells, table_header
@@ -311,8 +318,9 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
     try:
         keep = compile_filter(filter_expr)
         if fields:
-            from kwire_cli.capture.fields import compile_fields
-            field_cells = compile_fields(fields)
+            from kwire_cli.capture.fields import FieldsLayout, compile_fields
+            layout = FieldsLayout.parse(field_layout)
+            field_cells = compile_fields(fields, layout.aggregator)
     except FilterError as e:  # the filter and the fields are part of the command line: a usage error (exit 2)
         raise KwireUsageError(str(e)) from None
     stats = CaptureStats()
@@ -333,6 +341,8 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
         if fmt == "json":
             write(b'{"frames": [\n')
     multi = len(files) > 1  # the table then starts with the file, and frame numbers are per file
+    if fmt == "fields" and not summary and layout.header:
+        out.write(layout.separator.join(escape(f) for f in fields) + "\n")  # (unquoted, as tshark's)
     if fmt == "table" and not summary:
         from kwire_cli.render.console import make_console
         con = make_console()
@@ -377,7 +387,7 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
                     cells.insert(0, escape(os.path.basename(r["file"] or "")))
                 con.print("  ".join(cells), soft_wrap=True)
             elif fmt == "fields":
-                out.write("\t".join(field_cells(r)) + "\n")
+                out.write(layout.line(field_cells(r)))
             else:
                 line = encode(json_ordered(r))
                 if fmt == "jsonl":
