@@ -42,13 +42,17 @@ with --strict they, undecodable frames and damage give 1), 1 the job could not r
 
 
 def require_pyspark() -> None:
-    """PySpark is the `spark` extra: without it, one line saying how to add it (exit 1)."""
+    """PySpark with its Arrow support (pyarrow, pandas: PySpark's `sql` extra) is kwire's `spark`
+    extra: without it, one line saying how to add it (exit 1)."""
     try:
+        import pandas  # noqa: F401
+        import pyarrow  # noqa: F401
         import pyspark  # noqa: F401
     except ModuleNotFoundError as e:
-        if (e.name or "").partition(".")[0] not in ("pyspark", "py4j"):
+        if (e.name or "").partition(".")[0] not in ("pyspark", "py4j", "pyarrow", "pandas"):
             raise
-        raise KwireError("spark-decode needs PySpark: pip install 'kwire[spark]'") from None
+        raise KwireError(f"spark-decode needs PySpark with Arrow ({e.name} is missing): "
+                         "pip install 'kwire[spark]'") from None
 
 
 def _conf(_ctx, _param, values):

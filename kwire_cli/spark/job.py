@@ -27,11 +27,9 @@ from collections.abc import Iterable
 from kwire_cli.capture.inputs import file_kind, files_under, rotation_order
 from kwire_cli.errors import SparkJobError
 from kwire_cli.spark.reading import DEFAULT_SPLIT, FilePlan, index_range, nominal_ranges, plan_file, stitch
-from kwire_cli.spark.rows import rows_dataframe
 from kwire_cli.spark.session import get_session
 from kwire_cli.spark.shipping import ship_code
-from kwire_cli.spark.stages import assemble_partition, decode_partition, read_task
-from kwire_cli.spark.totals import Totals, names_param, totals_param
+from kwire_cli.spark.totals import Totals, totals_param
 
 __all__ = ["JobResult", "SparkJobError", "default_partitions", "expand_inputs", "get_session", "run"]
 
@@ -214,53 +212,11 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
         else:
             tasks += [(rank, i, r) for i, r in enumerate(p.ranges)]
 
-    acc = sc.accumulator(Totals(), totals_param())
     totals = driver
     rows_written = 0
     if tasks:
-        sc.setJobDescription("kwire: read, reassemble, decode, write")
-        bplans = sc.broadcast(good)
-        pk = sc.parallelize(tasks, len(tasks)).flatMap(lambda t, b=bplans: read_task(t, b.value))
-        by_conn = pk.repartitionAndSortWithinPartitions(nparts, partitionFunc=lambda k: k[0])
-        names_acc = sc.accumulator({}, names_param())
-        frames = by_conn.mapPartitionsWithIndex(
-            lambda i, it, ports=ports, rm=records_mode, sn=specs_name, n=nparts, na=names_acc, ss=show_secrets,
-            kl=keylog, st=strict: assemble_partition(i, it, ports, rm, sn, n, na, limits, ss, kl, st))
-        # one more partition than the frames go to: running a job on that empty one makes Spark
-        # reassemble every connection (and write the shuffle) without decoding anything, so that the
-        # topic ids learned on all connections are known before the decode stage, which then reuses
-        # that shuffle output (its stage is skipped, not run again)
-        spread = frames.repartitionAndSortWithinPartitions(nparts + 1, partitionFunc=lambda k: k[4])
-        sc.runJob(spread, lambda it: [], [nparts])
-        bnames = sc.broadcast(dict(names_acc.value))
-        rows = spread.mapPartitions(
-            lambda it, labels=labels, fmt=fmt, rm=records_mode, sn=specs_name, acc=acc, bn=bnames, ss=show_secrets,
-            st=strict, fe=filter_expr: decode_partition(it, labels, fmt, rm, sn, acc, bn.value, limits, ss, st, fe))
-        df = rows_dataframe(spark, rows, fmt)
-        # rows go to one open file per api_name instead of being sorted by it first
-        # (jsonl only: a parquet writer buffers a row group, so parquet rows are sorted instead)
-        wconf = WRITE_CONF if fmt == "jsonl" else {}
-        saved = {k: spark.conf.get(k, None) for k in wconf}
-        for k, v in wconf.items():
-            spark.conf.set(k, v)
-        try:
-            w = df.write.mode("overwrite").partitionBy("api_name")
-            if fmt == "parquet":
-                # bodies can be megabytes: check the page size after every row, not every 100
-                w.option("parquet.page.size.row.check.min", "1") \
-                 .option("parquet.page.size.row.check.max", "100").parquet(out)
-            else:
-                w.text(out)
-                _name_jsonl(out)
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    spark.conf.unset(k)
-                else:
-                    spark.conf.set(k, v)
-        bplans.unpersist()
-        bnames.unpersist()
-        totals.merge(acc.value)
+        totals.merge(_decode_and_write(spark, good, tasks, labels, out, fmt, ports, nparts, records_mode,
+                                       specs_name, limits, show_secrets, keylog, strict, filter_expr))
         rows_written = totals.rows
     else:
         os.makedirs(out, exist_ok=True)
@@ -288,6 +244,68 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
         json.dump(d, f, indent=2)
         f.write("\n")
     return result
+
+
+def _decode_and_write(spark, plans, tasks, labels, out, fmt, ports, nparts, records_mode, specs_name, limits,
+                      show_secrets, keylog, strict, filter_expr) -> Totals:
+    """The job: read (one task per range) -> one shuffle of the packets by connection, sorted -> reassemble
+    and decode each connection, rows out as Arrow batches -> written, partitioned by api_name.
+
+    Topic ids are first named from the answers each task saw itself; if an answer on a connection
+    of another task named an id earlier than a row that used (or lacked) it (``topics_agree``), the
+    stage runs again with every answer the job learned, and its rows replace the first ones."""
+    from kwire_cli.spark.rows import row_schema
+    from kwire_cli.spark.stages import SORT_COLUMNS, decode_batches, packet_schema_ddl, read_batches, topics_agree
+    sc = spark.sparkContext
+    sc.setJobDescription("kwire: read, reassemble, decode, write")
+    bplans = sc.broadcast((plans, tasks))
+    packets = spark.range(len(tasks), numPartitions=len(tasks)).mapInArrow(
+        lambda it, b=bplans: read_batches(it, b.value[1], b.value[0]), packet_schema_ddl())
+    by_conn = packets.repartition(nparts, "h").sortWithinPartitions(*SORT_COLUMNS)
+    schema = row_schema(fmt)
+    names = None
+    try:
+        while True:
+            acc = sc.accumulator(Totals(), totals_param())
+            bnames = sc.broadcast(names)
+            rows = by_conn.mapInArrow(
+                lambda it, labels=labels, fmt=fmt, rm=records_mode, sn=specs_name, acc=acc, ports=ports, bn=bnames,
+                ss=show_secrets, kl=keylog, st=strict, fe=filter_expr:
+                decode_batches(it, labels, fmt, rm, sn, acc, ports, bn.value, limits, ss, kl, st, fe), schema)
+            _write(spark, rows, out, fmt)
+            bnames.unpersist()
+            tot = acc.value
+            if names is not None or topics_agree(tot.learned, tot.topic_uses):
+                return tot
+            names = tot.learned  # an earlier answer on another task's connection: once more, with all of them
+            sc.setJobDescription("kwire: decode again, topic ids named from every connection")
+    finally:
+        bplans.unpersist()
+
+
+def _write(spark, df, out: str, fmt: str) -> None:
+    """Rows to ``out``, partitioned by api_name (jsonl: text files renamed .jsonl; parquet)."""
+    # rows go to one open file per api_name instead of being sorted by it first
+    # (jsonl only: a parquet writer buffers a row group, so parquet rows are sorted instead)
+    wconf = WRITE_CONF if fmt == "jsonl" else {}
+    saved = {k: spark.conf.get(k, None) for k in wconf}
+    for k, v in wconf.items():
+        spark.conf.set(k, v)
+    try:
+        w = df.write.mode("overwrite").partitionBy("api_name")
+        if fmt == "parquet":
+            # bodies can be megabytes: check the page size after every row, not every 100
+            w.option("parquet.page.size.row.check.min", "1") \
+             .option("parquet.page.size.row.check.max", "100").parquet(out)
+        else:
+            w.text(out)
+            _name_jsonl(out)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
 
 
 def create_nofollow(path: str):

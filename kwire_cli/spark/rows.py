@@ -8,8 +8,10 @@ Two forms, by output format:
 * ``parquet``: one typed value per declared column, in declared order (``ALWAYS``, ``SOMETIMES`` and
   ``SPARK`` columns alike): JSON values as JSON text, ``extra`` the row's undeclared keys.
 
-JSON text travels from the Python workers as UTF-8 ``bytes`` (binary columns, cast to strings in the
-JVM by ``rows_dataframe``): far cheaper to hand over than Python strings.
+Rows are built once, in that form, and leave the Python workers as Arrow record batches
+(``RowBatcher``, for ``mapInArrow``): the JSON text is written by the encoder as UTF-8 bytes and
+becomes Arrow string columns as it is (a binary array viewed as UTF-8, no copy, no check), so the
+JVM receives columnar batches of UTF-8 instead of pickled objects to convert to Java strings.
 """
 from __future__ import annotations
 
@@ -88,33 +90,78 @@ def to_row(rec: dict, fmt: str) -> tuple:
     return tuple(out)
 
 
-def _spark_type(t: ColumnType, wire: bool):
-    from pyspark.sql.types import ArrayType, BinaryType, DoubleType, IntegerType, LongType, StringType
+ROWS_PER_BATCH = 2048          # rows per Arrow batch handed to the JVM, at most
+BYTES_PER_BATCH = 16 << 20     # ... and about this many bytes of JSON text
+
+
+def _arrow_type(t: ColumnType):
+    import pyarrow as pa
+    return {ColumnType.STRING: pa.string(), ColumnType.INT32: pa.int32(), ColumnType.INT64: pa.int64(),
+            ColumnType.FLOAT64: pa.float64(), ColumnType.STRINGS: pa.list_(pa.string()),
+            ColumnType.JSON: None}[t]  # JSON: UTF-8 bytes, viewed as a string column
+
+
+def _arrow_columns(fmt: str) -> list[tuple[str, Any]]:
+    if fmt == "jsonl":
+        return [("line", None), (PARTITION_COLUMN, _arrow_type(ColumnType.STRING))]
+    return [(c.name, _arrow_type(c.type)) for c in COLUMNS]
+
+
+class RowBatcher:
+    """Output rows -> Arrow record batches in the output schema (``row_schema``), for ``mapInArrow``.
+
+    ``add(rec)`` returns a batch when one is full (``ROWS_PER_BATCH`` rows or ``BYTES_PER_BATCH``
+    of text), else None; ``flush()`` the last one (None if empty)."""
+
+    def __init__(self, fmt: str) -> None:
+        import pyarrow as pa
+        self.pa = pa
+        self.fmt = fmt
+        self.columns = _arrow_columns(fmt)
+        self.names = [n for n, _ in self.columns]
+        self.rows: list[tuple] = []
+        self.size = 0
+        self.line = encoders()[0]
+
+    def add(self, rec: dict):
+        if self.fmt == "jsonl":
+            line = self.line(json_ordered(rec))
+            self.rows.append((line, rec.get(PARTITION_COLUMN)))
+            self.size += len(line)
+        else:
+            r = to_row(rec, self.fmt)
+            self.rows.append(r)
+            self.size += sum(len(v) for v in r if v.__class__ is bytes)
+        if len(self.rows) >= ROWS_PER_BATCH or self.size >= BYTES_PER_BATCH:
+            return self.flush()
+        return None
+
+    def flush(self):
+        if not self.rows:
+            return None
+        pa = self.pa
+        arrays = []
+        for (_, t), col in zip(self.columns, zip(*self.rows, strict=True), strict=True):
+            if t is None:
+                arrays.append(pa.array(col, type=pa.binary()).view(pa.string()))
+            else:
+                arrays.append(pa.array(col, type=t))
+        self.rows = []
+        self.size = 0
+        return pa.RecordBatch.from_arrays(arrays, names=self.names)
+
+
+def _spark_type(t: ColumnType):
+    from pyspark.sql.types import ArrayType, DoubleType, IntegerType, LongType, StringType
     return {ColumnType.STRING: StringType(), ColumnType.INT32: IntegerType(), ColumnType.INT64: LongType(),
             ColumnType.FLOAT64: DoubleType(), ColumnType.STRINGS: ArrayType(StringType()),
-            ColumnType.JSON: BinaryType() if wire else StringType()}[t]
+            ColumnType.JSON: StringType()}[t]
 
 
-def row_schema(fmt: str, wire: bool = False):
-    """The Spark schema of the output (``wire=True``: as the tasks hand rows over, JSON text as
-    binary), from the declared column types."""
+def row_schema(fmt: str):
+    """The Spark schema of the output, from the declared column types (JSON values as their text)."""
     from pyspark.sql.types import StructField, StructType
     if fmt == "jsonl":
-        return StructType([StructField("line", _spark_type(ColumnType.JSON, wire)),
-                           StructField(PARTITION_COLUMN, _spark_type(ColumnType.STRING, wire))])
-    return StructType([StructField(c.name, _spark_type(c.type, wire)) for c in COLUMNS])
-
-
-def _text_columns(fmt: str) -> frozenset[str]:
-    """Columns that cross as binary JSON text and are written as strings."""
-    if fmt == "jsonl":
-        return frozenset({"line"})
-    return frozenset(c.name for c in COLUMNS if c.type is ColumnType.JSON)
-
-
-def rows_dataframe(spark, rows, fmt: str):
-    """Task rows -> the DataFrame to write (binary JSON columns cast to strings)."""
-    from pyspark.sql import functions as F
-    df = spark.createDataFrame(rows, row_schema(fmt, wire=True), verifySchema=False)
-    text = _text_columns(fmt)
-    return df.select([F.col(c).cast("string").alias(c) if c in text else F.col(c) for c in df.columns])
+        return StructType([StructField("line", _spark_type(ColumnType.JSON)),
+                           StructField(PARTITION_COLUMN, _spark_type(ColumnType.STRING))])
+    return StructType([StructField(c.name, _spark_type(c.type)) for c in COLUMNS])

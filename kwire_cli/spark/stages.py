@@ -1,25 +1,30 @@
-"""The three stages of the spark-decode job, as functions the executors run.
+"""The two stages of the spark-decode job, as functions the executors run (``mapInArrow``).
 
-1. ``read_task``: one byte range of one capture file (or a whole small / gzip file) -> ``Packet``s keyed
-   by connection (``conn_key``), plus the file's damage, failure and counters as meta items.
-2. ``assemble_partition``: the packets of some connections, sorted by (file order, packet number),
-   each connection through its own ``StreamAssembler`` (a connection split across rotated files is
-   reassembled as one). Frames that need per-connection context (non-Produce requests,
-   Metadata-like answers, SASL and Envelope answers, unpaired responses) are turned into rows here
-   by the connection's ``Conversation``; the others (Produce requests and the other responses: the
-   bulk of the bytes) leave as frames with the context they need (the request's client id and
-   protocol type) and are spread evenly over the decode partitions. Topic names learned from
-   answers on every connection go to an accumulator.
-3. ``decode_partition``: frames -> rows, their topic ids named from the names every connection
-   learned before them; each row counted into the task's partial ``Summary``; damage, counters and
-   failures added to the task's ``Totals`` (an accumulator of result tasks: each counted exactly once).
+1. ``read_batches``: one byte range of one capture file (or a whole small / gzip file) per task ->
+   Arrow batches of ``Packet``s keyed by connection (``h`` its hash, ``conn``), plus the file's
+   damage, failure and counters as meta items (``conn`` empty, the item pickled in ``meta``).
+   Spark shuffles them by ``h`` and sorts each partition by (h, conn, file rank, packet number):
+   the payload bytes cross this one shuffle, in Spark's own row format.
+2. ``decode_batches``: the packets of some connections, each connection through its own
+   ``StreamAssembler`` (a connection split across rotated files is reassembled as one) and its own
+   ``Conversation``, which turns every frame into its output row, as ``kwire pcap`` does; the rows
+   leave as Arrow batches in the output schema (``spark.rows.RowBatcher``), built once. Each row is
+   counted into the task's partial ``Summary``; damage, counters, failures and the topic names
+   learned go to the task's ``Totals`` (an accumulator).
+
+Topic ids (Fetch v13+, ...) are named from Metadata-like answers on any connection before the frame.
+A task knows the answers of its own connections: ``names=None`` names ids from those and records,
+per id, which answer each row used or that it found none (``Totals.topic_uses``); the driver then
+checks them against every answer of the job (``topics_agree``) and, in the rare capture where an
+answer on another task's connection came earlier, runs the stage again with all of them
+(``names``): the rows are those of the single pass kwire pcap makes.
 
 Every item carries a sort key whose first four parts order it as ``kwire pcap`` emits it: (file
 rank, packet number, partition, sequence).
 """
 from __future__ import annotations
 
-import heapq
+import pickle
 import zlib
 from collections.abc import Iterator
 from typing import Any, cast
@@ -29,49 +34,87 @@ from kwire_cli.capture.check import CodecCheck
 from kwire_cli.capture.events import Note
 from kwire_cli.capture.session import Conversation
 from kwire_cli.capture.summary import damage_entry
-from kwire_cli.codec.secrets import CONTEXT_APIS
 from kwire_cli.errors import KwireError
 from kwire_cli.spark.reading import FilePlan, read_range
-from kwire_cli.spark.rows import to_row
+from kwire_cli.spark.rows import RowBatcher
 from kwire_cli.spark.shipping import code_location, executor_setup
 from kwire_cli.spark.totals import Totals
 
-PRODUCE = 0
-TOPIC_MAP_APIS = frozenset({3, 19, 75})  # Metadata, CreateTopics, DescribeTopicPartitions (session.TOPIC_NAMING_APIS)
-# answers decoded by their connection's Conversation: those that name topics, and those whose
-# redaction needs the connection (SaslAuthenticate: the mechanism; Envelope: the forwarded request)
-CONTEXT_RESPONSE_APIS = TOPIC_MAP_APIS | CONTEXT_APIS
 END = 1 << 62  # position of events at the end of a file (after its last packet)
-META = ("",)   # the connection of meta items (damage, failures, counters of a read task)
-_FILE_AT = KafkaFrame._fields.index("file")
+META = ""      # the connection of meta items (damage, failures, counters of a read task)
+BATCH_ROWS = 4096  # packets per Arrow batch out of a read task
+
+# the packets' columns between the two stages: (name, Spark type name, Arrow type name)
+PACKET_COLUMNS = (("h", "int", "int32"), ("conn", "string", "string"), ("rank", "int", "int32"),
+                  ("pos", "bigint", "int64"), ("ts", "double", "float64"), ("src_ip", "string", "string"),
+                  ("src_port", "int", "int32"), ("dst_ip", "string", "string"), ("dst_port", "int", "int32"),
+                  ("seq", "bigint", "int64"), ("ack", "bigint", "int64"), ("flags", "int", "int32"),
+                  ("payload", "binary", "binary"), ("wire_len", "bigint", "int64"), ("meta", "binary", "binary"))
+SORT_COLUMNS = ("h", "conn", "rank", "pos")
 
 
-def _conn_hash(conn: tuple) -> int:
-    return zlib.crc32(("%s|%d|%s|%d" % conn).encode())
+def packet_schema_ddl() -> str:
+    """The Spark schema of the packets (DDL)."""
+    return ", ".join(f"{n} {t}" for n, t, _ in PACKET_COLUMNS)
+
+
+def _packet_arrow_schema():
+    import pyarrow as pa
+    return pa.schema([(n, getattr(pa, a)()) for n, _, a in PACKET_COLUMNS])
+
+
+def _conn_hash(conn: str) -> int:
+    return zlib.crc32(conn.encode()) & 0x7FFFFFFF
 
 
 def read_task(task: tuple, plans: list[FilePlan]) -> Iterator[tuple]:
-    """Stage 1: one range of one file -> ((hash, conn, rank, packet number), packet fields) and meta items."""
+    """Stage 1: one range of one file -> packet rows (``PACKET_COLUMNS``) and meta rows."""
     rank, range_no, rng = task
     plan = plans[rank]
     stats = CaptureStats()
     seq = 0
     h_meta = (rank * 131 + range_no) & 0x7FFFFFFF
+
+    def meta(item) -> tuple:
+        return (h_meta, META, rank, seq, None, None, None, None, None, None, None, None, None, None,
+                pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL))
     try:
         for item in read_range(plan, rank, rng, range_no, stats):
             if item.__class__ is Packet:
-                c = conn_key(item)
-                yield (_conn_hash(c), c, rank, item.packet), item[2:]
+                c = "%s|%d|%s|%d" % conn_key(item)
+                yield (_conn_hash(c), c, rank) + tuple(item[1:]) + (None,)
             else:
                 d = cast(Damage, item)
                 seq += 1
-                yield (h_meta, META, rank, seq), ("dmg", damage_item(d, rank, d.packet or 0))
+                yield meta(("dmg", damage_item(d, rank, d.packet or 0)))
     except KwireError as e:
         msg = str(e)
         seq += 1
-        yield (h_meta, META, rank, seq), ("fail", msg if plan.label in msg else f"{plan.label}: {msg}")
+        yield meta(("fail", msg if plan.label in msg else f"{plan.label}: {msg}"))
     seq += 1
-    yield (h_meta, META, rank, seq), ("stats", stats)
+    yield meta(("stats", stats))
+
+
+def read_batches(batches, tasks: list, plans: list[FilePlan]) -> Iterator[Any]:
+    """Stage 1 in ``mapInArrow``: batches of task numbers -> Arrow batches of packets."""
+    import pyarrow as pa
+    schema = _packet_arrow_schema()
+    types = [f.type for f in schema]
+    names = schema.names
+
+    def batch(rows):
+        cols = list(zip(*rows, strict=True))
+        return pa.RecordBatch.from_arrays([pa.array(c, type=t) for c, t in zip(cols, types, strict=True)], names=names)
+    for b in batches:
+        for t in b.column(0).to_pylist():
+            rows: list = []
+            for r in read_task(tasks[t], plans):
+                rows.append(r)
+                if len(rows) >= BATCH_ROWS:
+                    yield batch(rows)
+                    rows = []
+            if rows:
+                yield batch(rows)
 
 
 def damage_item(d: Damage, rank: int, pos) -> dict:
@@ -82,180 +125,158 @@ def damage_item(d: Damage, rank: int, pos) -> dict:
     return out
 
 
-def _request_client_id(data: bytes) -> tuple[bool, Any]:
-    """Does this request's header decode (API known, version valid)? And its client id."""
-    from kwire_cli.codec.headers import request_header_version
-    from kwire_cli.codec.message import header_plan
-    from kwire_cli.spec.registry import registry
-    try:
-        key, ver = int.from_bytes(data[0:2], "big", signed=True), int.from_bytes(data[2:4], "big", signed=True)
-        api = registry().api(key)
-        if ver not in api.request.valid_versions:
-            return False, None
-        header, _ = header_plan("request", request_header_version(api, ver)).decode(data, 0, len(data))
-        return True, header.get("ClientId")
-    except (KwireError, IndexError, ValueError):
-        return False, None
+def _name_topics(rec: dict, pos: tuple, names: dict, uses: dict | None) -> None:
+    """Name the row's still unnamed topic ids from ``names`` learned before ``pos``; ``uses``
+    (the first pass, ``names`` this task's own): per id, the latest position of an answer a row
+    used, and the latest row that found none (``topics_agree`` checks them against all answers)."""
+    tn = rec.get("topic_names")
+    if not tn:
+        return
+    for tid, name in tn.items():
+        known = names.get(tid)
+        if known is not None and known[0] < pos:
+            if name is None:
+                tn[tid] = known[1]
+            if uses is not None:
+                u = uses.setdefault(tid, [None, None])
+                if u[0] is None or known[0] > u[0]:
+                    u[0] = known[0]
+        elif uses is not None:
+            u = uses.setdefault(tid, [None, None])
+            if u[1] is None or pos > u[1]:
+                u[1] = pos
 
 
-def assemble_partition(index: int, items: Iterator[tuple], ports: tuple, records_mode: str | None,
-                       specs_name: str | None, nout: int = 1, names_acc=None,
-                       limits: tuple = (None, None, None), show_secrets: bool = False,
-                       keylog: Any = None, strict: bool = False) -> Iterator[tuple]:
-    """Stage 2: sorted packets of some connections -> frames (with context), rows, damage.
+def topics_agree(learned: dict, uses: dict) -> bool:
+    """Did the first pass name every topic id as all the answers of the job name it? (``learned``:
+    ``{id: (position, name)}``, the earliest answer of each id; ``uses``: ``Totals.topic_uses``.)"""
+    for tid, (used, unnamed) in uses.items():
+        first = learned.get(tid)
+        if first is None:
+            continue
+        if (used is not None and used > first[0]) or (unnamed is not None and unnamed > first[0]):
+            return False
+    return True
 
-    Each item leaves keyed (file rank, packet, this partition, seq, decode partition): the first
-    four order it as kwire pcap emits it; the last spreads the frames over the ``nout`` decode
-    partitions by size (least loaded first), so that the decode stage is balanced whatever the
-    connections: one busy connection does not pin one core.
 
-    Topic ids learned from Metadata-like answers go to ``names_acc`` as ``{id: (position, name)}``
-    (the earliest position wins, so a recomputed task adds nothing new): the decode stage names the
-    ids of every frame from all connections' answers seen before it, as kwire pcap does."""
+def decode_batches(batches, labels: list[str], fmt: str, records_mode: str | None, specs_name: str | None,
+                   acc, ports: tuple = (), names: dict | None = None, limits: tuple = (None, None, None),
+                   show_secrets: bool = False, keylog: Any = None, strict: bool = False,
+                   filter_expr: str | None = None) -> Iterator[Any]:
+    """Stage 2 in ``mapInArrow``: sorted packet batches -> Arrow batches of output rows.
+
+    ``names``: every topic id the job learned, ``{id: (position, name)}`` (the second pass), or
+    None: this task's own answers, their uses recorded for ``topics_agree``.
+    Runs with kwire pcap's garbage-collector tuning (decoded trees are large and acyclic)."""
+    from kwire_cli.render.jsonlines import gc_tuned
     executor_setup(specs_name, limits)
+    with gc_tuned():
+        yield from _decode(_packets(batches), labels, fmt, records_mode, acc, ports, names, limits, show_secrets,
+                           keylog, strict, filter_expr)
+
+
+def _packets(batches) -> Iterator[tuple]:
+    for b in batches:
+        yield from zip(*[c.to_pylist() for c in b.columns], strict=False)
+
+
+def _decode(items, labels, fmt, records_mode, acc, ports, names, limits, show_secrets, keylog, strict,
+            filter_expr):
+    from pyspark import TaskContext
+
+    from kwire_cli.capture.filter import compile_filter
+    keep = compile_filter(filter_expr) if filter_expr else None
+    ctx = TaskContext.get()
+    index = ctx.partitionId() if ctx is not None else 0
+    tot = Totals()
+    tot.executor_code.add(code_location())
+    summ = tot.summary  # positions: the sort key, kwire pcap's row order across all tasks
+    uses = None if names is not None else tot.topic_uses
+    learned = tot.learned if names is None else {}
+    known = names if names is not None else learned  # the answers a row may be named from
+    feed_names = records_mode is None  # internal topics' records are decoded with the names known
+    out = RowBatcher(fmt)
     check = CodecCheck()  # resynchronisation confirmed by the codec, as in kwire pcap
     stats = CaptureStats()
     seq = 0
     cur = None
     first = 0
-    asm = conv = None
-    learned: dict = {}
-    fresh: list = []  # (topic id, name) a conversation has just learned
-    # (load so far, tie rank, partition): the least loaded first, ties in an order rotated by this
-    # partition's index (each starts elsewhere); a heap, as the width grows with the input
-    loads = [(0, i, (index + i) % nout) for i in range(nout)]
+    asm: Any = None
+    conv: Any = None
+    given: set = set()
+    fresh: list = []  # (topic id, name) the conversation has just learned
 
-    def key(rank, packet, weight=64):
-        nonlocal seq
-        seq += 1
-        load, tie, target = loads[0]
-        heapq.heapreplace(loads, (load + weight, tie, target))
-        return (rank, -1 if packet is None else packet, index, seq, target)
+    def row(rec, k):
+        pos = k[:4]
+        rec["file"] = labels[rec["file"]]
+        _name_topics(rec, pos, known, uses)
+        summ.add(rec, pos)
+        if keep is not None and not keep(rec):
+            return None
+        tot.rows += 1
+        return out.add(rec)
+
+    def meta(v, k):
+        tag = v[0]
+        if tag == "dmg":
+            d = v[1]
+            rank = d["file"]
+            d["file"] = labels[rank]
+            tot.add_damage((rank, d.pop("_pos"), k[3]), d)
+        elif tag == "stats":
+            tot.stats.merge(v[1])
+        elif tag == "fail":
+            tot.failures.append(v[1])
 
     def handle(events, pos):
+        nonlocal seq
         for ev in events:
             if ev.__class__ is Note:
                 continue  # TLS handshakes: counted in the stats (the driver's summary has no per-connection list)
+            seq += 1
+            k = (ev.file, -1 if ev.packet is None else ev.packet, index, seq)
             if ev.__class__ is not KafkaFrame:
-                d = damage_item(ev, ev.file, pos)
-                yield key(ev.file, ev.packet), ("dmg", d)
+                meta(("dmg", damage_item(ev, ev.file, pos)), k)
                 continue
-            if ev.kind == "request":
-                if ev.api_key == PRODUCE and ev.size >= 8:
-                    ok, cid = _request_client_id(ev.data)
-                    if ok and ev.acks != 0:
-                        conv.remember_request(ev.conn, ev.correlation_id, cid, None)
-                    yield key(ev.file, ev.packet, 64 + ev.size), ("frm", tuple(ev), None)
-                else:
-                    yield key(ev.file, ev.packet), ("row", conv.row(ev))
-            elif ev.api_key is None or ev.api_key in CONTEXT_RESPONSE_APIS:
-                rec = conv.row(ev)
-                k = key(ev.file, ev.packet)
-                for tid, name in fresh:
-                    if tid not in learned:
-                        learned[tid] = (k[:4], name)
-                fresh.clear()
-                yield k, ("row", rec)
-            else:
-                info = conv.take_request(ev.conn, ev.correlation_id)
-                yield key(ev.file, ev.packet, 64 + ev.size), ("frm", tuple(ev), info)
+            if feed_names and known:
+                new = [(tid, nm) for tid, (p, nm) in known.items() if tid not in given and p < k]
+                if new:
+                    given.update(t for t, _ in new)
+                    conv.learn_topic_names(new)
+                    fresh.clear()  # learned elsewhere, not from this connection's answers
+            rec = conv.row(ev)
+            for tid, name in fresh:
+                given.add(tid)
+                if tid not in learned:
+                    learned[tid] = (k, name)
+            fresh.clear()
+            b = row(rec, k)
+            if b is not None:
+                yield b
 
-    for k, v in items:
-        conn = k[1]
-        if conn is META or conn == META:
-            yield key(k[2], None), v
+    for _h, conn, rank, p, *v in items:
+        if conn == META:
+            seq += 1
+            meta(pickle.loads(v[-1]), (rank, -1, index, seq))
             continue
         if conn != cur:
             if asm is not None:
                 yield from handle(asm.finish(), END + first)
             cur = conn
-            first = k[3]
+            first = p
             asm = StreamAssembler(broker_ports=ports or None, stats=stats,
                                   max_frame=limits[0] or DEFAULT_MAX_FRAME, check=check, keylog=keylog)
             conv = Conversation(records_mode, on_topic_name=lambda tid, name: fresh.append((tid, name)),
                                 show_secrets=show_secrets, strict=strict)
+            given = set()
             feed = asm.feed
-        ev = feed(Packet(k[2], k[3], *v))
+        ev = feed(Packet(rank, p, *v[:-1]))
         if ev:
-            yield from handle(ev, k[3])
+            yield from handle(ev, p)
     if asm is not None:
         yield from handle(asm.finish(), END + first)
-    yield key(-1, None), ("stats", stats)
-    if names_acc is not None and learned:
-        names_acc.add(learned)
-
-
-def decode_partition(items: Iterator[tuple], labels: list[str], fmt: str, records_mode: str | None,
-                     specs_name: str | None, acc, names: dict | None = None,
-                     limits: tuple = (None, None, None), show_secrets: bool = False,
-                     strict: bool = False, filter_expr: str | None = None) -> Iterator[tuple]:
-    """Stage 3: frames -> output rows (``spark.rows.to_row``); everything else -> the accumulator.
-
-    ``names``: every topic id the job learned, ``{id: (position, name)}``; a row's ids are named
-    from those learned before its position (kwire pcap's running map over all connections).
-    Runs with kwire pcap's garbage-collector tuning (decoded trees are large and acyclic).
-    ``filter_expr``: kwire pcap's --filter; rows it does not keep are counted in the summary, not written."""
-    from kwire_cli.render.jsonlines import gc_tuned
-    executor_setup(specs_name, limits)
-    with gc_tuned():
-        yield from _decode_partition(items, labels, fmt, records_mode, acc, names or {}, show_secrets, strict,
-                                     filter_expr)
-
-
-def _name_topics(rec: dict, pos: tuple, names: dict) -> None:
-    """Name the row's still unnamed topic ids from ``names`` learned before ``pos``."""
-    tn = rec.get("topic_names")
-    if tn:
-        for tid, name in tn.items():
-            if name is None:
-                known = names.get(tid)
-                if known is not None and known[0] < pos:
-                    tn[tid] = known[1]
-
-
-def _decode_partition(items, labels, fmt, records_mode, acc, names, show_secrets=False, strict=False,
-                      filter_expr=None):
-    from kwire_cli.capture.filter import compile_filter
-    keep = compile_filter(filter_expr) if filter_expr else None
-    tot = Totals()
-    tot.executor_code.add(code_location())
-    summ = tot.summary  # positions: the sort key, kwire pcap's row order across all tasks
-    for k, v in items:
-        tag = v[0]
-        if tag == "frm":
-            t = list(v[1])
-            t[_FILE_AT] = labels[t[_FILE_AT]]
-            f = KafkaFrame(*t)
-            # knows only this frame's request (client id, protocol type)
-            conv = Conversation(records_mode, show_secrets=show_secrets, strict=strict)
-            if names and records_mode is None:  # topic ids named before this frame (internal topics' records)
-                pos = k[:4]
-                conv.learn_topic_names((tid, nm) for tid, (p, nm) in names.items() if p < pos)
-            if v[2] is not None:
-                conv.remember_request(f.conn, f.correlation_id, *v[2])
-            rec = conv.row(f)
-        elif tag == "row":
-            rec = v[1]
-            rec["file"] = labels[rec["file"]]
-        elif tag == "dmg":
-            d = v[1]
-            rank = d["file"]
-            d["file"] = labels[rank]
-            tot.add_damage((rank, d.pop("_pos"), k[3]), d)
-            continue
-        elif tag == "stats":
-            tot.stats.merge(v[1])
-            continue
-        elif tag == "fail":
-            tot.failures.append(v[1])
-            continue
-        else:  # pragma: no cover
-            continue
-        if names:
-            _name_topics(rec, k[:4], names)
-        summ.add(rec, k[:4])
-        if keep is not None and not keep(rec):
-            continue
-        tot.rows += 1
-        yield to_row(rec, fmt)
+    b = out.flush()
+    if b is not None:
+        yield b
+    tot.stats.merge(stats)
     acc.add(tot)

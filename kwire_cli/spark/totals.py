@@ -1,5 +1,5 @@
 """What the tasks report besides rows, merged on the driver by Spark accumulators: capture counters,
-damage, failures, the partial summaries, and the topic names learned on every connection."""
+damage, failures, the partial summaries, the topic names learned on every connection and their uses."""
 from __future__ import annotations
 
 from kwire_cli.capture import CaptureStats
@@ -19,6 +19,8 @@ class Totals:
         self.summary = Summary()  # the part of kwire pcap's summary this task's rows make
         self.rows = 0
         self.executor_code: set[str] = set()
+        self.learned: dict = {}     # topic id -> (position, name): the earliest answer naming it
+        self.topic_uses: dict = {}  # topic id -> [latest answer a row used, latest row that found none]
 
     def add_damage(self, key: tuple, d: dict) -> None:
         k = self.damage_kinds.setdefault(d["kind"], [0, 0])
@@ -44,6 +46,16 @@ class Totals:
         self.summary.merge(o.summary)
         self.rows += o.rows
         self.executor_code |= o.executor_code
+        for tid, pn in o.learned.items():
+            mine = self.learned.get(tid)
+            if mine is None or pn[0] < mine[0]:
+                self.learned[tid] = pn
+        for tid, (used, unnamed) in o.topic_uses.items():
+            u = self.topic_uses.setdefault(tid, [None, None])
+            if used is not None and (u[0] is None or used > u[0]):
+                u[0] = used
+            if unnamed is not None and (u[1] is None or unnamed > u[1]):
+                u[1] = unnamed
         return self
 
 
@@ -59,21 +71,3 @@ def totals_param():
             return a.merge(b)
 
     return TotalsParam()
-
-
-def names_param():
-    """Topic ids learned: ``{id: (position, name)}``, the earliest position of each id kept."""
-    from pyspark.accumulators import AccumulatorParam
-
-    class NamesParam(AccumulatorParam):
-        def zero(self, value):  # noqa: ARG002 - AccumulatorParam's signature
-            return {}
-
-        def addInPlace(self, a, b):
-            for tid, pn in b.items():
-                mine = a.get(tid)
-                if mine is None or pn[0] < mine[0]:
-                    a[tid] = pn
-            return a
-
-    return NamesParam()
