@@ -142,13 +142,28 @@ class RowBatcher:
         pa = self.pa
         arrays = []
         for (_, t), col in zip(self.columns, zip(*self.rows, strict=True), strict=True):
-            if t is None:
-                arrays.append(pa.array(col, type=pa.binary()).view(pa.string()))
-            else:
-                arrays.append(pa.array(col, type=t))
+            arrays.append(utf8_array(pa, col) if t is None else pa.array(col, type=t))
         self.rows = []
         self.size = 0
         return pa.RecordBatch.from_arrays(arrays, names=self.names)
+
+
+def utf8_array(pa, values: tuple):
+    """UTF-8 ``bytes`` (or None) -> an Arrow string array, its buffers made directly: one join of the
+    bytes and their offsets (``pa.array`` converts them one by one, about six times slower)."""
+    from array import array
+    from itertools import accumulate
+    n = len(values)
+    nulls = values.count(None)
+    if nulls:
+        valid = pa.array([v is not None for v in values], type=pa.bool_()).buffers()[1]
+        values = tuple(b"" if v is None else v for v in values)
+    else:
+        valid = None
+    offsets = array("i", [0])  # a batch is cut at BYTES_PER_BATCH (plus one row): far below 2 GiB
+    offsets.extend(accumulate(map(len, values)))
+    return pa.Array.from_buffers(pa.string(), n, [valid, pa.py_buffer(offsets), pa.py_buffer(b"".join(values))],
+                                 null_count=nulls)
 
 
 def _spark_type(t: ColumnType):

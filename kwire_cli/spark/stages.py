@@ -78,11 +78,15 @@ def read_task(task: tuple, plans: list[FilePlan]) -> Iterator[tuple]:
     def meta(item) -> tuple:
         return (h_meta, META, rank, seq, None, None, None, None, None, None, None, None, None, None,
                 pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL))
+    conns: dict = {}  # (src ip, port, dst ip, port) -> (hash, connection)
     try:
         for item in read_range(plan, rank, rng, range_no, stats):
             if item.__class__ is Packet:
-                c = "%s|%d|%s|%d" % conn_key(item)
-                yield (_conn_hash(c), c, rank) + tuple(item[1:]) + (None,)
+                hc = conns.get(item[3:7])
+                if hc is None:
+                    c = "%s|%d|%s|%d" % conn_key(item)
+                    hc = conns[item[3:7]] = (_conn_hash(c), c, rank)
+                yield hc + item[1:] + (None,)
             else:
                 d = cast(Damage, item)
                 seq += 1
@@ -175,9 +179,16 @@ def decode_batches(batches, labels: list[str], fmt: str, records_mode: str | Non
                            keylog, strict, filter_expr)
 
 
+_MAKE_PACKET = Packet._make
+
+
 def _packets(batches) -> Iterator[tuple]:
+    """(connection, meta, Packet) of each row of the sorted packet batches."""
+    make = _MAKE_PACKET
     for b in batches:
-        yield from zip(*[c.to_pylist() for c in b.columns], strict=False)
+        cols = [c.to_pylist() for c in b.columns]
+        # the Packet's fields, in order: its file is the file's rank (labels[rank] names it)
+        yield from zip(cols[1], cols[-1], map(make, zip(*cols[2:-1], strict=True)), strict=True)
 
 
 def _decode(items, labels, fmt, records_mode, acc, ports, names, limits, show_secrets, keylog, strict,
@@ -254,25 +265,25 @@ def _decode(items, labels, fmt, records_mode, acc, ports, names, limits, show_se
             if b is not None:
                 yield b
 
-    for _h, conn, rank, p, *v in items:
+    for conn, m, pkt in items:
         if conn == META:
             seq += 1
-            meta(pickle.loads(v[-1]), (rank, -1, index, seq))
+            meta(pickle.loads(m), (pkt[0], -1, index, seq))
             continue
         if conn != cur:
             if asm is not None:
                 yield from handle(asm.finish(), END + first)
             cur = conn
-            first = p
+            first = pkt[1]
             asm = StreamAssembler(broker_ports=ports or None, stats=stats,
                                   max_frame=limits[0] or DEFAULT_MAX_FRAME, check=check, keylog=keylog)
             conv = Conversation(records_mode, on_topic_name=lambda tid, name: fresh.append((tid, name)),
                                 show_secrets=show_secrets, strict=strict)
             given = set()
             feed = asm.feed
-        ev = feed(Packet(rank, p, *v[:-1]))
+        ev = feed(pkt)
         if ev:
-            yield from handle(ev, p)
+            yield from handle(ev, pkt[1])
     if asm is not None:
         yield from handle(asm.finish(), END + first)
     b = out.flush()
