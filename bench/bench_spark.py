@@ -133,10 +133,11 @@ def halves(files: list[str]) -> tuple[list[str], list[str]]:
     return a, b
 
 
-def spark(inputs: list[str], out: Path, fmt: str, master: str, conf: list[str] = (), env=None) -> dict:
+def spark(inputs: list[str], out: Path, fmt: str, master: str, conf: list[str] = (), env=None,
+          extra: list[str] = ()) -> dict:
     cmd = [sys.executable, "-m", "kwire_cli", "spark-decode", *inputs, "--out", str(out), "--overwrite",
            "--master", master, "--format", fmt, "--summary-format", "none",
-           "--conf", "spark.ui.showConsoleProgress=false"]
+           "--conf", "spark.ui.showConsoleProgress=false", *extra]
     for c in conf:
         cmd += ["--conf", c]
     fig = run([cmd], [None], env=env)
@@ -164,7 +165,8 @@ def pcap(files: list[str], scratch: Path, procs: int) -> dict:
     return fig
 
 
-def local_suite(name: str, inputs: list[str], files: list[str], scratch: Path, formats: list[str]) -> dict:
+def local_suite(name: str, inputs: list[str], files: list[str], scratch: Path, formats: list[str],
+                conf: list[str] = ()) -> dict:
     size = sum(os.path.getsize(f) for f in files)
     print(f"== {name}: {len(files)} files, {size / 1e6:.0f} MB", file=sys.stderr)
     fig: dict = {"files": len(files), "bytes": size}
@@ -174,7 +176,7 @@ def local_suite(name: str, inputs: list[str], files: list[str], scratch: Path, f
         fig["pcap_x2"] = pcap(files, scratch, 2)
         print(f"   pcap x2 {fig['pcap_x2']}", file=sys.stderr)
     for fmt in formats:
-        fig[f"spark_{fmt}"] = spark(inputs, scratch / "spark", fmt, "local[2]")
+        fig[f"spark_{fmt}"] = spark(inputs, scratch / "spark", fmt, "local[2]", conf)
         print(f"   spark {fmt} {fig[f'spark_{fmt}']}", file=sys.stderr)
     one = fig["pcap_x1"]
     ratios: dict = {}
@@ -210,9 +212,11 @@ def _alive_workers(ui_port: int) -> int:
         return 0
 
 
-def cluster_suite(inputs: list[str], scratch: Path, repeat: int) -> dict:
+def cluster_suite(inputs: list[str], scratch: Path, repeat: int, conf: list[str] = ()) -> dict:
     """A master and a 2-core worker from the pyspark wheel on 127.0.0.1; the jsonl job on 1 and on
-    2 executor cores (spark.cores.max), ``repeat`` times each, alternating."""
+    2 executor cores (spark.cores.max), ``repeat`` times each, alternating. The executors import
+    kwire from this checkout (``--ship-code never``, their PYTHONPATH: the native decoders, as the
+    local runs)."""
     from pyspark.find_spark_home import _find_spark_home
     cls = os.path.join(_find_spark_home(), "bin", "spark-class")
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_MASTER_HOST": "127.0.0.1"}
@@ -242,7 +246,8 @@ def cluster_suite(inputs: list[str], scratch: Path, repeat: int) -> dict:
             for cores in (1, 2):
                 f = spark(inputs, scratch / "spark", "jsonl", master,
                           [f"spark.cores.max={cores}", f"spark.executor.cores={cores}", "spark.executor.memory=2g",
-                           "spark.driver.host=127.0.0.1"], env=env)
+                           "spark.driver.host=127.0.0.1", f"spark.executorEnv.PYTHONPATH={ROOT}", *conf],
+                          env=env, extra=["--ship-code", "never"])
                 print(f"   cluster, {cores} executor core(s): {f}", file=sys.stderr)
                 fig[f"cores_{cores}"].append(f)
         best = {c: min(r["job_s"] for r in fig[f"cores_{c}"]) for c in (1, 2)}
@@ -275,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=1, help="--cluster: runs of each")
     ap.add_argument("--out", help="scratch directory for the outputs (default: a temporary one)")
     ap.add_argument("--json", help="write the figures to this file")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark setting for the spark-decode runs (e.g. spark.eventLog.enabled=true)")
     args = ap.parse_args(argv)
     files = sorted(p for p in glob.glob(os.path.join(args.dir, "**", "*"), recursive=True) if os.path.isfile(p))
     if not files:
@@ -284,12 +291,13 @@ def main(argv: list[str] | None = None) -> int:
     fig: dict = {"cpus": os.cpu_count()}
     try:
         if args.cluster:
-            fig["cluster"] = cluster_suite([args.dir], scratch, args.repeat)
+            fig["cluster"] = cluster_suite([args.dir], scratch, args.repeat, args.conf)
         else:
             formats = args.formats.split(",")
-            fig["directory"] = local_suite(args.dir, [args.dir], files, scratch, formats)
+            fig["directory"] = local_suite(args.dir, [args.dir], files, scratch, formats, args.conf)
             if args.single:
-                fig["single_file"] = local_suite(args.single, [args.single], [args.single], scratch, formats)
+                fig["single_file"] = local_suite(args.single, [args.single], [args.single], scratch, formats,
+                                                 args.conf)
     finally:
         if not args.out:
             shutil.rmtree(scratch, ignore_errors=True)

@@ -401,8 +401,21 @@ def test_topic_ids_are_named_from_answers_on_other_connections(spark, tmp_path):
         assert len(fetch_rows) == 4 and all(r["topic_names"] for r in fetch_rows)
         assert all(all(v is not None for v in r["topic_names"].values()) == named for r in fetch_rows)
         out = str(tmp_path / ("out-" + cap.stem))
-        run([str(cap)], out, fmt="jsonl", spark=spark, partitions=3)
-        assert spark_lines(out) == want
+        res = run([str(cap)], out, fmt="jsonl", spark=spark, partitions=3)
+        assert spark_lines(out) == want and res.decode_passes in (1, 2)
+
+
+def test_topic_names_agree_only_when_no_earlier_answer_was_missed():
+    """The decode tasks name ids from their own connections' answers; the driver decides whether
+    every row got the name all the job's answers give (else the stage runs again with them)."""
+    from kwire_cli.spark.stages import topics_agree
+    learned = {"t1": ((0, 5, 0, 1), "orders")}
+    assert topics_agree(learned, {})
+    assert topics_agree(learned, {"t1": [(0, 5, 0, 1), None]})           # used the earliest answer
+    assert topics_agree(learned, {"t1": [None, (0, 4, 1, 1)]})           # unnamed, before any answer
+    assert topics_agree(learned, {"t2": [None, (0, 9, 1, 1)]})           # an id nobody answered
+    assert not topics_agree(learned, {"t1": [None, (0, 9, 1, 1)]})       # unnamed after an answer
+    assert not topics_agree(learned, {"t1": [(0, 7, 1, 1), None]})       # a later answer than the first
 
 
 def test_decoding_limits_apply_on_the_executors(spark, tmp_path):

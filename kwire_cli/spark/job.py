@@ -104,6 +104,7 @@ class JobResult:
     startup_s: float = 0.0   # starting the Spark session (0 when one was given)
     job_s: float = 0.0       # planning, reading, reassembling, decoding, writing
     summary_s: float = 0.0   # merging the tasks' summaries, writing the summary files
+    decode_passes: int = 0   # 2: topic ids answered on another task's connection, decoded again with all answers
 
     def line(self) -> str:
         return (f"kwire spark-decode: files {self.files}, packets {self.packets}, frames {self.frames}, "
@@ -214,9 +215,11 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
 
     totals = driver
     rows_written = 0
+    passes = 0
     if tasks:
-        totals.merge(_decode_and_write(spark, good, tasks, labels, out, fmt, ports, nparts, records_mode,
-                                       specs_name, limits, show_secrets, keylog, strict, filter_expr))
+        tot, passes = _decode_and_write(spark, good, tasks, labels, out, fmt, ports, nparts, records_mode,
+                                        specs_name, limits, show_secrets, keylog, strict, filter_expr)
+        totals.merge(tot)
         rows_written = totals.rows
     else:
         os.makedirs(out, exist_ok=True)
@@ -233,7 +236,7 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
                        decoded=summary["decoded"], undecodable=summary["undecodable"], rows=rows_written,
                        elapsed=elapsed, failures=list(totals.failures), summary=summary, out=out, fmt=fmt,
                        executor_code=sorted(totals.executor_code), startup_s=round(startup, 2),
-                       job_s=round(t_job - t0 - startup, 2), summary_s=round(t_sum, 2))
+                       job_s=round(t_job - t0 - startup, 2), summary_s=round(t_sum, 2), decode_passes=passes)
     from kwire_cli.render.json import to_jsonable
     with create_nofollow(os.path.join(out, "_kwire_summary.json")) as f:
         json.dump(to_jsonable(summary), f, ensure_ascii=False, allow_nan=False, indent=2)
@@ -247,7 +250,7 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
 
 
 def _decode_and_write(spark, plans, tasks, labels, out, fmt, ports, nparts, records_mode, specs_name, limits,
-                      show_secrets, keylog, strict, filter_expr) -> Totals:
+                      show_secrets, keylog, strict, filter_expr) -> tuple[Totals, int]:
     """The job: read (one task per range) -> one shuffle of the packets by connection, sorted -> reassemble
     and decode each connection, rows out as Arrow batches -> written, partitioned by api_name.
 
@@ -264,8 +267,10 @@ def _decode_and_write(spark, plans, tasks, labels, out, fmt, ports, nparts, reco
     by_conn = packets.repartition(nparts, "h").sortWithinPartitions(*SORT_COLUMNS)
     schema = row_schema(fmt)
     names = None
+    passes = 0
     try:
         while True:
+            passes += 1
             acc = sc.accumulator(Totals(), totals_param())
             bnames = sc.broadcast(names)
             rows = by_conn.mapInArrow(
@@ -276,7 +281,7 @@ def _decode_and_write(spark, plans, tasks, labels, out, fmt, ports, nparts, reco
             bnames.unpersist()
             tot = acc.value
             if names is not None or topics_agree(tot.learned, tot.topic_uses):
-                return tot
+                return tot, passes
             names = tot.learned  # an earlier answer on another task's connection: once more, with all of them
             sc.setJobDescription("kwire: decode again, topic ids named from every connection")
     finally:
