@@ -8,7 +8,7 @@ two files, and each file's packets come after the previous file's in time:
     python scripts/record_fixtures.py --bulk 110000 --bulk-client kafkajs --bulk-out /tmp/bulk-kafkajs.pcap
     python bench/make_spark_captures.py fixtures/captures/kafkajs-consume.pcap \
         fixtures/captures/kafkajs-produce.pcap /tmp/kwire-spark --once /tmp/bulk-kafkajs.pcap \
-        --files 20 --times 150                                              # ~540 MB, ~200,000 frames
+        --files 20 --times 150                                     # 577 MB, 197,040 frames
     python bench/make_spark_captures.py ... /tmp/kwire-spark-one --files 1 --merge 20   # the same, one file
 
 ``--once`` captures are replayed once per file (a bulk recording: large Produce and Fetch frames), the

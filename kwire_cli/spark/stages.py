@@ -214,7 +214,8 @@ def _decode(items, labels, fmt, records_mode, acc, ports, names, limits, show_se
     first = 0
     asm: Any = None
     conv: Any = None
-    given: set = set()
+    given: set = set()  # topic ids this conversation knows a name for
+    fed: list = [-1, []]  # len(known) when ``waiting`` was made; (position, id, name) not given yet, latest first
     fresh: list = []  # (topic id, name) the conversation has just learned
 
     def row(rec, k):
@@ -250,9 +251,18 @@ def _decode(items, labels, fmt, records_mode, acc, ports, names, limits, show_se
                 meta(("dmg", damage_item(ev, ev.file, pos)), k)
                 continue
             if feed_names and known:
-                new = [(tid, nm) for tid, (p, nm) in known.items() if tid not in given and p < k]
-                if new:
-                    given.update(t for t, _ in new)
+                if len(known) != fed[0]:  # answers learned since: what this conversation lacks, by position
+                    fed[0] = len(known)
+                    fed[1] = sorted(((p, tid, nm) for tid, (p, nm) in known.items() if tid not in given),
+                                    reverse=True)
+                waiting = fed[1]
+                if waiting and waiting[-1][0] < k:
+                    new = []
+                    while waiting and waiting[-1][0] < k:
+                        _, tid, nm = waiting.pop()
+                        if tid not in given:
+                            given.add(tid)
+                            new.append((tid, nm))
                     conv.learn_topic_names(new)
                     fresh.clear()  # learned elsewhere, not from this connection's answers
             rec = conv.row(ev)
@@ -280,6 +290,7 @@ def _decode(items, labels, fmt, records_mode, acc, ports, names, limits, show_se
             conv = Conversation(records_mode, on_topic_name=lambda tid, name: fresh.append((tid, name)),
                                 show_secrets=show_secrets, strict=strict)
             given = set()
+            fed = [-1, []]
             feed = asm.feed
         ev = feed(pkt)
         if ev:
