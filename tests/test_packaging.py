@@ -50,7 +50,7 @@ def kwire_without_pyspark(*args: str) -> subprocess.CompletedProcess:
 def test_spark_decode_without_pyspark_is_one_line_and_exit_1(tmp_path):
     r = kwire_without_pyspark("spark-decode", "fixtures/captures", "--out", str(tmp_path / "out"))
     assert r.returncode == 1, r
-    assert r.stderr == "kwire: error: spark-decode needs PySpark: pip install 'kwire[spark]'\n"
+    assert r.stderr == "kwire: error: spark-decode needs PySpark with Arrow (pyspark is missing): pip install 'kwire[spark]'\n"
     assert r.stdout == ""
     assert not (tmp_path / "out").exists()
 
