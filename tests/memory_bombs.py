@@ -21,6 +21,15 @@ from crc32c import crc32c
 ISSUE_SIZES = {"zstd-records": 4_000_000, "gzip-legacy": 3_000_000, "zstd-headers": 3_900_000,
                "zstd-kv-records": 4_000_000}   # the last: the costliest item per byte (not in the issue)
 
+# One record whose value is as big as the default limits let it be: a zstd batch decompressing to
+# the frame's cap (--max-decompressed, 256 MiB), or an uncompressed frame of the capture
+# reassembler's largest size (--max-frame-size, 100 MiB). The value's bytes are ``fill`` over and
+# over: zeros (shown as hex, twice its size), ASCII text (its size), text with an emoji every
+# 1,024 bytes (a str of 4 bytes a character: four times its size), or quotes (escaped in JSON).
+BIG_VALUES = {"zstd-value-hex": (4, b"\x00"), "zstd-value-text": (4, b"a"),
+              "zstd-value-wide": (4, b"a" * 1020 + "\U0001F600".encode()), "zstd-value-quotes": (4, b'"'),
+              "frame-value-hex": (0, b"\x00"), "frame-value-wide": (0, b"a" * 1020 + "\U0001F600".encode())}
+
 
 def _uvarint(n: int) -> bytes:
     out = bytearray()
@@ -66,6 +75,31 @@ def zstd_headers_batch(n: int) -> bytes:
     return v2_batch(4, bytes(cramjam.zstd.compress(rec, level=3)), 1)
 
 
+def _value_record(value: bytes) -> bytes:
+    """A record of a null key, ``value`` and no headers."""
+    return _record(b"\x00\x00\x00\x01" + _varint(len(value)) + value + b"\x00")
+
+
+def big_value_records(shape: str, size: int | None = None) -> bytes:
+    """The records field of a ``BIG_VALUES`` shape, one batch of one record: for a zstd one, its
+    record decompresses to ``size`` bytes (default: the frame's decompressed cap); for an
+    uncompressed one, the Produce request around it (``produce_request``) is a frame of ``size``
+    bytes after its size prefix (default: the capture reassembler's largest frame)."""
+    from kwire_cli.capture import DEFAULT_MAX_FRAME
+    from kwire_cli.records.limits import DEFAULT_MAX_FRAME_DECOMPRESSED
+    codec, fill = BIG_VALUES[shape]
+    target = (DEFAULT_MAX_FRAME_DECOMPRESSED if codec else DEFAULT_MAX_FRAME) if size is None else size
+    n = target
+    for _ in range(4):   # the varints' lengths settle after a step or two
+        rec = _value_record((fill * (n // len(fill) + 1))[:n])
+        made = len(rec) if codec else len(produce_request(v2_batch(0, rec, 1))) - 4
+        if made == target:
+            break
+        n -= made - target
+    assert made == target, (shape, made, target)
+    return v2_batch(codec, bytes(cramjam.zstd.compress(rec, level=3)) if codec else rec, 1)
+
+
 def _legacy(offset: int, attrs: int, key: bytes | None, value: bytes | None) -> bytes:
     """A magic 0 message."""
     body = struct.pack(">bb", 0, attrs)
@@ -90,37 +124,48 @@ def produce_request(records: bytes, corr: int = 1) -> bytes:
     return encode_request(0, 9, {"CorrelationId": corr, "ClientId": "bomb"}, body)
 
 
-def bomb(shape: str, n: int | None = None) -> bytes:
-    """The size-prefixed request of one bomb shape (``ISSUE_SIZES``' keys) of ``n`` items."""
+def records_of(shape: str, n: int | None = None) -> bytes:
+    """The records field of one bomb shape: ``ISSUE_SIZES``' keys (``n`` items) or ``BIG_VALUES``'
+    (``n`` bytes, see ``big_value_records``)."""
+    if shape in BIG_VALUES:
+        return big_value_records(shape, n)
     n = ISSUE_SIZES[shape] if n is None else n
     if shape == "zstd-records":
-        return produce_request(zstd_records_batch(n))
+        return zstd_records_batch(n)
     if shape == "gzip-legacy":
-        return produce_request(gzip_legacy_wrapper(n))
+        return gzip_legacy_wrapper(n)
     if shape == "zstd-headers":
-        return produce_request(zstd_headers_batch(n))
+        return zstd_headers_batch(n)
     if shape == "zstd-kv-records":
-        return produce_request(zstd_records_batch(n, KV_RECORD))
+        return zstd_records_batch(n, KV_RECORD)
     raise ValueError(shape)
 
 
-def pcap_of(frame: bytes) -> bytes:
-    """A pcap of one TCP connection to port 9092 carrying ``frame`` from the client (1400-byte
+def bomb(shape: str, n: int | None = None) -> bytes:
+    """The size-prefixed request of one bomb shape (``records_of``) in a Produce request."""
+    return produce_request(records_of(shape, n))
+
+
+def pcap_of(frame: bytes, mss: int = 1400) -> bytes:
+    """A pcap of one TCP connection to port 9092 carrying ``frame`` from the client (``mss``-byte
     segments), acknowledged, then closed."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from capture_util import Conversation, write_pcap
     c = Conversation()
-    segs = c.handshake() + c.send(0, frame, mss=1400) + [c.ack(1), c.fin(0), c.fin(1)]
+    segs = c.handshake() + c.send(0, frame, mss=mss) + [c.ack(1), c.fin(0), c.fin(1)]
     return write_pcap(segs)
 
 
 def main(out: str) -> None:
     os.makedirs(out, exist_ok=True)
-    for shape in ISSUE_SIZES:
-        frame = bomb(shape)
+    for shape in [*ISSUE_SIZES, *BIG_VALUES]:
+        records = records_of(shape)
+        frame = produce_request(records)
         with open(os.path.join(out, f"{shape}.bin"), "wb") as f:
             f.write(frame)
-        cap = pcap_of(frame)
+        with open(os.path.join(out, f"{shape}.log"), "wb") as f:   # a log segment of the batch
+            f.write(records)
+        cap = pcap_of(frame, mss=1400 if len(frame) < (1 << 20) else 60000)
         with open(os.path.join(out, f"{shape}.pcap"), "wb") as f:
             f.write(cap)
         print(f"{shape}: {len(frame)} bytes, pcap {len(cap)} bytes")
