@@ -95,8 +95,33 @@ static inline PyObject *rb_ascii(const unsigned char *s, Py_ssize_t n) {
     return t;
 }
 
-/* A key/value's form: {"text": s} when plain, else show_bytes(bytes). */
-static PyObject *rb_form(const unsigned char *s, Py_ssize_t n, PyObject *show) {
+/* A key or value of at least this many bytes goes to show_bytes as a memoryview of rb (no copy),
+ * plain or not: its form is costed and charged to the frame budget there (records/forms.py). */
+#define RB_BIG ((Py_ssize_t)1 << 20)
+
+/* The bytes of rb: a bytes object, or a bytearray (what decompression makes, not copied again). */
+static inline const unsigned char *rb_data(PyObject *rbo) {
+    return (const unsigned char *)(PyBytes_CheckExact(rbo) ? PyBytes_AS_STRING(rbo) : PyByteArray_AS_STRING(rbo));
+}
+
+/* show(memoryview(rbo)[off:off + n]) */
+static PyObject *rb_show_view(PyObject *rbo, Py_ssize_t off, Py_ssize_t n, PyObject *show) {
+    PyObject *mv = PyMemoryView_FromObject(rbo);
+    if (mv == NULL)
+        return NULL;
+    PyObject *view = PySequence_GetSlice(mv, off, off + n);
+    Py_DECREF(mv);
+    if (view == NULL)
+        return NULL;
+    PyObject *r = PyObject_CallOneArg(show, view);
+    Py_DECREF(view);
+    return r;
+}
+
+/* A key/value's form: {"text": s} when plain, else show_bytes(bytes); a long one show_bytes(view). */
+static PyObject *rb_form(PyObject *rbo, const unsigned char *s, Py_ssize_t n, PyObject *show) {
+    if (n >= RB_BIG)
+        return rb_show_view(rbo, (Py_ssize_t)(s - rb_data(rbo)), n, show);
     if (rb_plain(s, n)) {
         PyObject *t = rb_ascii(s, n);
         if (t == NULL)
@@ -118,9 +143,9 @@ static PyObject *rb_form(const unsigned char *s, Py_ssize_t n, PyObject *show) {
     return r;
 }
 
-/* A header key: the str when plain, else header_key(bytes). */
+/* A header key: the str when plain (and not long), else header_key(bytes). */
 static PyObject *rb_hkey(const unsigned char *s, Py_ssize_t n, PyObject *header_key) {
-    if (rb_plain(s, n))
+    if (n < RB_BIG && rb_plain(s, n))
         return rb_ascii(s, n);
     PyObject *raw = PyBytes_FromStringAndSize((const char *)s, n);
     if (raw == NULL)
@@ -132,7 +157,8 @@ static PyObject *rb_hkey(const unsigned char *s, Py_ssize_t n, PyObject *header_
 
 /* A key or value (length varint, then bytes) at *pos into *out (a new reference, or None for
  * length -1). */
-static int rb_field(const unsigned char *b, Py_ssize_t n, Py_ssize_t *pos, PyObject *show, PyObject **out) {
+static int rb_field(PyObject *rbo, const unsigned char *b, Py_ssize_t n, Py_ssize_t *pos, PyObject *show,
+                    PyObject **out) {
     int64_t len;
     int r = rb_varint(b, n, pos, 5, &len);
     if (r != RB_OK)
@@ -143,7 +169,7 @@ static int rb_field(const unsigned char *b, Py_ssize_t n, Py_ssize_t *pos, PyObj
     }
     if (len < 0 || len > n - *pos)
         return RB_BAD;
-    *out = rb_form(b + *pos, (Py_ssize_t)len, show);
+    *out = rb_form(rbo, b + *pos, (Py_ssize_t)len, show);
     if (*out == NULL)
         return -1;
     *pos += (Py_ssize_t)len;
@@ -161,8 +187,8 @@ static inline int rb_set(PyObject *d, PyObject *key, PyObject *v) {
 
 /* The headers from the header count at *pos on into *out (a new list). `room` is what the
  * frame's item budget leaves. */
-static int rb_headers(const unsigned char *b, Py_ssize_t n, Py_ssize_t *pos, int64_t *room, PyObject *show,
-                      PyObject *header_key, PyObject **out) {
+static int rb_headers(PyObject *rbo, const unsigned char *b, Py_ssize_t n, Py_ssize_t *pos, int64_t *room,
+                      PyObject *show, PyObject *header_key, PyObject **out) {
     int64_t hc;
     int r = rb_varint(b, n, pos, 5, &hc);
     if (r != RB_OK)
@@ -191,7 +217,7 @@ static int rb_headers(const unsigned char *b, Py_ssize_t n, Py_ssize_t *pos, int
         }
         p += (Py_ssize_t)len;
         PyObject *hv = NULL;
-        if ((r = rb_field(b, n, &p, show, &hv)) != RB_OK) {
+        if ((r = rb_field(rbo, b, n, &p, show, &hv)) != RB_OK) {
             Py_DECREF(hk);
             goto fail;
         }
@@ -252,7 +278,7 @@ static PyObject *v2_records(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     }
     PyObject *rbo = args[0], *show = args[5], *header_key = args[6];
     int64_t count, base_offset, base_ts, room;
-    if (!g_enabled || !PyBytes_CheckExact(rbo) || rb_int64(args[1], &count) != 0
+    if (!g_enabled || !(PyBytes_CheckExact(rbo) || PyByteArray_CheckExact(rbo)) || rb_int64(args[1], &count) != 0
             || rb_int64(args[2], &base_offset) != 0 || rb_int64(args[3], &base_ts) != 0)
         Py_RETURN_NOTIMPLEMENTED;
     int ro = rb_int64(args[4], &room);
@@ -262,8 +288,8 @@ static PyObject *v2_records(PyObject *mod, PyObject *const *args, Py_ssize_t nar
         Py_RETURN_NOTIMPLEMENTED;
     if (room < 0)
         Py_RETURN_NONE;      /* the Python function ends with "room < 0": None */
-    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(rbo);
-    Py_ssize_t n = PyBytes_GET_SIZE(rbo);
+    const unsigned char *b = rb_data(rbo);
+    Py_ssize_t n = PyBytes_CheckExact(rbo) ? PyBytes_GET_SIZE(rbo) : PyByteArray_GET_SIZE(rbo);
     if (count < 0)
         count = 0;           /* range(count) */
     if (count > n / 7)       /* a record takes seven bytes at least */
@@ -288,9 +314,9 @@ static PyObject *v2_records(PyObject *mod, PyObject *const *args, Py_ssize_t nar
             goto out;
         if ((r = rb_varint(b, n, &p, 5, &od)) != RB_OK)
             goto out;
-        if ((r = rb_field(b, n, &p, show, &key)) != RB_OK)
+        if ((r = rb_field(rbo, b, n, &p, show, &key)) != RB_OK)
             goto out;
-        if ((r = rb_field(b, n, &p, show, &value)) != RB_OK)
+        if ((r = rb_field(rbo, b, n, &p, show, &value)) != RB_OK)
             goto rec_fail;
         if (p < n && b[p] == 0) {
             p++;
@@ -299,7 +325,7 @@ static PyObject *v2_records(PyObject *mod, PyObject *const *args, Py_ssize_t nar
                 r = -1;
                 goto rec_fail;
             }
-        } else if ((r = rb_headers(b, n, &p, &room, show, header_key, &headers)) != RB_OK)
+        } else if ((r = rb_headers(rbo, b, n, &p, &room, show, header_key, &headers)) != RB_OK)
             goto rec_fail;
         if ((int64_t)p != rec_end) {
             r = RB_BAD;

@@ -21,7 +21,8 @@ Codec ids are the ones in the batch / message attributes (bits 0-2):
 One registry: the ``Compression`` enum. Each member has its ``label`` (the name in the value tree),
 ``decompress(payload, cap)``, ``compress(data, magic=, framing=)``, the ``framings`` it tells
 apart and whether legacy message sets (magic 0/1) may use it. ``decompress`` returns
-``(bytes, framing)`` where framing names what was found ("xerial" / "raw" for snappy, "frame" /
+``(data, framing)`` (data: bytes, or the bytearray it was decompressed into, not copied once
+more) where framing names what was found ("xerial" / "raw" for snappy, "frame" /
 "frame-kafka-legacy-hc" / "frame-bad-hc" for lz4, else None); ``compress`` takes the same framing
 name back so a re-encode keeps it. The module functions ``decompress(codec_id, ...)`` (which also
 charges the frame budget) and ``compress(codec_id, ...)`` take the id from the attributes and
@@ -40,6 +41,10 @@ import cramjam
 
 from kwire_cli.errors import CompressionError, DecompressedTooLarge
 from kwire_cli.records.limits import DECOMPRESSED_OPTION, current_budget
+
+# what decompression gives back: a bytearray for the codecs that decompress into one (not copied
+# into bytes again: that copy is twice the decompressed size at once), bytes otherwise
+Decompressed = bytes | bytearray
 
 
 class Compression(IntEnum):
@@ -66,7 +71,7 @@ class Compression(IntEnum):
         """Whether legacy message sets (magic 0 and 1) may use it (zstd came with magic 2)."""
         return _CODECS[self].legacy
 
-    def decompress(self, payload: bytes, cap: int) -> tuple[bytes, str | None]:
+    def decompress(self, payload: bytes, cap: int) -> tuple[Decompressed, str | None]:
         """``(data, framing)``: never more than ``cap`` bytes (DecompressedTooLarge past it,
         CompressionError for a corrupt payload). No frame budget: see the module's ``decompress``."""
         return _CODECS[self].decompress(payload, cap)
@@ -161,8 +166,8 @@ def _too_large(cap: int) -> DecompressedTooLarge:
     return DecompressedTooLarge(f"decompressed size exceeds the cap of {cap} bytes")
 
 
-def _gunzip(payload: bytes, cap: int) -> bytes:
-    out = []
+def _gunzip(payload: bytes, cap: int) -> bytearray:
+    out = bytearray()  # grown in place (a list of chunks joined at the end is twice the size at once)
     total = 0
     data = payload
     member = 0
@@ -177,7 +182,7 @@ def _gunzip(payload: bytes, cap: int) -> bytes:
             total += len(chunk)
             if total > cap:
                 raise _too_large(cap)
-            out.append(chunk)
+            out += chunk
             if d.eof:
                 break
             data = d.unconsumed_tail
@@ -189,28 +194,31 @@ def _gunzip(payload: bytes, cap: int) -> bytes:
             member += 1
             continue
         # anything else after the last member is ignored, as java.util.zip.GZIPInputStream does
-        return b"".join(out)
+        return out
 
 
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 
 
-def _unsnappy_raw(block, cap: int, total: int, where: str) -> bytes:
+def _unsnappy_raw(block, cap: int, total: int, where: str) -> bytearray:
     try:
         n = cramjam.snappy.decompress_raw_len(block)
     except Exception as e:  # cramjam.DecompressionError and friends
         raise CompressionError(f"snappy{where}: {e}") from None
     if total + n > cap:
         raise _too_large(cap)
+    out = bytearray(n)  # its length is known: decompressed in place, not into a buffer then copied
     try:
-        return bytes(cramjam.snappy.decompress_raw(block))
+        got = cramjam.snappy.decompress_raw_into(block, out)
     except Exception as e:
         raise CompressionError(f"snappy{where}: {e}", total + n) from None
+    del out[got:]
+    return out
 
 
-def _unsnappy(payload: bytes, cap: int) -> tuple[bytes, str]:
+def _unsnappy(payload: bytes, cap: int) -> tuple[Decompressed, str]:
     if len(payload) >= 16 and payload[:8] == _XERIAL_MAGIC:
-        out = []
+        out = bytearray()
         total = 0
         pos = 16
         n = len(payload)
@@ -227,10 +235,11 @@ def _unsnappy(payload: bytes, cap: int) -> tuple[bytes, str]:
             block = payload[pos + 4:pos + 4 + size]
             chunk = _unsnappy_raw(block, cap, total, f" (xerial) block {index} at byte {pos}")
             total += len(chunk)
-            out.append(chunk)
+            out += chunk
+            del chunk
             pos += 4 + size
             index += 1
-        return b"".join(out), "xerial"
+        return out, "xerial"
     return _unsnappy_raw(payload, cap, 0, " (raw)"), "raw"
 
 
@@ -241,7 +250,7 @@ _LZ4_BLOCK_MAX = {4: 1 << 16, 5: 1 << 18, 6: 1 << 20, 7: 1 << 22}
 _HC_CACHE: dict = {}
 
 
-def _grow_into(fn, payload, cap: int, name: str) -> bytes:
+def _grow_into(fn, payload, cap: int, name: str) -> bytearray:
     size = min(cap + 1, max(1 << 16, len(payload) * 8))
     while True:
         buf = bytearray(size)
@@ -258,10 +267,10 @@ def _grow_into(fn, payload, cap: int, name: str) -> bytes:
         if n > cap:
             raise _too_large(cap)
         del buf[n:]
-        return bytes(buf)
+        return buf  # not bytes(buf): a copy, twice the decompressed size at once
 
 
-def _unlz4(payload: bytes, cap: int) -> tuple[bytes, str]:
+def _unlz4(payload: bytes, cap: int) -> tuple[Decompressed, str]:
     n = len(payload)
     if n < 7:
         raise CompressionError(f"lz4: frame of {n} bytes is shorter than a frame header")
@@ -299,7 +308,7 @@ def _unlz4(payload: bytes, cap: int) -> tuple[bytes, str]:
             payload[:desc_end] + bytes((right_hc,)) + payload[desc_end + 1:])
         return _grow_into(cramjam.lz4.decompress_into, fixed, cap, "lz4 (linked blocks)"), framing
 
-    out = []
+    out = bytearray()
     total = 0
     pos = desc_end + 1
     scratch = bytearray(block_max)
@@ -326,23 +335,23 @@ def _unlz4(payload: bytes, cap: int) -> tuple[bytes, str]:
                 f"lz4: block {index} at byte {pos - 4}: {size} bytes run past the end of the {n}-byte payload",
                 total)
         if stored:
-            chunk = payload[pos:pos + size]
+            chunk: bytes | memoryview = payload[pos:pos + size]
         else:
             try:
                 got = decompress_block_into(payload[pos:pos + size], scratch)
             except Exception as e:
                 raise CompressionError(f"lz4: block {index} at byte {pos - 4}: {e}", total) from None
-            chunk = bytes(scratch[:got])
+            chunk = memoryview(scratch)[:got]
         total += len(chunk)
         if total > cap:
             raise _too_large(cap)
-        out.append(chunk)
+        out += chunk
         pos += size + (4 if block_checksum else 0)
         index += 1
-    return b"".join(out), framing
+    return out, framing
 
 
-def decompress(codec: int, payload: bytes, cap: int) -> tuple[bytes, str | None]:
+def decompress(codec: int, payload: bytes, cap: int) -> tuple[Decompressed, str | None]:
     """Decompress ``payload`` with Kafka codec id ``codec``; never produce more than ``cap`` bytes,
     nor more than what is left of the current ``frame_budget`` (which is then charged).
 
@@ -377,7 +386,7 @@ def _codec(codec_id: int) -> Compression:
     return codec
 
 
-def _decompress(codec: int, payload: bytes, cap: int) -> tuple[bytes, str | None]:
+def _decompress(codec: int, payload: bytes, cap: int) -> tuple[Decompressed, str | None]:
     return _codec(codec).decompress(payload, cap)
 
 
@@ -439,18 +448,18 @@ def _lz4(data: bytes, magic: int, framing: str | None) -> bytes:
     return _lz4_frame(data, framing == "frame-kafka-legacy-hc" or (framing is None and magic == 0))
 
 
-def _unzstd(payload: bytes, cap: int) -> bytes:
+def _unzstd(payload: bytes, cap: int) -> bytearray:
     return _grow_into(cramjam.zstd.decompress_into, payload, cap, "zstd")
 
 
-def _none_decompress(payload: bytes, cap: int) -> tuple[bytes, str | None]:
+def _none_decompress(payload: bytes, cap: int) -> tuple[Decompressed, str | None]:
     if len(payload) > cap:
         raise _too_large(cap)
     return payload, None
 
 
 class _Codec(NamedTuple):
-    decompress: Callable[[bytes, int], tuple[bytes, str | None]]
+    decompress: Callable[[bytes, int], tuple[Decompressed, str | None]]
     compress: Callable[[bytes, int, str | None], bytes]
     framings: tuple[str, ...]
     legacy: bool

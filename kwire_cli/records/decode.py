@@ -12,7 +12,7 @@ from gc import isenabled as _gc_isenabled
 
 from kwire_cli.errors import RecordsError
 
-from .layout import I32, I64, LOG_OVERHEAD, MIN_MESSAGE_SIZE, batch_error
+from .layout import I32, I64, LOG_OVERHEAD, MIN_MESSAGE_SIZE, batch_error, put_raw_hex
 from .legacy import decode_legacy
 from .limits import BATCH_ITEMS, ITEMS_OPTION, current_budget, frame_budget, frame_limits
 from .v2 import decode_v2
@@ -81,7 +81,8 @@ def _decode_batches(buf, cap):
     while pos < n:
         remaining = n - pos
         if remaining < LOG_OVERHEAD:
-            partial = {"offset": pos, "bytes": remaining, "hex": buf[pos:].hex()}
+            partial = {"offset": pos, "bytes": remaining}
+            put_raw_hex(partial, buf, pos, key="hex")
             break
         (length,) = unpack_i32(buf, pos + 8)
         if length < MIN_MESSAGE_SIZE:
@@ -90,7 +91,8 @@ def _decode_batches(buf, cap):
                 f"{MIN_MESSAGE_SIZE} bytes, so the batches after it cannot be found")
         end = pos + LOG_OVERHEAD + length
         if end > n:
-            partial = {"offset": pos, "bytes": remaining, "hex": buf[pos:].hex()}
+            partial = {"offset": pos, "bytes": remaining}
+            put_raw_hex(partial, buf, pos, key="hex")
             break
         magic = buf[pos + 16]
         if budget is not None and budget.items_left < (BATCH_ITEMS if magic == 2 else 1):
@@ -123,5 +125,5 @@ def _not_decoded(buf, pos, end, index, max_items):
     after = f" and the {rest} bytes after it" if rest else ""
     entry["error"] = (f"batch {index} at byte {pos}{after}: not decoded: the frame's cap of {max_items} "
                       f"records and headers is reached ({ITEMS_OPTION} raises it)")
-    entry["RawHex"] = buf[pos:].hex()
+    put_raw_hex(entry, buf, pos)
     return entry

@@ -10,6 +10,9 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from .forms import note_long_form
+from .limits import DECOMPRESSED_OPTION, current_budget
+
 V2_HEADER = struct.Struct(">qiibIhiqqqhii")   # 61 bytes, through the record count
 V2_HEADER_SIZE = V2_HEADER.size
 V2_CRC_AT = 17       # BaseOffset(8) + BatchLength(4) + PartitionLeaderEpoch(4) + Magic(1)
@@ -32,8 +35,33 @@ def batch_error(batch: dict[str, Any], index: int, pos: int, end: int, buf: byte
     lost and it encodes back verbatim)."""
     offset = batch.get("BaseOffset", batch.get("Offset"))
     batch["error"] = f"batch {index} at byte {pos} (offset {offset}): {msg}"
-    batch["RawHex"] = buf[pos:end].hex()
+    put_raw_hex(batch, buf, pos, end)
     return batch
+
+
+# bytes shown as hex (RawHex) without charging the frame budget: small ones cost little, and
+# a frame can hold only so many of them
+_RAW_FREE = 1 << 20
+
+
+def put_raw_hex(entry: dict[str, Any], buf, pos: int, end: int | None = None, key: str = "RawHex") -> None:
+    """``entry[key]`` = the hex of ``buf[pos:end]`` (made from a memoryview: no copy of the
+    bytes). A megabyte or more is charged to the frame budget in force (twice its bytes); when
+    less than that is left it is not shown, and ``entry["error"]`` says so, naming the cap and
+    the option that raises it."""
+    mv = memoryview(buf)[pos:end]
+    n = len(mv)
+    budget = current_budget()
+    if n >= _RAW_FREE:
+        note_long_form()
+    if n >= _RAW_FREE and budget is not None:
+        if 2 * n > budget.left:
+            entry["error"] = (f"{entry.get('error', '')}; its {n} bytes are not shown as {key}: their hex takes "
+                              f"{2 * n} bytes, more than the {budget.left} bytes left of the frame's cap of "
+                              f"{budget.limit} bytes ({DECOMPRESSED_OPTION} raises it)").lstrip("; ")
+            return
+        budget.left -= 2 * n
+    entry[key] = mv.hex()
 
 
 def with_where(msg: str, where: str) -> str:

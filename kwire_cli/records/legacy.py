@@ -6,7 +6,7 @@ import zlib
 
 from .compression import Compression, CompressionError, DecompressedTooLarge, codec_label, decompress
 from .forms import show_bytes
-from .layout import I32, I64, LEGACY_HEADER, LOG_OVERHEAD, MIN_MESSAGE_SIZE, Bad, batch_error
+from .layout import I32, I64, LEGACY_HEADER, LOG_OVERHEAD, MIN_MESSAGE_SIZE, Bad, batch_error, put_raw_hex
 from .limits import ITEMS_OPTION, current_budget
 
 
@@ -50,10 +50,13 @@ def _legacy_message(buf, pos, end, cap, nested):
             p += ln
     if p != end:
         raise Bad(f"{end - p} bytes left after the value")
-    m["Key"] = None if fields["Key"] is None else show_bytes(fields["Key"])
-    if codec == 0:
-        m["Value"] = None if fields["Value"] is None else show_bytes(fields["Value"])
-        return m
+    try:
+        m["Key"] = None if fields["Key"] is None else show_bytes(fields["Key"])
+        if codec == 0:
+            m["Value"] = None if fields["Value"] is None else show_bytes(fields["Value"])
+            return m
+    except DecompressedTooLarge as e:  # its form would take more than the frame's cap leaves
+        raise Bad(str(e)) from None
     if nested:
         raise Bad("compressed message inside a compressed message set")
     known = Compression.of(codec)
@@ -130,5 +133,5 @@ def decode_legacy(buf, pos, end, index, cap):
         return batch_error(batch, index, pos, end, buf, str(e))
     if "error" in m:
         m["error"] = f"batch {index} at byte {pos} (offset {m['Offset']}): {m['error']}"
-        m["RawHex"] = buf[pos:end].hex()
+        put_raw_hex(m, buf, pos, end)
     return m

@@ -18,7 +18,7 @@ from kwire_cli.wire import read_uvarint
 
 from . import native as records_native
 from .compression import Compression, CompressionError, DecompressedTooLarge, codec_label, decompress
-from .forms import PLAIN, header_key, raw_bytes, show_bytes
+from .forms import LONG, PLAIN, header_key, raw_bytes, show_bytes
 from .layout import I64, LOG_OVERHEAD, V2_HEADER, V2_HEADER_SIZE, Bad, batch_error, with_where
 from .limits import ITEMS_OPTION, current_budget
 
@@ -108,8 +108,8 @@ def _headers_fast(rb, plain, p, room):
         if n < 0:
             raise Bad("negative header key length")
         e = p + n
-        hk = plain[p:e]
-        if not hk.isascii():
+        hk = plain[p:e] if e - p < LONG else None
+        if hk is None or not hk.isascii():
             hk = header_key(rb[p:e])
         p = e
         b = rb[p]
@@ -125,11 +125,10 @@ def _headers_fast(rb, plain, p, room):
                 n, p = _varint_slow(rb, p)
         if n >= 0:
             e = p + n
-            s = plain[p:e]
-            if s.isascii():
+            if e - p < LONG and (s := plain[p:e]).isascii():
                 headers.append({"Key": hk, "Value": {"text": s}})
             else:
-                headers.append({"Key": hk, "Value": show_bytes(rb[p:e])})
+                headers.append({"Key": hk, "Value": show_bytes(rb[p:e] if e - p < LONG else memoryview(rb)[p:e])})
             p = e
         elif n == -1:
             headers.append({"Key": hk, "Value": None})
@@ -233,11 +232,10 @@ def _v2_records_fast(rb, count, base_offset, base_ts, room=1 << 62):
                     n, p = varint(rb, p)
             if n >= 0:
                 e = p + n
-                s = plain[p:e]
-                if s.isascii():
+                if e - p < LONG and (s := plain[p:e]).isascii():
                     key = {"text": s}
                 else:
-                    key = show(rb[p:e])
+                    key = show(rb[p:e] if e - p < LONG else memoryview(rb)[p:e])
                 p = e
             elif n == -1:
                 key = None
@@ -257,11 +255,10 @@ def _v2_records_fast(rb, count, base_offset, base_ts, room=1 << 62):
                     n, p = varint(rb, p)
             if n >= 0:
                 e = p + n
-                s = plain[p:e]
-                if s.isascii():
+                if e - p < LONG and (s := plain[p:e]).isascii():
                     value = {"text": s}
                 else:
-                    value = show(rb[p:e])
+                    value = show(rb[p:e] if e - p < LONG else memoryview(rb)[p:e])
                 p = e
             elif n == -1:
                 value = None
@@ -288,8 +285,8 @@ def _v2_records_fast(rb, count, base_offset, base_ts, room=1 << 62):
                 if n < 0:
                     return None
                 e = p + n
-                hk = plain[p:e]
-                if not hk.isascii():
+                hk = plain[p:e] if e - p < LONG else None
+                if hk is None or not hk.isascii():
                     hk = header_key(rb[p:e])
                 p = e
                 b = rb[p]
@@ -305,11 +302,10 @@ def _v2_records_fast(rb, count, base_offset, base_ts, room=1 << 62):
                         n, p = varint(rb, p)
                 if n >= 0:
                     e = p + n
-                    s = plain[p:e]
-                    if s.isascii():
+                    if e - p < LONG and (s := plain[p:e]).isascii():
                         headers = [{"Key": hk, "Value": {"text": s}}]
                     else:
-                        headers = [{"Key": hk, "Value": show(rb[p:e])}]
+                        headers = [{"Key": hk, "Value": show(rb[p:e] if e - p < LONG else memoryview(rb)[p:e])}]
                     p = e
                 elif n == -1:
                     headers = [{"Key": hk, "Value": None}]
@@ -454,11 +450,10 @@ def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_app
                 e = p + kl
                 if e > rec_end:
                     raise Bad(f"key length {kl} runs past the end of the record")
-                s = plain[p:e]
-                if s.isascii():
+                if e - p < LONG and (s := plain[p:e]).isascii():
                     key = {"text": s}
                 else:
-                    key = show(rb[p:e])
+                    key = show(rb[p:e] if e - p < LONG else memoryview(rb)[p:e])
                 p = e
             elif kl == -1:
                 key = None
@@ -480,11 +475,10 @@ def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_app
                 e = p + vl
                 if e > rec_end:
                     raise Bad(f"value length {vl} runs past the end of the record")
-                s = plain[p:e]
-                if s.isascii():
+                if e - p < LONG and (s := plain[p:e]).isascii():
                     value = {"text": s}
                 else:
-                    value = show(rb[p:e])
+                    value = show(rb[p:e] if e - p < LONG else memoryview(rb)[p:e])
                 p = e
             elif vl == -1:
                 value = None
@@ -527,13 +521,9 @@ def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_app
                     e = p + hl
                     if hl < 0 or e > rec_end:
                         raise Bad(f"header {h} key length {hl} is invalid")
-                    hk = plain[p:e]
-                    if not hk.isascii():
-                        hkb = rb[p:e]
-                        try:
-                            hk = hkb.decode()
-                        except UnicodeDecodeError:
-                            hk = {"hex": hkb.hex()}
+                    hk = plain[p:e] if e - p < LONG else None
+                    if hk is None or not hk.isascii():
+                        hk = header_key(rb[p:e])
                     p = e
                     b = rb[p]
                     if b < 128:
@@ -550,11 +540,10 @@ def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_app
                         e = p + hl
                         if e > rec_end:
                             raise Bad(f"header {h} value length {hl} runs past the end of the record")
-                        s = plain[p:e]
-                        if s.isascii():
+                        if e - p < LONG and (s := plain[p:e]).isascii():
                             hv = {"text": s}
                         else:
-                            hv = show(rb[p:e])
+                            hv = show(rb[p:e] if e - p < LONG else memoryview(rb)[p:e])
                         p = e
                     elif hl == -1:
                         hv = None
@@ -658,12 +647,19 @@ def decode_v2(buf, pos, end, index, cap):
     # as little as 2 to 7 bytes): a batch that could exceed what is left takes the careful loop,
     # which counts its headers as it goes
     budget = current_budget()
-    if budget is None:
-        items = None
-        fast = _v2_records(rb, count, base_offset, base_ts)
-    else:
-        items = budget.items_left
-        fast = _v2_records(rb, count, base_offset, base_ts, items - count) if count <= items else None
+    try:
+        if budget is None:
+            items = None
+            fast = _v2_records(rb, count, base_offset, base_ts)
+        else:
+            items = budget.items_left
+            left = budget.left
+            fast = _v2_records(rb, count, base_offset, base_ts, items - count) if count <= items else None
+            if fast is None:  # the careful loop makes (and charges) the forms again
+                budget.left = left
+    except DecompressedTooLarge as e:  # a key or value whose form would take more than is left
+        del rb
+        return batch_error(batch, index, pos, end, buf, str(e))
     if fast is not None:
         if budget is not None:
             budget.items_left -= len(fast) + sum([len(rec["Headers"]) for rec in fast])
@@ -683,6 +679,10 @@ def decode_v2(buf, pos, end, index, cap):
         if budget is not None:
             budget.items_left -= len(records) + sum([len(rec["Headers"]) for rec in records])
         return batch_error(batch, index, pos, end, buf, with_where(str(e), where))
+    except DecompressedTooLarge as e:
+        records.clear()
+        del rb
+        return batch_error(batch, index, pos, end, buf, str(e))
     if budget is not None:
         budget.items_left -= len(records) + sum([len(rec["Headers"]) for rec in records])
     if p != rend:
