@@ -399,8 +399,10 @@ def test_the_native_path_is_chosen_and_use_speedups_false_runs_python():
         compiler.use_speedups(prev)
     # a bytearray (what decompression makes) is read as bytes are
     assert raw_native((bytearray(rb), 1, 0, 0, 5)) == fast(rb, 1, 0, 0, 5)
+    # and a memoryview of bytes (a long uncompressed batch inside its records field)
+    assert raw_native((memoryview(b"xx" + rb)[2:], 1, 0, 0, 5)) == fast(rb, 1, 0, 0, 5)
     # arguments the C function does not take go to Python as well
-    assert raw_native((memoryview(rb), 1, 0, 0, 5)) is NotImplemented
+    assert raw_native((memoryview(rb).cast("B", (1, len(rb))), 1, 0, 0, 5)) is NotImplemented
     assert raw_native((rb, 1, 1 << 63, 0, 5)) is NotImplemented
     assert raw_native((rb, 1, 0, 0.5, 5)) is NotImplemented
 

@@ -99,9 +99,35 @@ static inline PyObject *rb_ascii(const unsigned char *s, Py_ssize_t n) {
  * plain or not: its form is costed and charged to the frame budget there (records/forms.py). */
 #define RB_BIG ((Py_ssize_t)1 << 20)
 
-/* The bytes of rb: a bytes object, or a bytearray (what decompression makes, not copied again). */
+/* The bytes of rb: a bytes object, a bytearray (what decompression makes, not copied again) or a
+ * contiguous memoryview of bytes (an uncompressed batch inside its records field, not copied). */
 static inline const unsigned char *rb_data(PyObject *rbo) {
-    return (const unsigned char *)(PyBytes_CheckExact(rbo) ? PyBytes_AS_STRING(rbo) : PyByteArray_AS_STRING(rbo));
+    if (PyBytes_CheckExact(rbo))
+        return (const unsigned char *)PyBytes_AS_STRING(rbo);
+    if (PyByteArray_CheckExact(rbo))
+        return (const unsigned char *)PyByteArray_AS_STRING(rbo);
+    return (const unsigned char *)PyMemoryView_GET_BUFFER(rbo)->buf;
+}
+
+/* Whether rb is one of those (and its length into *n). */
+static int rb_taken(PyObject *rbo, Py_ssize_t *n) {
+    if (PyBytes_CheckExact(rbo)) {
+        *n = PyBytes_GET_SIZE(rbo);
+        return 1;
+    }
+    if (PyByteArray_CheckExact(rbo)) {
+        *n = PyByteArray_GET_SIZE(rbo);
+        return 1;
+    }
+    if (PyMemoryView_Check(rbo)) {
+        Py_buffer *v = PyMemoryView_GET_BUFFER(rbo);
+        if (v->buf != NULL && v->itemsize == 1 && v->ndim <= 1 && PyBuffer_IsContiguous(v, 'C')
+                && (v->format == NULL || strcmp(v->format, "B") == 0)) {
+            *n = v->len;
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* show(memoryview(rbo)[off:off + n]) */
@@ -278,7 +304,8 @@ static PyObject *v2_records(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     }
     PyObject *rbo = args[0], *show = args[5], *header_key = args[6];
     int64_t count, base_offset, base_ts, room;
-    if (!g_enabled || !(PyBytes_CheckExact(rbo) || PyByteArray_CheckExact(rbo)) || rb_int64(args[1], &count) != 0
+    Py_ssize_t n;
+    if (!g_enabled || !rb_taken(rbo, &n) || rb_int64(args[1], &count) != 0
             || rb_int64(args[2], &base_offset) != 0 || rb_int64(args[3], &base_ts) != 0)
         Py_RETURN_NOTIMPLEMENTED;
     int ro = rb_int64(args[4], &room);
@@ -289,7 +316,6 @@ static PyObject *v2_records(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     if (room < 0)
         Py_RETURN_NONE;      /* the Python function ends with "room < 0": None */
     const unsigned char *b = rb_data(rbo);
-    Py_ssize_t n = PyBytes_CheckExact(rbo) ? PyBytes_GET_SIZE(rbo) : PyByteArray_GET_SIZE(rbo);
     if (count < 0)
         count = 0;           /* range(count) */
     if (count > n / 7)       /* a record takes seven bytes at least */

@@ -344,7 +344,7 @@ def _v2_records_native(rb, count, base_offset, base_ts, room=1 << 62):
     use_speedups(False), arguments it does not take, a Timestamp or Offset outside int64, ...)."""
     recs = _native_v2_records(rb, count, base_offset, base_ts, room, show_bytes, header_key)
     if recs is NotImplemented:
-        return _v2_records_fast(rb, count, base_offset, base_ts, room)
+        return _v2_records_fast(bytes(rb) if type(rb) is memoryview else rb, count, base_offset, base_ts, room)
     return recs
 
 
@@ -626,8 +626,10 @@ def decode_v2(buf, pos, end, index, cap):
     where = ""
     if codec == 0:
         # the batch's records as their own bytes object: the record loop translates and decodes
-        # all of rb once, so it must not be the whole records field
-        rb, p, rend, base = buf[start:end], 0, end - start, start
+        # all of rb once, so it must not be the whole records field. A long one, when the native
+        # path reads it, is a view of them (a copy would be one more of up to 100 MiB)
+        view = end - start >= LONG and _v2_records is _v2_records_native
+        rb, p, rend, base = memoryview(buf)[start:end] if view else buf[start:end], 0, end - start, start
     elif Compression.of(codec) is None:
         return batch_error(batch, index, pos, end, buf, f"unknown compression codec {codec}")
     else:
@@ -672,6 +674,8 @@ def decode_v2(buf, pos, end, index, cap):
         batch["Records"] = fast
         return batch
     # something is wrong (or unusual): the careful loop finds out what and words it
+    if type(rb) is memoryview:
+        rb = bytes(rb)
     try:
         p = _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, attrs & 0x08,
                                attrs & 0x20, records, base, items)
