@@ -139,14 +139,24 @@ _compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=s
 _quote: Callable[[str], str] = json.encoder.encode_basestring  # the C quoting of json.dumps
 
 
+# a key or value longer than this (characters of text, digits of hex) is cut short in the table
+# (a 256 MiB value would be a line of 512 MiB); --format jsonl shows it whole
+_SHOWN = 4096
+
+
 def _show_form(form: Any) -> str:
     if form is None:
         return "null"
     if isinstance(form, dict) and "text" in form:
         text = form["text"]
+        if isinstance(text, str) and len(text) > _SHOWN:
+            return f"{_quote(text[:_SHOWN])}… ({len(text)} characters; --format jsonl shows all)"
         return _quote(text) if isinstance(text, str) else _compact(text)
     if isinstance(form, dict) and "hex" in form:
-        return "0x" + str(form["hex"])
+        h = str(form["hex"])
+        if len(h) > _SHOWN:
+            return f"0x{h[:_SHOWN]}… ({len(h) // 2} bytes; --format jsonl shows all)"
+        return "0x" + h
     return _compact(form)
 
 
@@ -237,10 +247,11 @@ class _Out:
             self.escape = escape
             self.text = sys.stdout
         else:
-            from kwire_cli.render.jsonlines import line_encoder
+            from kwire_cli.render.jsonlines import line_encoder, line_writer
             sys.stdout.flush()
             self.bout = std_binary("stdout")
             self.encode = line_encoder()
+            self.write_line = line_writer()
             if fmt == "json":
                 self.bout.write(b'{"entries": [\n')
 
@@ -248,13 +259,13 @@ class _Out:
         self.text.write(self.escape(text) + "\n")
 
     def entry(self, obj: dict[str, Any]) -> None:
-        data = self.encode(obj)
         if self.fmt == "jsonl":
-            self.bout.write(data + b"\n")
+            self.write_line(obj, self.bout.write)
+            self.bout.write(b"\n")
         else:
             if not self.first:
                 self.bout.write(b",\n")
-            self.bout.write(data)
+            self.write_line(obj, self.bout.write)
             self.first = False
 
     def close(self, summary: dict[str, Any]) -> None:

@@ -230,8 +230,9 @@ def limit_options(capture: bool = False) -> Callable:
                  "oversize-frame damage. SIZE is bytes, or a number with K, M or G (512MiB, 1G)."))
     opts.append(click.option(
         "--max-decompressed", "max_decompressed", metavar="SIZE", callback=_limit_callback(parse_size),
-        help="Most bytes decompressed per frame, all record batches together (default 256MiB); "
-             "a batch past it is shown undecoded with an error."))
+        help="Most bytes decompressed per frame, all record batches together, counting what keys and "
+             "values take as hex or text unless plain ASCII under 1MiB (default 256MiB); a batch past "
+             "it is shown undecoded with an error."))
     opts.append(click.option(
         "--max-records", "max_records", metavar="N", callback=_limit_callback(parse_count),
         help="Most records plus record headers decoded per frame, a record batch counting 2 "

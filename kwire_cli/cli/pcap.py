@@ -14,7 +14,7 @@ import click
 from kwire_cli.cli.app import KwireUsageError, diagnostic, note_skipped, std_binary
 from kwire_cli.cli.options import DecodeLimits, limit_options, read_keylogs, show_secrets_option, tls_keylog_option
 from kwire_cli.errors import FilterError, KwireError
-from kwire_cli.render.jsonlines import gc_tuned, line_encoder
+from kwire_cli.render.jsonlines import gc_tuned, line_writer
 from kwire_cli.render.safe import escape, json_text
 
 if TYPE_CHECKING:
@@ -336,7 +336,7 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
         out.flush()
         bout = std_binary("stdout")
         write = bout.write
-        encode = line_encoder()
+        write_line = line_writer()
         sep = b"\n" if fmt == "jsonl" else b",\n"
         if fmt == "json":
             write(b'{"frames": [\n')
@@ -389,23 +389,23 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
             elif fmt == "fields":
                 out.write(layout.line(field_cells(r)))
             else:
-                line = encode(json_ordered(r))
                 if fmt == "jsonl":
-                    write(line)
+                    write_line(json_ordered(r), write)
                     write(sep)
                 elif live is not None:
-                    # live: each row a whole line at once (the comma opens the next one's line)
-                    write(line if first_json else b"," + line)
+                    # live: each row a whole line (the comma opens the next one's line)
+                    if not first_json:
+                        write(b",")
+                    write_line(json_ordered(r), write)
                     write(b"\n")
                     first_json = False
                 else:
                     if not first_json:
                         write(sep)
-                    write(line)
+                    write_line(json_ordered(r), write)
                     first_json = False
             if flush is not None:
                 flush()  # a live capture's row goes out now, not with the next buffer
-            line = b""
     finally:
         if interrupts is not None:
             interrupts.__exit__()

@@ -11,8 +11,8 @@ text form its characters at the width CPython stores them (1, 2 or 4 bytes: a va
 with one emoji is a str four times its size). A form that would take more than is left is not
 made: DecompressedTooLarge names the cap and the option (the record decoders show the batch
 undecoded with that error). So a frame's value tree holds at most its cap of such text, however
-small the input; plain ASCII keys and values, which the record decoders make themselves without
-these (a str the size of the bytes), are bounded by the bytes they come from.
+small the input; plain ASCII keys and values under ``LONG``, which the record decoders make
+themselves without these (a str the size of the bytes), are bounded by the bytes they come from.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from kwire_cli.render.jsonlines import LONG_TEXT, string_pieces
 from kwire_cli.render.safe import UNSAFE, json_text
 
 NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
@@ -95,7 +96,8 @@ _CHUNK = 1 << 20  # bytes gathered before each write
 
 
 def _at_most(value: Any, n: int) -> bool:
-    """Whether ``value`` holds at most ``n`` dicts and lists (itself included); stops counting at n."""
+    """Whether ``value`` holds at most ``n`` dicts and lists (itself included) and no string of
+    ``LONG_TEXT`` characters or more; stops counting at n."""
     stack = [value]
     count = 0
     while stack:
@@ -106,6 +108,8 @@ def _at_most(value: Any, n: int) -> bool:
         for y in (x.values() if type(x) is dict else x):
             if type(y) is dict or type(y) is list:
                 stack.append(y)
+            elif type(y) is str and len(y) >= LONG_TEXT:
+                return False
     return True
 
 
@@ -164,6 +168,10 @@ def write_json(value: Any, write, *, careful: bool = False, level: int = 0, end:
 
     def walk(v: Any, level: int) -> None:
         t = type(v)
+        if t is str and len(v) >= LONG_TEXT:  # a megabyte at a time, never the whole text
+            for piece in string_pieces(v):
+                put(piece)
+            return
         if (t is not dict and t is not list) or not v or _at_most(v, _SMALL):
             put(enc(v, level))
             return
@@ -199,7 +207,8 @@ _YAML_BIG = 10_000  # values (containers and their items) in a list written bloc
 
 def _values_at_most(value: Any, n: int) -> bool:
     """Whether ``value`` holds at most ``n`` values, counting each dict and list and each list's
-    items (a dict's scalar values, a few per schema struct, are not counted); stops at n."""
+    items (a dict's scalar values, a few per schema struct, are not counted), and no string of
+    ``LONG_TEXT`` characters or more; stops at n."""
     stack = [value]
     count = 0
     while stack:
@@ -209,11 +218,15 @@ def _values_at_most(value: Any, n: int) -> bool:
             for y in x.values():
                 if type(y) is dict or type(y) is list:
                     stack.append(y)
+                elif type(y) is str and len(y) >= LONG_TEXT:
+                    return False
         else:
             count += 1 + len(x)
             for y in x:
                 if type(y) is dict or type(y) is list:
                     stack.append(y)
+                elif type(y) is str and len(y) >= LONG_TEXT:
+                    return False
         if count > n:
             return False
     return True
@@ -261,8 +274,26 @@ def write_yaml(value: Any, write, *, big: int | None = None) -> None:
     def large(x: Any) -> bool:
         return (type(x) is dict or type(x) is list) and bool(x) and not _values_at_most(x, limit)
 
+    def long_string(lead: str, x: str) -> None:
+        """``x`` as a JSON string, which YAML reads as the same double-quoted scalar, a
+        megabyte at a time (PyYAML takes minutes over a 256 MiB one, and copies it several times)."""
+        if buf:
+            write("".join(buf).encode("utf-8", "surrogatepass"))
+            buf.clear()
+        write(lead.encode("utf-8", "surrogatepass"))
+        for piece in string_pieces(x):
+            write(piece)
+        write(b"\n")
+        ends[0] = False
+
     def walk_dict(d: dict, col: int, lead: str) -> None:
         for k, x in d.items():
+            if type(x) is str and len(x) >= LONG_TEXT:
+                head = piece(k, None, col)
+                if head.count("\n") == 1 and head.endswith(" null\n"):
+                    long_string(lead + head[col:-5], x)
+                    lead = " " * col
+                    continue
             if large(x):
                 head = piece(k, None, col)
                 if head.count("\n") == 1 and head.endswith(" null\n"):
@@ -278,7 +309,9 @@ def write_yaml(value: Any, write, *, big: int | None = None) -> None:
 
     def walk_list(items: list, col: int, lead: str) -> None:
         for x in items:
-            if large(x):
+            if type(x) is str and len(x) >= LONG_TEXT:
+                long_string(lead + "- ", x)
+            elif large(x):
                 if type(x) is dict:
                     walk_dict(x, col + 2, lead + "- ")
                 else:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -87,6 +88,121 @@ def line_encoder():
         except TypeError:  # orjson.JSONEncodeError: non-str key, int past 64 bits, deep nesting, surrogates
             return careful(rec)
     return encode
+
+
+# a string of at least this many characters is written a piece of this size at a time
+LONG_TEXT = 1 << 20
+
+
+def string_pieces(s: str) -> Iterator[bytes]:
+    """The JSON string of ``s`` (as ``line_encoder`` writes it: controls and format characters
+    escaped), a megabyte of characters at a time, quotes included: the same bytes, never a copy
+    of the whole of ``s``."""
+    try:
+        import orjson
+        dumps: Any = orjson.dumps
+    except ImportError:
+        dumps = None
+    yield b'"'
+    for i in range(0, len(s), LONG_TEXT):
+        part = s[i:i + LONG_TEXT]
+        enc = None
+        if dumps is not None:
+            try:
+                enc = dumps(part)
+            except TypeError:  # surrogates
+                enc = None
+        if enc is None:
+            enc = json.dumps(part, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        yield json_bytes(enc[1:-1])
+    yield b'"'
+
+
+def long_holders(value: Any) -> set[int]:
+    """The ids of the dicts and lists in ``value`` that hold (at any depth) a string of
+    ``LONG_TEXT`` characters or more."""
+    held: set[int] = set()
+
+    def visit(x: Any) -> bool:
+        found = False
+        for y in (x.values() if type(x) is dict else x):
+            t = type(y)
+            if t is str:
+                if len(y) >= LONG_TEXT:
+                    found = True
+            elif (t is dict or t is list) and visit(y):
+                found = True
+        if found:
+            held.add(id(x))
+        return found
+    if type(value) is dict or type(value) is list:
+        visit(value)
+    return held
+
+
+def line_writer() -> Callable[[dict, Callable[[bytes], Any]], None]:
+    """A function: (output row, write) -> writes ``line_encoder``'s line of the row (no newline)
+    through ``write``, the same bytes. A row that may hold a long string (a key or value of a
+    megabyte or more: ``kwire_cli.records.forms.long_forms`` moved since the row before) is
+    written a piece at a time, each long string a megabyte at a time, so the line is never made
+    whole next to the tree (a 256 MiB value would be 512 MiB of hex twice over); any other row
+    is one ``line_encoder`` call."""
+    from kwire_cli.records.forms import long_forms
+    encode = line_encoder()
+    seen = [long_forms()]
+
+    def write_line(rec: dict, write: Callable[[bytes], Any]) -> None:
+        now = long_forms()
+        if now == seen[0]:
+            write(encode(rec))
+            return
+        seen[0] = now
+        held = long_holders(rec)
+        if not held:
+            write(encode(rec))
+            return
+        # the row's subtrees without a long string go out as line_encoder writes them (a list
+        # wrapped around each one keeps its rules: floats, odd keys), the rest a piece at a time
+        buf: list[bytes] = []
+
+        def put(b: bytes) -> None:
+            buf.append(b)
+            if len(buf) >= 64:
+                write(b"".join(buf))
+                buf.clear()
+
+        def walk(v: Any) -> None:
+            t = type(v)
+            if t is str and len(v) >= LONG_TEXT:
+                if buf:
+                    write(b"".join(buf))
+                    buf.clear()
+                for piece in string_pieces(v):
+                    write(piece)
+            elif id(v) not in held:
+                put(encode({"api_key": rec.get("api_key"), "_": [v]})[len(head):-2])
+            elif t is dict:
+                put(b"{")
+                for i, (k, x) in enumerate(v.items()):
+                    put((b"," if i else b"") + _key(k) + b":")
+                    walk(x)
+                put(b"}")
+            else:
+                put(b"[")
+                for i, x in enumerate(v):
+                    if i:
+                        put(b",")
+                    walk(x)
+                put(b"]")
+        head = encode({"api_key": rec.get("api_key"), "_": [None]})[:-6]  # up to the "[" before null
+        walk(rec)
+        if buf:
+            write(b"".join(buf))
+    return write_line
+
+
+def _key(k: Any) -> bytes:
+    return json_text(json.dumps(str(k), ensure_ascii=False)).encode("utf-8", "surrogatepass")
 
 
 @contextmanager

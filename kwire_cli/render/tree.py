@@ -20,6 +20,7 @@ from kwire_cli.spec.model import FieldSpec, FieldType, StructSpec
 
 MAX_BYTES_SHOWN = 64      # bytes of a bytes/records value printed before cutting short
 MAX_INLINE_SCALARS = 16   # arrays of scalars up to this length print on one line
+MAX_CHARS_SHOWN = 4096    # characters of a string value printed before cutting short
 # batch, record and header lines of one message's tree; the rest are counted in a note. Rich took about
 # 250 us and 3 KB per line (200,000 empty records: 49 s, 730 MB), so this keeps a tree under 3 s
 MAX_RECORD_LINES = 10_000
@@ -56,13 +57,21 @@ def type_text(f: FieldSpec, version: int) -> str:
 
 
 def _hex_text(h: str) -> Label:
-    h = escape(h)  # hex when kwire wrote it; a hand-written value tree may hold anything
     n = len(h) // 2
+    h = escape(h[: MAX_BYTES_SHOWN * 2 + 2])  # hex when kwire wrote it; a hand-written value tree may hold anything
     if n == 0:
         return Label("(empty)", style=S_NULL)
     if n <= MAX_BYTES_SHOWN:
         return Label(h) + Label(f"  ({n} bytes)", style=S_TYPE)
     return Label(h[: MAX_BYTES_SHOWN * 2]) + Label(f"…  ({n} bytes; --format json shows all)", style=S_TYPE)
+
+
+def _long_text(s: str) -> Label:
+    """A string value, quoted; past ``MAX_CHARS_SHOWN`` characters cut short, saying how long."""
+    if len(s) <= MAX_CHARS_SHOWN:
+        return Label(quoted(s))
+    return Label(quoted(s[:MAX_CHARS_SHOWN]) + "…") + Label(f"  ({len(s)} characters; --format json shows all)",
+                                                         style=S_TYPE)
 
 
 def redacted_text(value: Any) -> Label | None:
@@ -97,7 +106,7 @@ def scalar_text(value: Any, ft: FieldType | None = None, name: str = "") -> Labe
     if isinstance(value, str):
         if ft is not None and ft.kind in ("bytes", "records"):
             return _hex_text(value)
-        return Label(quoted(value))
+        return _long_text(value)
     return Label(escape(value))
 
 
@@ -249,7 +258,7 @@ def _kv_text(v: Any) -> Label:
     if v is None:
         return Label("null", style=S_NULL)
     if isinstance(v, dict) and isinstance(v.get("text"), str):
-        return Label(quoted(v["text"]))
+        return _long_text(v["text"])
     if isinstance(v, dict) and isinstance(v.get("hex"), str):
         return Label("0x") + _hex_text(v["hex"])
     return Label(escape(v))
