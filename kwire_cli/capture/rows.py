@@ -207,6 +207,7 @@ def _api(r: dict, _t0: float | None) -> str:
 
 
 CAPPED = "batch(es) cut at the frame's cap of records and headers (--max-records raises it)"
+BYTE_CAPPED = "batch(es) not decoded at the frame's cap of bytes (--max-decompressed raises it)"
 
 
 def _note(r: dict, _t0: float | None) -> str:
@@ -214,8 +215,8 @@ def _note(r: dict, _t0: float | None) -> str:
     if r.get("body") is not None:
         from kwire_cli.records.stats import batch_stats, new_batch_stats
         b = batch_stats(r["body"], new_batch_stats())
-        bad = [f"{n} {what}" for n, what in ((b["item_cap"], CAPPED),
-                                            (b["batch_errors"] - b["item_cap"],
+        bad = [f"{n} {what}" for n, what in ((b["item_cap"], CAPPED), (b["byte_cap"], BYTE_CAPPED),
+                                            (b["batch_errors"] - b["item_cap"] - b["byte_cap"],
                                              "batch(es) not decoded (see --format jsonl)"),
                                             (b["crc_invalid"], "batch(es) with a bad CRC")) if n]
         if bad:

@@ -18,7 +18,6 @@ from kwire_cli.records.stats import batch_stats, new_batch_stats
 from kwire_cli.spec.registry import registry
 
 
-# how the error of a batch cut by the frame's cap of records and headers ends (records/)
 def damage_entry(d: Damage, file: Any = None) -> dict:
     """A damage event as the summary lists it (``file``: instead of ``d.file``). Its ``frame`` is
     the number of the packet where it was noticed (None: no one packet)."""

@@ -197,6 +197,9 @@ def _decode_frames(frames, target, records_mode: str, fmt: str, show_secrets: bo
     if stats["item_cap"]:
         diagnostic("warning", f"{stats['item_cap']} record batch(es) cut at a frame's cap of records and "
                               "headers (--max-records raises it)")
+    if stats["byte_cap"]:
+        diagnostic("warning", f"{stats['byte_cap']} record batch(es) not decoded at a frame's cap of decompressed "
+                              "bytes and value text (--max-decompressed raises it)")
     if failed:
         i, d = failed[0]
         raise KwireError(f"{len(failed)} of {n} frames do not decode; frame {i} ({d.frame.where()}): {d.error}")
@@ -239,6 +242,9 @@ def _warn_cut(bodies: list) -> None:
     if stats["item_cap"]:
         diagnostic("warning", f"{stats['item_cap']} record batch(es) cut at a frame's cap of records and "
                               "headers (--max-records raises it)")
+    if stats["byte_cap"]:
+        diagnostic("warning", f"{stats['byte_cap']} record batch(es) not decoded at a frame's cap of decompressed "
+                              "bytes and value text (--max-decompressed raises it)")
 
 
 def _print_heading(i: int, n: int, d) -> None:

@@ -431,6 +431,10 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
     if cut:
         diagnostic("warning", f"{cut} record batch(es) cut at a frame's cap of records and headers "
                               "(--max-records raises it)")
+    stopped = (result.get("record_batches") or {}).get("byte_cap")
+    if stopped:
+        diagnostic("warning", f"{stopped} record batch(es) not decoded at a frame's cap of decompressed bytes and "
+                              "value text (--max-decompressed raises it)")
     bad = result["undecodable"]
     dmg = sum(v["events"] for v in (result.get("damage") or {}).values())
     if bad or dmg:

@@ -6,16 +6,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from kwire_cli.records.limits import ITEMS_OPTION
+from kwire_cli.records.limits import DECOMPRESSED_OPTION, ITEMS_OPTION
 
+# how the error of a batch cut by the frame's cap of records and headers ends (records/)
 CAP_SAYS = f"({ITEMS_OPTION} raises it)"
+# ... and of one the frame's cap of bytes stopped (decompressed, and the text of keys and values)
+BYTE_CAP_SAYS = f"{DECOMPRESSED_OPTION} raises it)"
 
 
 def batch_stats(body: Any, into: dict) -> dict:
     """Add the record batches of a decoded body to ``into`` (see ``new_batch_stats``): batches
     (a legacy message set's top-level messages count as batches), records (``records_in``: legacy
     messages included), compression codecs, batches whose CRC does not match, batches that did not decode (and of
-    them, ``item_cap``: those cut by the frame's cap of records and headers, --max-records), and
+    them, ``item_cap``: those cut by the frame's cap of records and headers, --max-records, and
+    ``byte_cap``: those its cap of bytes stopped, --max-decompressed), and
     records fields ending in a partial batch (normal in Fetch answers). Records kept as hex
     (--raw-records) are not counted."""
 
@@ -46,6 +50,8 @@ def batch_stats(body: Any, into: dict) -> dict:
                 into["batch_errors"] += 1
                 if CAP_SAYS in b["error"]:
                     into["item_cap"] += 1
+                elif BYTE_CAP_SAYS in b["error"]:
+                    into["byte_cap"] += 1
 
     walk(body)
     return into
@@ -74,4 +80,4 @@ def records_in(batch: dict) -> int:
 
 def new_batch_stats() -> dict:
     return {"batches": 0, "records": 0, "compression": {}, "crc_invalid": 0, "batch_errors": 0,
-            "item_cap": 0, "partial_trailing_batches": 0}
+            "item_cap": 0, "byte_cap": 0, "partial_trailing_batches": 0}

@@ -87,6 +87,9 @@ def print_summary(s: dict, console: Console | None = None) -> None:
         if rb.get("item_cap"):
             line(f"  {rb['item_cap']} of them cut at a frame's cap of records and headers "
                  f"(--max-records raises it)")
+        if rb.get("byte_cap"):
+            line(f"  {rb['byte_cap']} of them not decoded at a frame's cap of decompressed bytes and value text "
+                 f"(--max-decompressed raises it)")
     dmg = s.get("damage") or {}
     if dmg:
         line("damage: " + ", ".join(f"{k} {v['events']} ({v['bytes']} bytes)" for k, v in dmg.items()))
