@@ -250,8 +250,10 @@ _LZ4_BLOCK_MAX = {4: 1 << 16, 5: 1 << 18, 6: 1 << 20, 7: 1 << 22}
 _HC_CACHE: dict = {}
 
 
-def _grow_into(fn, payload, cap: int, name: str) -> bytearray:
-    size = min(cap + 1, max(1 << 16, len(payload) * 8))
+def _grow_into(fn, payload, cap: int, name: str, hint: int | None = None) -> bytearray:
+    """``fn(payload, buf)`` into a buffer grown (4 times each step) until it fits, up to cap + 1
+    bytes; ``hint``: the size the payload says it has (tried first, when under the cap)."""
+    size = min(cap + 1, max(1 << 16, len(payload) * 8) if hint is None else hint + 1)
     while True:
         buf = bytearray(size)
         try:
@@ -262,6 +264,7 @@ def _grow_into(fn, payload, cap: int, name: str) -> bytearray:
                 if size > cap:
                     raise _too_large(cap) from None
                 size = min(cap + 1, size * 4)
+                del buf  # before the next one is made: both at once are up to 1.25 times the cap
                 continue
             raise CompressionError(f"{name}: {msg}", size) from None
         if n > cap:
@@ -448,8 +451,29 @@ def _lz4(data: bytes, magic: int, framing: str | None) -> bytes:
     return _lz4_frame(data, framing == "frame-kafka-legacy-hc" or (framing is None and magic == 0))
 
 
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def _zstd_content_size(payload) -> int | None:
+    """The content size a zstd frame header declares (RFC 8878 3.1.1.1), or None: a hint only (a
+    payload of several frames, or a header that lies, still decompresses right)."""
+    if len(payload) < 6 or payload[:4] != _ZSTD_MAGIC:
+        return None
+    fhd = payload[4]
+    fcs_flag, single = fhd >> 6, (fhd >> 5) & 1
+    pos = 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 3]
+    width = (1 if single else 0, 2, 4, 8)[fcs_flag]
+    if width == 0 or pos + width > len(payload):
+        return None
+    n = int.from_bytes(payload[pos:pos + width], "little")
+    return n + 256 if width == 2 else n
+
+
 def _unzstd(payload: bytes, cap: int) -> bytearray:
-    return _grow_into(cramjam.zstd.decompress_into, payload, cap, "zstd")
+    hint = _zstd_content_size(payload)
+    if hint is not None and hint > cap:
+        hint = None
+    return _grow_into(cramjam.zstd.decompress_into, payload, cap, "zstd", hint)
 
 
 def _none_decompress(payload: bytes, cap: int) -> tuple[Decompressed, str | None]:
