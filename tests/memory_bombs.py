@@ -80,11 +80,11 @@ def _value_record(value: bytes) -> bytes:
     return _record(b"\x00\x00\x00\x01" + _varint(len(value)) + value + b"\x00")
 
 
-def big_value_records(shape: str, size: int | None = None) -> bytes:
-    """The records field of a ``BIG_VALUES`` shape, one batch of one record: for a zstd one, its
-    record decompresses to ``size`` bytes (default: the frame's decompressed cap); for an
-    uncompressed one, the Produce request around it (``produce_request``) is a frame of ``size``
-    bytes after its size prefix (default: the capture reassembler's largest frame)."""
+def big_value(shape: str, size: int | None = None) -> tuple[int, bytes]:
+    """A ``BIG_VALUES`` shape: (its value's length, its records field of one batch of one record).
+    A zstd one's record decompresses to ``size`` bytes (default: the frame's decompressed cap);
+    an uncompressed one makes the Produce request around it (``produce_request``) a frame of
+    ``size`` bytes after its size prefix (default: the capture reassembler's largest frame)."""
     from kwire_cli.capture import DEFAULT_MAX_FRAME
     from kwire_cli.records.limits import DEFAULT_MAX_FRAME_DECOMPRESSED
     codec, fill = BIG_VALUES[shape]
@@ -97,7 +97,7 @@ def big_value_records(shape: str, size: int | None = None) -> bytes:
             break
         n -= made - target
     assert made == target, (shape, made, target)
-    return v2_batch(codec, bytes(cramjam.zstd.compress(rec, level=3)) if codec else rec, 1)
+    return n, v2_batch(codec, bytes(cramjam.zstd.compress(rec, level=3)) if codec else rec, 1)
 
 
 def _legacy(offset: int, attrs: int, key: bytes | None, value: bytes | None) -> bytes:
@@ -126,9 +126,9 @@ def produce_request(records: bytes, corr: int = 1) -> bytes:
 
 def records_of(shape: str, n: int | None = None) -> bytes:
     """The records field of one bomb shape: ``ISSUE_SIZES``' keys (``n`` items) or ``BIG_VALUES``'
-    (``n`` bytes, see ``big_value_records``)."""
+    (``n`` bytes, see ``big_value``)."""
     if shape in BIG_VALUES:
-        return big_value_records(shape, n)
+        return big_value(shape, n)[1]
     n = ISSUE_SIZES[shape] if n is None else n
     if shape == "zstd-records":
         return zstd_records_batch(n)

@@ -11,6 +11,7 @@ the before/after table of the issue was measured on the same bombs.
 from __future__ import annotations
 
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -51,15 +52,16 @@ def _limit_address_space() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT, AS_LIMIT))
 
 
-def run_limited(args: list[str], out_path) -> tuple[int, int, float, bytes]:
-    """``kwire ARGS`` under the address-space limit, stdout to ``out_path``: (exit code, peak RSS
-    in bytes, seconds, stderr). The peak is the child's own (os.wait4's rusage)."""
+def run_limited(args: list[str], out_path, module: bool = True) -> tuple[int, int, float, bytes]:
+    """``kwire ARGS`` (``module=False``: ``python ARGS``) under the address-space limit, stdout to
+    ``out_path``: (exit code, peak RSS in bytes, seconds, stderr). The peak is the child's own
+    (os.wait4's rusage)."""
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
                KWIRE_NO_PROGRESS="1", COLUMNS="200")
     err_path = f"{out_path}.err"
     t = time.monotonic()
     with open(out_path, "wb") as out, open(err_path, "wb") as errf:
-        p = subprocess.Popen([sys.executable, "-m", "kwire_cli", *args], stdout=out, stderr=errf,
+        p = subprocess.Popen([sys.executable, *(["-m", "kwire_cli"] if module else []), *args], stdout=out, stderr=errf,
                              cwd=ROOT, env=env, preexec_fn=_limit_address_space)
         timer = threading.Timer(SECONDS * 4, p.kill)
         timer.start()
@@ -180,3 +182,179 @@ def test_max_records_raises_the_cap(tmp_path):
     assert b'"records": 399998' in out and b'"item_cap": 1' in out
     out = summary("--max-records", "500002")
     assert b'"records": 500000' in out and b'"item_cap": 0' in out
+
+
+# ------------------------------------------------------------------------ one big value
+
+# every command that decodes a frame's records, and its goal
+BIG_COMMANDS = {
+    **COMMANDS,
+    "pcap-table": (lambda f: ["pcap", f"{f}.pcap"], PCAP_RSS),
+    "pcap-json": (lambda f: ["pcap", f"{f}.pcap", "--format", "json"], PCAP_RSS),
+    "dump-log-jsonl": (lambda f: ["dump-log", f"{f}.log", "--format", "jsonl"], DECODE_RSS),
+    "dump-log-table": (lambda f: ["dump-log", f"{f}.log"], DECODE_RSS),
+}
+BYTE_CAP = b"--max-decompressed raises it)"
+BYTE_CAP_WARNING = ("kwire: warning: 1 record batch(es) not decoded at a frame's cap of decompressed bytes "
+                    "and value text (--max-decompressed raises it)")
+
+
+@pytest.fixture(scope="module")
+def big_bombs(tmp_path_factory):
+    """Each ``BIG_VALUES`` shape as a request (NAME.bin), a capture (NAME.pcap) and a log segment
+    (NAME.log), and its value's length."""
+    from memory_bombs import BIG_VALUES, big_value, produce_request
+    d = tmp_path_factory.mktemp("big")
+    sizes = {}
+    for shape in BIG_VALUES:
+        sizes[shape], records = big_value(shape)
+        frame = produce_request(records)
+        (d / f"{shape}.log").write_bytes(records)
+        del records
+        (d / f"{shape}.bin").write_bytes(frame)
+        (d / f"{shape}.pcap").write_bytes(pcap_of(frame, mss=60000))
+    return d, sizes
+
+
+def _zero_run(path) -> int:
+    """The longest run of b"0" in the file (read a megabyte at a time)."""
+    best = run = 0  # run: the zeros the chunk before ended with
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            end_run = 0
+            for m in re.finditer(rb"0+", chunk):
+                length = m.end() - m.start() + (run if m.start() == 0 else 0)
+                best = max(best, length)
+                if m.end() == len(chunk):
+                    end_run = length
+            run = end_run
+    return best
+
+
+def _spark_frame(path: str, fmt: str) -> list[str]:
+    """kwire spark-decode's per-frame decoding (stages.decode_partition, what each executor runs
+    on its frames) of the request in ``path``, without Spark: python -c arguments."""
+    code = f"""
+from kwire_cli.capture import KafkaFrame
+from kwire_cli.spark.stages import decode_partition
+class Acc:
+    def add(self, t): self.t = t
+data = open({path!r}, "rb").read()[4:]
+f = tuple(KafkaFrame(0, 1, 0.0, "a", "b", "a-b", "request", data, len(data), 0, 9, 1))
+del data
+acc = Acc()
+lengths = [sum(len(c) for c in row if isinstance(c, (bytes, str)))
+           for row in decode_partition(iter([((0, 0, 0, 0), ("frm", f, None))]), ["x"], {fmt!r}, None, None, acc)]
+print(sum(lengths), acc.t.rows)
+"""
+    return ["-c", code]
+
+
+@pytest.mark.parametrize("command", list(BIG_COMMANDS))
+@pytest.mark.parametrize("shape", ["zstd-value-hex", "zstd-value-text", "zstd-value-wide", "zstd-value-quotes",
+                                   "frame-value-wide"])
+def test_a_value_past_the_byte_cap_is_not_made_and_the_cap_is_named(big_bombs, tmp_path, shape, command):
+    """Fixed: a zstd batch of one record whose value decompresses to the 256 MiB cap took 1,052
+    MB (decode, hex: the decompressed bytes, a copy, the value's bytes and 512 MiB of hex) to
+    2 GB (dump-log's table) and minutes as YAML, and a value of ASCII with an emoji would have
+    been a GiB of str. The value's form counts against the frame's cap (it does not fit: the
+    decompressed bytes used it up, or, uncompressed, the text takes four times the bytes), so
+    the batch is shown undecoded with an error naming the cap and --max-decompressed, and
+    decode and pcap say so on stderr."""
+    d, sizes = big_bombs
+    make_args, rss_goal = BIG_COMMANDS[command]
+    out = tmp_path / "out"
+    code, peak, seconds, err = run_limited(make_args(str(d / shape)), out)
+    text = err.decode("utf-8", "replace")
+    assert b"Traceback" not in err and b"MemoryError" not in err, text[-3000:]
+    assert code == 0, text[-3000:]
+    assert all(line.startswith("kwire: ") for line in text.splitlines()), text[-3000:]
+    if not command.startswith("dump-log"):
+        assert BYTE_CAP_WARNING in text.splitlines(), text
+    if command == "pcap-summary":
+        assert _contains(out, b"1 of them not decoded at a frame's cap of decompressed bytes and value text (" + BYTE_CAP)
+    elif command == "decode-yaml":   # YAML folds long strings at spaces
+        assert _contains(out, b"--max-decompressed")
+    else:
+        assert _contains(out, BYTE_CAP)
+    if command not in ("pcap-summary", "pcap-table"):
+        what = b"as hex" if shape.endswith("hex") else b"as text"
+        assert _contains(out, b"-byte key or value would take"), command
+        assert _contains(out, what) or command == "decode-yaml"
+    if shape.startswith("frame-") and command not in ("pcap-summary", "pcap-table"):
+        # nor is the batch's RawHex made (200 MiB): the error says so
+        assert _contains(out, b"not shown as RawHex") or command == "decode-yaml"
+    assert os.path.getsize(out) < 1 << 20
+    assert peak <= rss_goal, f"peak RSS {peak >> 20} MiB"
+    assert seconds <= SECONDS, f"{seconds:.1f} s"
+
+
+@pytest.mark.parametrize("command", list(BIG_COMMANDS))
+def test_a_100_mib_frame_of_one_value_is_decoded_whole(big_bombs, tmp_path, command):
+    """A frame as big as the capture reassembler takes (100 MiB), uncompressed, of one value of
+    zeros: its 200 MiB of hex fit the frame's cap, and every output writes all of it (a
+    megabyte at a time: a line or a document is never made whole), under the goal (kwire pcap
+    took 638 MB: the frame, the records field, a copy of the batch, the value, its hex and the
+    line)."""
+    d, sizes = big_bombs
+    n = sizes["frame-value-hex"]
+    make_args, rss_goal = BIG_COMMANDS[command]
+    out = tmp_path / "out"
+    code, peak, seconds, err = run_limited(make_args(str(d / "frame-value-hex")), out)
+    text = err.decode("utf-8", "replace")
+    assert b"Traceback" not in err and b"MemoryError" not in err, text[-3000:]
+    assert code == 0, text[-3000:]
+    assert "--max-decompressed" not in text and "--max-records" not in text, text
+    if command == "pcap-summary":
+        assert _contains(out, b"holding 1 records; bad CRC 0, not decoded 0")
+    elif command == "pcap-table":
+        assert _contains(out, b"Produce v9")
+    elif command == "decode-tree":
+        assert _contains(out, f"({n} bytes; --format json shows all)".encode())
+    elif command == "dump-log-table":
+        assert _contains(out, f"({n} bytes; --format jsonl shows all)".encode())
+    else:   # all of the value's hex, and nothing cut or left out
+        assert _zero_run(out) == 2 * n
+        assert not _contains(out, b'"error":"') and not _contains(out, b'"error": "')
+    assert peak <= rss_goal, f"peak RSS {peak >> 20} MiB"
+    assert seconds <= SECONDS, f"{seconds:.1f} s"
+
+
+@pytest.mark.parametrize("shape", ["zstd-value-wide", "frame-value-hex"])
+def test_spark_decodes_a_big_value_frame_under_the_goal(big_bombs, tmp_path, shape):
+    """kwire spark-decode's executors decode each frame as kwire pcap does (stages.decode_partition)
+    and hand Spark a whole row: under the goal for the worst shape and the biggest value."""
+    d, sizes = big_bombs
+    out = tmp_path / "out"
+    env_args = _spark_frame(str(d / f"{shape}.bin"), "jsonl")
+    code, peak, seconds, err = run_limited(env_args, out, module=False)
+    assert code == 0, err.decode()[-3000:]
+    length, rows = out.read_text().split()
+    assert rows == "1"
+    if shape == "frame-value-hex":
+        assert int(length) > 2 * sizes[shape]   # the whole line, all the hex in it
+    else:
+        assert int(length) < 1 << 20
+    assert peak <= DECODE_RSS, f"peak RSS {peak >> 20} MiB"
+    assert seconds <= SECONDS, f"{seconds:.1f} s"
+
+
+def test_the_byte_cap_option_raises_it(tmp_path):
+    """The option the error names does raise it: a 4 MiB value of zeros in a zstd batch, with
+    an 8 MiB cap (4 decompressed + 8 of hex: not made), then a 16 MiB one (all of it)."""
+    from memory_bombs import big_value, produce_request
+    n, records = big_value("zstd-value-hex", 4 << 20)
+    data = tmp_path / "b.bin"
+    data.write_bytes(produce_request(records))
+    env = dict(os.environ, PYTHONPATH=ROOT)
+
+    def decode(*more: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "kwire_cli", "decode", f"@{data}", "--format", "json", *more],
+                              capture_output=True, cwd=ROOT, env=env, timeout=120)
+    p = decode("--max-decompressed", "8MiB")
+    assert p.returncode == 0 and p.stderr.decode() == BYTE_CAP_WARNING + "\n"
+    assert (f"a {n}-byte key or value would take {2 * n} bytes as hex, more than the {(8 << 20) - (4 << 20)} "
+            f"bytes left of the frame's cap of {8 << 20} bytes").encode() in p.stdout
+    p = decode("--max-decompressed", "16MiB")
+    assert p.returncode == 0 and p.stderr == b""
+    assert b'"hex": "' + b"00" * n + b'"' in p.stdout
