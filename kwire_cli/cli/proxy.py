@@ -84,7 +84,7 @@ def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, wri
     from kwire_cli.capture.session import Conversation
     from kwire_cli.capture.summary import Summary
     from kwire_cli.proxy import Proxy, ProxyConfig
-    from kwire_cli.render.jsonlines import line_encoder
+    from kwire_cli.render.jsonlines import line_writer
 
     targets = [_hostport(b, "--broker") for b in brokers]
     lhost, lport = _hostport(listen, "--listen")
@@ -123,7 +123,7 @@ def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, wri
     if fmt == "table":
         out.write((table_header() + "\n").encode())
         out.flush()
-    sink = _RowSink(Conversation(show_secrets=show_secrets), Summary(), keep, fmt, out, line_encoder())
+    sink = _RowSink(Conversation(show_secrets=show_secrets), Summary(), keep, fmt, out, line_writer())
 
     def on_note(text: str) -> None:
         diagnostic("note", text)
@@ -168,10 +168,11 @@ class _RowSink:
     """The decoding side (its own process): each frame becomes kwire pcap's row, counted in the
     summary, written when it matches the filter; ``result`` goes back to the proxy at the end."""
 
-    def __init__(self, conv, summ, keep, fmt, out, encode) -> None:
+    def __init__(self, conv, summ, keep, fmt, out, write_line) -> None:
         from kwire_cli.capture.rows import json_ordered, table_cells
         self.json_ordered, self.table_cells = json_ordered, table_cells
-        self.conv, self.summ, self.keep, self.fmt, self.out, self.encode = conv, summ, keep, fmt, out, encode
+        self.conv, self.summ, self.keep, self.fmt, self.out = conv, summ, keep, fmt, out
+        self.write_line = write_line  # (render.jsonlines.line_writer: a long value a megabyte at a time)
         self.t0 = None
         self.shown = 0
 
@@ -188,7 +189,8 @@ class _RowSink:
         if self.fmt == "table":
             self.out.write(("  ".join(self.table_cells(row, self.t0)) + "\n").encode("utf-8", "replace"))
         else:
-            self.out.write(self.encode(self.json_ordered(row)) + b"\n")
+            self.write_line(self.json_ordered(row), self.out.write)
+            self.out.write(b"\n")
         self.out.flush()
 
     def result(self) -> dict:
