@@ -103,17 +103,38 @@ def _ascii_printable(b) -> bool:
 def show_bytes(b: bytes) -> dict[str, str]:
     """Key/value form: {"text": s} for valid, printable UTF-8; {"hex": ...} otherwise. Charged
     to the frame budget in force (see the module docstring)."""
-    if len(b) >= LONG or type(b) is memoryview:
+    n = len(b)
+    if n >= LONG:  # (a memoryview is never shorter)
         return _show_big(b)
+    # _show_small, written out: this runs for every binary key and value
+    if b.isascii():
+        # ASCII: printable iff no control byte (tab, CR, LF allowed); bytes.translate is far
+        # cheaper than str.isprintable() per character
+        if len(b.translate(None, _ASCII_CONTROL)) == n:
+            form = {"text": b.decode()}
+            cost = n
+        else:
+            form = {"hex": b.hex()}
+            cost = 2 * n
+    else:
+        try:
+            s = b.decode()
+        except UnicodeDecodeError:
+            form = {"hex": b.hex()}
+            cost = 2 * n
+        else:
+            if s.isprintable() or s.translate(_WS_STRIP).isprintable():
+                form = {"text": s}
+                cost = _getsizeof(s)
+            else:
+                form = {"hex": b.hex()}
+                cost = 2 * n
     budget = current_budget()
-    if budget is None:
-        return _show_small(b)
-    form = _show_small(b)
-    text = form.get("text")
-    cost = 2 * len(b) if text is None else _getsizeof(text)
-    if cost > budget.left:
-        _charge(cost, len(b), "hex" if text is None else "text")
-    budget.left -= cost
+    if budget is not None:
+        left = budget.left - cost
+        if left < 0:
+            _charge(cost, n, "hex" if "hex" in form else "text")
+        budget.left = left
     return form
 
 

@@ -128,7 +128,8 @@ def _headers_fast(rb, plain, p, room):
             if e - p < LONG and (s := plain[p:e]).isascii():
                 headers.append({"Key": hk, "Value": {"text": s}})
             else:
-                headers.append({"Key": hk, "Value": show_bytes(rb[p:e] if e - p < LONG else memoryview(rb)[p:e])})
+                hv = show_bytes(rb[p:e] if e - p < LONG or e > len(rb) else memoryview(rb)[p:e])
+                headers.append({"Key": hk, "Value": hv})
             p = e
         elif n == -1:
             headers.append({"Key": hk, "Value": None})
@@ -235,7 +236,7 @@ def _v2_records_fast(rb, count, base_offset, base_ts, room=1 << 62):
                 if e - p < LONG and (s := plain[p:e]).isascii():
                     key = {"text": s}
                 else:
-                    key = show(rb[p:e] if e - p < LONG else memoryview(rb)[p:e])
+                    key = show(rb[p:e] if e - p < LONG or e > len(rb) else memoryview(rb)[p:e])
                 p = e
             elif n == -1:
                 key = None
@@ -258,7 +259,7 @@ def _v2_records_fast(rb, count, base_offset, base_ts, room=1 << 62):
                 if e - p < LONG and (s := plain[p:e]).isascii():
                     value = {"text": s}
                 else:
-                    value = show(rb[p:e] if e - p < LONG else memoryview(rb)[p:e])
+                    value = show(rb[p:e] if e - p < LONG or e > len(rb) else memoryview(rb)[p:e])
                 p = e
             elif n == -1:
                 value = None
@@ -305,7 +306,8 @@ def _v2_records_fast(rb, count, base_offset, base_ts, room=1 << 62):
                     if e - p < LONG and (s := plain[p:e]).isascii():
                         headers = [{"Key": hk, "Value": {"text": s}}]
                     else:
-                        headers = [{"Key": hk, "Value": show(rb[p:e] if e - p < LONG else memoryview(rb)[p:e])}]
+                        hv = show(rb[p:e] if e - p < LONG or e > len(rb) else memoryview(rb)[p:e])
+                        headers = [{"Key": hk, "Value": hv}]
                     p = e
                 elif n == -1:
                     headers = [{"Key": hk, "Value": None}]
@@ -453,7 +455,7 @@ def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_app
                 if e - p < LONG and (s := plain[p:e]).isascii():
                     key = {"text": s}
                 else:
-                    key = show(rb[p:e] if e - p < LONG else memoryview(rb)[p:e])
+                    key = show(rb[p:e] if e - p < LONG or e > len(rb) else memoryview(rb)[p:e])
                 p = e
             elif kl == -1:
                 key = None
@@ -478,7 +480,7 @@ def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_app
                 if e - p < LONG and (s := plain[p:e]).isascii():
                     value = {"text": s}
                 else:
-                    value = show(rb[p:e] if e - p < LONG else memoryview(rb)[p:e])
+                    value = show(rb[p:e] if e - p < LONG or e > len(rb) else memoryview(rb)[p:e])
                 p = e
             elif vl == -1:
                 value = None
@@ -543,7 +545,7 @@ def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_app
                         if e - p < LONG and (s := plain[p:e]).isascii():
                             hv = {"text": s}
                         else:
-                            hv = show(rb[p:e] if e - p < LONG else memoryview(rb)[p:e])
+                            hv = show(rb[p:e] if e - p < LONG or e > len(rb) else memoryview(rb)[p:e])
                         p = e
                     elif hl == -1:
                         hv = None
