@@ -118,13 +118,16 @@ def string_pieces(s: str) -> Iterator[bytes]:
     yield b'"'
 
 
-def long_holders(value: Any) -> set[int]:
+def long_holders(value: Any, records: bool = True) -> set[int]:
     """The ids of the dicts and lists in ``value`` that hold (at any depth) a string of
-    ``LONG_TEXT`` characters or more."""
+    ``LONG_TEXT`` characters or more; ``records=False``: not looking into decoded records fields
+    (``{"batches": ..., "partial_trailing_batch": ...}``, where most of a big frame's tree is)."""
     held: set[int] = set()
 
     def visit(x: Any) -> bool:
         found = False
+        if not records and type(x) is dict and "batches" in x and "partial_trailing_batch" in x:
+            return False
         for y in (x.values() if type(x) is dict else x):
             t = type(y)
             if t is str:
@@ -145,19 +148,23 @@ def line_writer() -> Callable[[dict, Callable[[bytes], Any]], None]:
     through ``write``, the same bytes. A row that may hold a long string (a key or value of a
     megabyte or more: ``kwire_cli.records.forms.long_forms`` moved since the row before) is
     written a piece at a time, each long string a megabyte at a time, so the line is never made
-    whole next to the tree (a 256 MiB value would be 512 MiB of hex twice over); any other row
-    is one ``line_encoder`` call."""
+    whole next to the tree (a 256 MiB value would be 512 MiB of hex twice over). So is a row
+    of a frame of half a megabyte or more (``size``), whose other strings may be that long (the
+    hex of a bytes field: twice the bytes), its records fields not looked into unless the count
+    moved. Any other row is one ``line_encoder`` call."""
     from kwire_cli.records.forms import long_forms
     encode = line_encoder()
     seen = [long_forms()]
 
     def write_line(rec: dict, write: Callable[[bytes], Any]) -> None:
         now = long_forms()
-        if now == seen[0]:
+        moved = now != seen[0]
+        size = rec.get("size")
+        if not moved and not (type(size) is int and size >= LONG_TEXT // 2):
             write(encode(rec))
             return
         seen[0] = now
-        held = long_holders(rec)
+        held = long_holders(rec, records=moved)
         if not held:
             write(encode(rec))
             return
