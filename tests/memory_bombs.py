@@ -100,6 +100,27 @@ def big_value(shape: str, size: int | None = None) -> tuple[int, bytes]:
     return n, v2_batch(codec, bytes(cramjam.zstd.compress(rec, level=3)) if codec else rec, 1)
 
 
+def bytes_field_frame(size: int | None = None) -> tuple[int, bytes]:
+    """A size-prefixed PushTelemetry v0 request whose Metrics (a bytes field, not records: the
+    codec's hex, twice the bytes) are zeros making a frame of ``size`` bytes after its size prefix
+    (default: the capture reassembler's largest frame): (the field's length, the frame)."""
+    from kwire_cli.capture import DEFAULT_MAX_FRAME
+    from kwire_cli.codec import encode_request
+    target = DEFAULT_MAX_FRAME if size is None else size
+
+    def frame(n: int) -> bytes:
+        body = {"ClientInstanceId": "00000000-0000-0000-0000-000000000001", "SubscriptionId": 1,
+                "Terminating": False, "CompressionType": 0, "Metrics": bytes(n)}
+        return encode_request(72, 0, {"CorrelationId": 1, "ClientId": "bomb"}, body)
+    n = target
+    for _ in range(4):
+        f = frame(n)
+        if len(f) - 4 == target:
+            return n, f
+        n -= len(f) - 4 - target
+    raise AssertionError("no frame of that size")
+
+
 def _legacy(offset: int, attrs: int, key: bytes | None, value: bytes | None) -> bytes:
     """A magic 0 message."""
     body = struct.pack(">bb", 0, attrs)
@@ -169,6 +190,11 @@ def main(out: str) -> None:
         with open(os.path.join(out, f"{shape}.pcap"), "wb") as f:
             f.write(cap)
         print(f"{shape}: {len(frame)} bytes, pcap {len(cap)} bytes")
+    frame = bytes_field_frame()[1]
+    with open(os.path.join(out, "frame-bytes-field.bin"), "wb") as f:
+        f.write(frame)
+    with open(os.path.join(out, "frame-bytes-field.pcap"), "wb") as f:
+        f.write(pcap_of(frame, mss=60000))
 
 
 if __name__ == "__main__":

@@ -358,3 +358,33 @@ def test_the_byte_cap_option_raises_it(tmp_path):
     p = decode("--max-decompressed", "16MiB")
     assert p.returncode == 0 and p.stderr == b""
     assert b'"hex": "' + b"00" * n + b'"' in p.stdout
+
+
+@pytest.mark.parametrize("command", [c for c in BIG_COMMANDS if not c.startswith("dump-log")])
+def test_a_100_mib_bytes_field_is_written_whole(tmp_path_factory, tmp_path, command):
+    """A 100 MiB frame of one bytes field (PushTelemetry's Metrics: not records, the codec's hex,
+    not charged to the frame's byte cap): its 200 MiB of hex written whole, a megabyte at a
+    time (kwire pcap --format jsonl made the line whole beside the tree: 535 MB)."""
+    from memory_bombs import bytes_field_frame
+    d = tmp_path_factory.getbasetemp() / "bytes-field"
+    if not (d / "f.pcap").exists():
+        d.mkdir(exist_ok=True)
+        n, frame = bytes_field_frame()
+        (d / "f.bin").write_bytes(frame)
+        (d / "f.pcap").write_bytes(pcap_of(frame, mss=60000))
+        (d / "n").write_text(str(n))
+    n = int((d / "n").read_text())
+    make_args, rss_goal = BIG_COMMANDS[command]
+    out = tmp_path / "out"
+    code, peak, seconds, err = run_limited(make_args(str(d / "f")), out)
+    assert code == 0 and b"Traceback" not in err, err.decode()[-3000:]
+    if command == "pcap-summary":
+        assert _contains(out, b"PushTelemetry")
+    elif command == "pcap-table":
+        assert _contains(out, b"PushTelemetry v0")
+    elif command == "decode-tree":
+        assert _contains(out, f"({n} bytes; --format json shows all)".encode())
+    else:
+        assert _zero_run(out) == 2 * n
+    assert peak <= rss_goal, f"peak RSS {peak >> 20} MiB"
+    assert seconds <= SECONDS, f"{seconds:.1f} s"
