@@ -34,7 +34,7 @@ PLAIN = bytes(c if 32 <= c < 127 or c in (9, 10, 13) else 0xFF for c in range(25
 
 # a key or value at least this long is handed to show_bytes by the record decoders whatever it
 # holds, as a memoryview of the records (no copy); it is looked at a megabyte at a time and its
-# form is costed before it is made (records/_native.c's RBLONG is the same)
+# form is costed before it is made (records/_native.c's RB_BIG is the same)
 LONG = 1 << 20
 _STEP = 1 << 20
 # bytes.translate table for costing UTF-8 text: a continuation byte (not a character of its
@@ -106,7 +106,7 @@ def show_bytes(b: bytes) -> dict[str, str]:
     n = len(b)
     if n >= LONG:  # (a memoryview is never shorter)
         return _show_big(b)
-    # _show_small, written out: this runs for every binary key and value
+    # the form and its cost in one go: this runs for every binary key and value
     if b.isascii():
         # ASCII: printable iff no control byte (tab, CR, LF allowed); bytes.translate is far
         # cheaper than str.isprintable() per character
@@ -173,22 +173,6 @@ def _show_big(b) -> dict[str, str]:
         _charge(_text_cost(b), n, "text")
         return {"text": str(b, "utf-8")}
     _charge(2 * n, n, "hex")
-    return {"hex": b.hex()}
-
-
-def _show_small(b: bytes) -> dict[str, str]:
-    if b.isascii():
-        # ASCII: printable iff no control byte (tab, CR, LF allowed); bytes.translate is far
-        # cheaper than str.isprintable() per character
-        if len(b.translate(None, _ASCII_CONTROL)) == len(b):
-            return {"text": b.decode()}
-        return {"hex": b.hex()}
-    try:
-        s = b.decode()
-    except UnicodeDecodeError:
-        return {"hex": b.hex()}
-    if s.isprintable() or s.translate(_WS_STRIP).isprintable():
-        return {"text": s}
     return {"hex": b.hex()}
 
 
