@@ -7,8 +7,8 @@
 #
 # Copies kwire_cli/ and specs/ to a scratch folder, compiles both there with
 # -fsanitize=address,undefined, and runs the native_agrees (native vs generated Python decoder),
-# request, response and records targets of fuzz/fuzzlib.py against that copy with libasan
-# preloaded.
+# request, response, records and records_big (long batches and values: native vs Python) targets
+# of fuzz/fuzzlib.py against that copy with libasan preloaded.
 set -euo pipefail
 secs="${1:-60}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -28,7 +28,7 @@ from kwire_cli.codec import compiler
 from kwire_cli.records import native as records_native
 assert kwire_cli.__file__.startswith("$work") and compiler._speedups is not None and records_native.available()
 import fuzzlib
-for name in ("native_agrees", "request", "response", "records"):
+for name in ("native_agrees", "request", "response", "records", "records_big"):
     rng, seeds, n, found = random.Random(7), fuzzlib.seeds_for(name), 0, set()
     t0 = time.monotonic()
     while time.monotonic() - t0 < $secs:

@@ -326,7 +326,7 @@ def seeds_for(name: str) -> list[tuple[bytes, dict]]:
             out += [(p[3], {"key": p[0], "version": p[1], "kind": "response", "header": True})
                     for p in pairs() if p[3]]
         return out
-    if name == "records":
+    if name in ("records", "records_long", "records_big"):
         return [(r, {}) for r in records_fields()]
     if name == "decompress":
         return [(p, {"codec": c}) for c, p in compressed_payloads()]
@@ -603,3 +603,86 @@ def t_segment(data: bytes, rng: random.Random, topic: str | None = None) -> None
 
 
 TARGETS["segment"] = t_segment
+
+
+def t_records_long(data: bytes, rng: random.Random) -> None:
+    """The long-value paths (issue 15): decode_records with every key and value of a few bytes or
+    more taken as a long one (records.forms.LONG lowered, the native path off: memoryviews, looks
+    a few bytes at a time, costs charged before a form is made) gives the tree the normal path
+    gives whenever no cap stopped it, and under small frame caps only KwireErrors; the writers'
+    long-string paths (LONG_TEXT lowered: pieces of a few characters) give the same bytes as
+    line_encoder and dumps_json."""
+    from kwire_cli.records import decode_records, forms, v2
+    from kwire_cli.records import native as records_native
+    from kwire_cli.render import json as render_json
+    from kwire_cli.render import jsonlines
+    normal = decode_records(data, max_frame_decompressed=1 << 30)
+    saved = (forms.LONG, v2.LONG, forms._STEP, jsonlines.LONG_TEXT, render_json.LONG_TEXT)
+    native = records_native.set_enabled(False)
+    try:
+        forms.LONG = v2.LONG = rng.choice((1, 3, 8))
+        forms._STEP = rng.choice((1, 2, 5, 64))
+        long = decode_records(data, max_frame_decompressed=1 << 30)
+        decode_records(data, max_frame_decompressed=rng.choice((0, 16, 200, 4096)))
+        jsonlines.LONG_TEXT = render_json.LONG_TEXT = rng.choice((1, 2, 7))
+        row = {"api_key": 0, "body": long}
+        forms.note_long_form()
+        pieces: list[bytes] = []
+        jsonlines.line_writer()(row, pieces.append)
+        if b"".join(pieces) != jsonlines.line_encoder()(row):
+            raise AssertionError("line_writer's pieces differ from line_encoder's line")
+        doc: list[bytes] = []
+        render_json.write_json(long, doc.append)
+        if b"".join(doc) != (render_json.dumps_json(long) + "\n").encode("utf-8", "surrogatepass"):
+            raise AssertionError("write_json's long strings differ from dumps_json")
+    finally:
+        forms.LONG, v2.LONG, forms._STEP, jsonlines.LONG_TEXT, render_json.LONG_TEXT = saved
+        records_native.set_enabled(native)
+    if "raises it)" not in json.dumps(normal, default=str) and long != normal:
+        raise AssertionError("the long-value path made a different tree")
+
+
+TARGETS["records_long"] = t_records_long
+
+
+def t_records_big(data: bytes, rng: random.Random) -> None:
+    """The native records path over long batches (issue 15): one batch of 1-3 records whose keys,
+    values and headers are a few bytes or about a megabyte (zeros, ASCII, ASCII with emoji, random
+    bytes: hex and text forms), uncompressed (read in place: a memoryview of the field) or zstd (a
+    bytearray), a few bytes past its header overwritten with the input's; the native path and the
+    Python one give the same tree under a random frame cap."""
+    from kwire_cli.records import decode_records, encode_records
+    from kwire_cli.records import native as records_native
+
+    def blob() -> dict[str, str]:
+        n = rng.choice((0, 7, (1 << 20) + rng.randrange(-2, 3)))
+        kind = rng.randrange(4)
+        if kind == 0:
+            return {"hex": "00" * n}
+        if kind == 1:
+            return {"text": "a" * n}
+        if kind == 2:
+            return {"text": ("x" * 1020 + "\U0001F600") * (n // 1024) + "y" * (n % 1024)}
+        return {"hex": rng.randbytes(n).hex()}
+    def headers() -> list[dict[str, Any]]:
+        return [{"Key": "h" * rng.choice((1, (1 << 20) + 1)), "Value": blob()} for _ in range(rng.randrange(3))]
+    recs = [{"Key": blob() if rng.random() < 0.7 else None, "Value": blob(), "Headers": headers()}
+            for _ in range(rng.randrange(1, 4))]
+    codec = rng.choice(("none", "none", "zstd"))
+    field = bytearray(encode_records({"batches": [{"Compression": codec, "Records": recs}]}))
+    for i in range(min(len(data), rng.randrange(5))):
+        field[rng.randrange(61, len(field))] = data[i]
+    if data and rng.random() < 0.2:
+        del field[rng.randrange(61, len(field)):]
+    cap = rng.choice((1 << 30, 3 << 20, 1 << 20, 100))
+    native = decode_records(bytes(field), max_frame_decompressed=cap)
+    was = records_native.set_enabled(False)
+    try:
+        python = decode_records(bytes(field), max_frame_decompressed=cap)
+    finally:
+        records_native.set_enabled(was)
+    if native != python:
+        raise AssertionError("the native records path and the Python one differ on a long batch")
+
+
+TARGETS["records_big"] = t_records_big

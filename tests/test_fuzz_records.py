@@ -77,3 +77,21 @@ def test_seed_corpus_reaches_every_codec_and_magic():
             seen.add((b["Magic"], b.get("Compression")))
     assert {(2, c) for c in ("none", "gzip", "snappy", "lz4", "zstd")} <= seen
     assert {(m, c) for m in (0, 1) for c in ("none", "gzip", "snappy", "lz4")} <= seen
+
+
+@fuzz(150)
+@given(seed=st.sampled_from(fuzzlib.seeds_for("records_long")), rnd=st.randoms(use_true_random=False))
+def test_the_long_value_paths_give_the_same_trees_and_bytes(seed, rnd):
+    """Issue 15: keys and values taken as long ones (memoryviews, looked at in pieces, costed first)
+    decode as the short path does; strings written in pieces are the same bytes."""
+    data, _ = seed
+    _check("records_long", fuzzlib.mutate(rnd, data), rnd)
+
+
+@fuzz(20)
+@given(seed=st.sampled_from(fuzzlib.seeds_for("records_big")), rnd=st.randoms(use_true_random=False))
+def test_long_batches_decode_the_same_native_and_python(seed, rnd):
+    """Issue 15: batches and values of a megabyte (read in place, handed over as memoryviews, charged
+    to the frame) decode the same in C and in Python, under any frame cap."""
+    data, _ = seed
+    _check("records_big", data, rnd)
