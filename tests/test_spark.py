@@ -28,7 +28,7 @@ from kwire_cli.capture import iter_capture
 from kwire_cli.capture.formats import packet_at
 from kwire_cli.capture.rows import json_ordered
 from kwire_cli.capture.session import Conversation
-from kwire_cli.cli.pcap import line_encoder
+from kwire_cli.render.jsonlines import line_encoder
 from kwire_cli.spark import reading
 from kwire_cli.spark.job import SparkJobError, get_session, run
 
