@@ -61,6 +61,9 @@ def _record(fields: bytes) -> bytes:
 
 EMPTY_RECORD = _record(b"\x00\x00\x00\x01\x01\x00")  # attributes, deltas 0, null key and value, 0 headers
 KV_RECORD = _record(b"\x00\x00\x00\x02k\x02v\x00")     # a 1-byte text key and value
+# a null key and a 1,000-byte ASCII value (1,009 bytes): 266,041 of them are the 256 MiB cap, and
+# their values, made by the record loops (not charged), as many bytes again
+ASCII_RECORD = _record(b"\x00\x00\x00\x01" + _varint(1000) + b"a" * 1000 + b"\x00")
 
 
 def zstd_records_batch(n: int, record: bytes = EMPTY_RECORD) -> bytes:

@@ -378,12 +378,18 @@ def test_decode_limits_apply_restores_what_was_there_before():
 
 def test_help_states_the_real_defaults():
     """The option help writes the defaults out (no heavy imports at start-up): keep them true."""
+    from kwire_cli.cli.options import DecodeLimits
+    from kwire_cli.records.limits import CAPTURE_MAX_FRAME_DECOMPRESSED
     r = kwire("pcap", "--help")
     text = " ".join(r.out.split())
     assert f"(default {DEFAULT_MAX_FRAME >> 20}MiB)" in text
-    assert f"(default {DEFAULT_MAX_FRAME_DECOMPRESSED >> 20}MiB)" in text
+    assert f"(default {CAPTURE_MAX_FRAME_DECOMPRESSED >> 20}MiB)" in text
     assert f"(default {DEFAULT_MAX_FRAME_ITEMS})" in text
+    text = " ".join(kwire("decode", "--help").out.split())
+    assert f"(default {DEFAULT_MAX_FRAME_DECOMPRESSED >> 20}MiB)" in text
     assert DEFAULT_MAX_FRAME % (1 << 20) == 0 and DEFAULT_MAX_FRAME_DECOMPRESSED % (1 << 20) == 0
+    assert CAPTURE_MAX_FRAME_DECOMPRESSED % (1 << 20) == 0
+    assert DecodeLimits() == (None, None, None)  # the commands fill in their defaults
 
 
 def test_which_commands_have_the_options():

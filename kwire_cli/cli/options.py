@@ -228,11 +228,13 @@ def limit_options(capture: bool = False) -> Callable:
             "--max-frame-size", "max_frame_size", metavar="SIZE", callback=_limit_callback(parse_size),
             help="Largest Kafka frame to reassemble (default 100MiB); a bigger one is reported as "
                  "oversize-frame damage. SIZE is bytes, or a number with K, M or G (512MiB, 1G)."))
+    # kwire_cli.records.limits.CAPTURE_MAX_FRAME_DECOMPRESSED / DEFAULT_MAX_FRAME_DECOMPRESSED
+    decompressed_default = (128 << 20) if capture else None
     opts.append(click.option(
         "--max-decompressed", "max_decompressed", metavar="SIZE", callback=_limit_callback(parse_size),
         help="Most bytes decompressed per frame, all record batches together, counting what keys and "
-             "values take as hex or text unless plain ASCII under 1MiB (default 256MiB); a batch past "
-             "it is shown undecoded with an error."))
+             f"values take as hex or text unless plain ASCII under 1MiB (default {128 if capture else 256}MiB); "
+             "a batch past it is shown undecoded with an error."))
     opts.append(click.option(
         "--max-records", "max_records", metavar="N", callback=_limit_callback(parse_count),
         help="Most records plus record headers decoded per frame, a record batch counting 2 "
@@ -241,7 +243,9 @@ def limit_options(capture: bool = False) -> Callable:
     def decorate(f: Callable) -> Callable:
         @functools.wraps(f)
         def command(*args: Any, **kwargs: Any) -> Any:
-            kwargs["limits"] = DecodeLimits(kwargs.pop("max_frame_size", None), kwargs.pop("max_decompressed"),
+            decompressed = kwargs.pop("max_decompressed")
+            kwargs["limits"] = DecodeLimits(kwargs.pop("max_frame_size", None),
+                                            decompressed_default if decompressed is None else decompressed,
                                             kwargs.pop("max_records"))
             return f(*args, **kwargs)
         for opt in reversed(opts):

@@ -22,6 +22,12 @@ from typing import NamedTuple
 
 DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024   # one batch's cap when the caller gives none
 DEFAULT_MAX_FRAME_DECOMPRESSED = 256 * 1024 * 1024
+# ... for the commands that read captures (kwire pcap, proxy, spark-decode), whose goal is 500 MB:
+# the bytes decompressed and the plain ASCII keys and values made of them (not charged: the record
+# loops make them, a str the size of the bytes) are alive together at the end of a batch, so a
+# frame costs about twice its cap (a zstd batch of 266,041 records of a 1,000-byte ASCII value,
+# 256 MiB: 731 MB in kwire pcap --summary, 764 MB as JSON lines; at 128 MiB, about 400 MB)
+CAPTURE_MAX_FRAME_DECOMPRESSED = 128 * 1024 * 1024
 # Decoded items per frame: records, record headers and legacy messages count 1, record batches
 # BATCH_ITEMS. An item can be made of as little as 2 to 7 bytes (zstd makes millions of them out
 # of a few KB), so this, not the bytes, bounds the value tree. Measured (CPython 3.11, the records
