@@ -232,20 +232,26 @@ def _zero_run(path) -> int:
 
 
 def _spark_frame(path: str, fmt: str) -> list[str]:
-    """kwire spark-decode's per-frame decoding (stages.decode_partition, what each executor runs
-    on its frames) of the request in ``path``, without Spark: python -c arguments."""
+    """kwire spark-decode's decode stage (stages.decode_batches' per-connection loop: reassembly,
+    pairing, decoding, rows into Arrow batches, what each executor runs on its connections) over
+    the packets of the capture ``path``, without Spark: python -c arguments. Prints the bytes of
+    the rows' text columns and the rows counted."""
     code = f"""
-from kwire_cli.capture import KafkaFrame
-from kwire_cli.spark.stages import decode_partition
+from kwire_cli.capture import Packet, conn_key, iter_packets
+from kwire_cli.spark import stages
 class Acc:
     def add(self, t): self.t = t
-data = open({path!r}, "rb").read()[4:]
-f = tuple(KafkaFrame(0, 1, 0.0, "a", "b", "a-b", "request", data, len(data), 0, 9, 1))
-del data
+def items():
+    for p in iter_packets({path!r}, "x"):
+        if p.__class__ is Packet:
+            yield ("%s|%d|%s|%d" % conn_key(p), None, p._replace(file=0))
 acc = Acc()
-lengths = [sum(len(c) for c in row if isinstance(c, (bytes, str)))
-           for row in decode_partition(iter([((0, 0, 0, 0), ("frm", f, None))]), ["x"], {fmt!r}, None, None, acc)]
-print(sum(lengths), acc.t.rows)
+total = 0
+for b in stages._decode(items(), ["x"], {fmt!r}, None, acc, (), None, (None, None, None), False, None, False, None):
+    for col in b.columns:
+        if str(col.type) in ("string", "large_string", "binary"):
+            total += sum(len(v) for v in col.to_pylist() if v is not None)
+print(total, acc.t.rows)
 """
     return ["-c", code]
 
@@ -327,11 +333,11 @@ def test_a_100_mib_frame_of_one_value_is_decoded_whole(big_bombs, tmp_path, comm
 
 @pytest.mark.parametrize("shape", ["zstd-value-wide", "frame-value-hex"])
 def test_spark_decodes_a_big_value_frame_under_the_goal(big_bombs, tmp_path, shape):
-    """kwire spark-decode's executors decode each frame as kwire pcap does (stages.decode_partition)
-    and hand Spark a whole row: under the goal for the worst shape and the biggest value."""
+    """kwire spark-decode's executors decode each connection as kwire pcap does (stages' decode
+    stage) and hand Spark whole rows: under the goal for the worst shape and the biggest value."""
     d, sizes = big_bombs
     out = tmp_path / "out"
-    env_args = _spark_frame(str(d / f"{shape}.bin"), "jsonl")
+    env_args = _spark_frame(str(d / f"{shape}.pcap"), "jsonl")
     code, peak, seconds, err = run_limited(env_args, out, module=False)
     assert code == 0, err.decode()[-3000:]
     length, rows = out.read_text().split()
