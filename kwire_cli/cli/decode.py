@@ -194,12 +194,7 @@ def _decode_frames(frames, target, records_mode: str, fmt: str, show_secrets: bo
     if out is not None:
         out.flush()
     _warn_violations_of(violations)
-    if stats["item_cap"]:
-        diagnostic("warning", f"{stats['item_cap']} record batch(es) cut at a frame's cap of records and "
-                              "headers (--max-records raises it)")
-    if stats["byte_cap"]:
-        diagnostic("warning", f"{stats['byte_cap']} record batch(es) not decoded at a frame's cap of decompressed "
-                              "bytes and value text (--max-decompressed raises it)")
+    _warn_caps(stats)
     if failed:
         i, d = failed[0]
         raise KwireError(f"{len(failed)} of {n} frames do not decode; frame {i} ({d.frame.where()}): {d.error}")
@@ -239,6 +234,11 @@ def _warn_cut(bodies: list) -> None:
     stats = new_batch_stats()
     for body in bodies:
         batch_stats(body, stats)
+    _warn_caps(stats)
+
+
+def _warn_caps(stats: dict) -> None:
+    """The warnings for record batches a frame's caps stopped (``records.stats`` counts them)."""
     if stats["item_cap"]:
         diagnostic("warning", f"{stats['item_cap']} record batch(es) cut at a frame's cap of records and "
                               "headers (--max-records raises it)")
