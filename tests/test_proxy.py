@@ -20,7 +20,7 @@ import pytest
 
 from kwire_cli.codec import decode_response, encode_response
 from kwire_cli.proxy import AddressBook, FrameRelay, rewrite_response
-from listening import wait_listening
+from listening import stop_process, wait_listening
 
 ROOT = Path(__file__).resolve().parents[1]
 HEX = ROOT / "fixtures" / "hex"
@@ -459,12 +459,7 @@ class Services:
 
     def stop(self) -> None:
         for p in reversed(self.procs):
-            p.terminate()
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+            stop_process(p)
 
 
 def tansu_behind(svc: Services, front: int, tmp: Path) -> int:
