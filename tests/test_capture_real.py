@@ -217,7 +217,25 @@ def test_frame_numbers_agree_with_tshark(real_capture):
                 theirs.append((int(num), int(c)))
     frames, _d, _s = _read(path, broker_ports={port})
     ours = [(f.packet, f.correlation_id) for f in frames]
-    assert sorted(ours) == sorted(theirs)
+    if sorted(ours) != sorted(theirs):
+        # a live recording cannot be made again: keep it, so that the disagreement can be looked at
+        kept = keep_capture(path, "frame-numbers")
+        only_ours = sorted(set(ours) - set(theirs))[:10]
+        only_theirs = sorted(set(theirs) - set(ours))[:10]
+        pytest.fail(f"kwire and tshark disagree on {path.name} (kept at {kept}): (packet, correlation id) only "
+                    f"kwire's {only_ours}, only tshark's {only_theirs}; {len(ours)} against {len(theirs)}")
+
+
+def keep_capture(path: Path, what: str) -> Path:
+    """Copy a live capture a test failed on to $KWIRE_KEEP_DIR (default: kwire-failed-captures in the
+    temporary directory; pytest's own temporary directories are removed after three runs)."""
+    import os
+    import tempfile
+    d = Path(os.environ.get("KWIRE_KEEP_DIR") or Path(tempfile.gettempdir()) / "kwire-failed-captures")
+    d.mkdir(parents=True, exist_ok=True)
+    dest = d / f"{what}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}{path.suffix}"
+    shutil.copyfile(path, dest)
+    return dest
 
 
 @needs_tools
