@@ -11,6 +11,10 @@ There is no Kafka broker here, so the files are assembled as a broker writes the
   offset index has an entry for every batch (last offset, position), the time index one for every
   batch whose largest timestamp is a new maximum (timestamp, last offset), as a broker with
   index.interval.bytes=1 writes them.
+* ``<topic>-<partition>/<log end offset>.snapshot``: the producer state snapshot the broker writes
+  when the segment rolls or it shuts down: the last batch of every idempotent producer (producer
+  id, epoch, last sequence, last offset, offset delta, timestamp) as its producer state manager
+  keeps it (no transactions in these captures: coordinator epoch and open transaction -1).
 * ``__consumer_offsets-12/...log``: the valid ``__consumer_offsets`` vectors of
   fixtures/vectors/internal (peers' bytes, each a record key and value) in batches of three,
   then a tombstone of the first key.
@@ -28,6 +32,8 @@ import json
 import struct
 import sys
 from pathlib import Path
+
+from crc32c import crc32c
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -85,13 +91,17 @@ def assign(entry: bytes, base_offset: int) -> tuple[bytes, int, int]:
     return bytes(out), base_offset + last_delta, max_ts
 
 
-def write_partition(folder: Path, entries: list[bytes]) -> None:
-    """A segment from offset 0 with its offset and time indexes."""
+def write_partition(folder: Path, entries: list[bytes], snapshot: bool = True) -> None:
+    """A segment from offset 0 with its offset and time indexes (and the producer state snapshot)."""
     folder.mkdir(parents=True, exist_ok=True)
     log, index, timeindex = bytearray(), bytearray(), bytearray()
     next_offset, max_ts = 0, -1
+    producers: dict[int, tuple] = {}
     for entry in entries:
         data, last, ts = assign(entry, next_offset)
+        producer = producer_state(data, last)
+        if producer is not None:
+            producers[producer[0]] = producer
         index += struct.pack(">ii", last, len(log))
         if ts > max_ts:
             timeindex += struct.pack(">qi", ts, last)
@@ -102,6 +112,27 @@ def write_partition(folder: Path, entries: list[bytes]) -> None:
     (folder / f"{name}.log").write_bytes(bytes(log))
     (folder / f"{name}.index").write_bytes(bytes(index))
     (folder / f"{name}.timeindex").write_bytes(bytes(timeindex))
+    if snapshot:
+        (folder / f"{next_offset:020d}.snapshot").write_bytes(producer_snapshot(producers))
+
+
+def producer_state(entry: bytes, last: int) -> tuple | None:
+    """What the broker's producer state manager keeps of an idempotent producer's batch: (producer
+    id, epoch, last sequence, last offset, offset delta, max timestamp, coordinator epoch -1, open
+    transaction's first offset -1); None for a batch without a producer id."""
+    (last_delta,) = struct.unpack_from(">i", entry, 23)
+    max_ts, pid, epoch, base_seq = struct.unpack_from(">qqhi", entry, 35)
+    if pid < 0:
+        return None
+    return (pid, epoch, base_seq + last_delta, last, last_delta, max_ts, -1, -1)
+
+
+def producer_snapshot(producers: dict[int, tuple]) -> bytes:
+    """A producer state snapshot as the broker writes one at the log end offset (version 1, the
+    CRC-32C of what follows it, the entries), producers in id order."""
+    body = struct.pack(">i", len(producers)) + b"".join(
+        struct.pack(">qhiqiqiq", *producers[pid]) for pid in sorted(producers))
+    return struct.pack(">hI", 1, crc32c(body)) + body
 
 
 def batch(records: list[dict], *, control: bool = False) -> bytes:
@@ -127,7 +158,7 @@ def internal_logs(out: Path) -> None:
     entries = [batch([{"Key": None, "Value": _form(v["value_hex"])} for v in meta])]
     lc = by_id["codecrafters-log-leader-change"]
     entries.append(batch([{"Key": _form(lc["key_hex"]), "Value": _form(lc["value_hex"])}], control=True))
-    write_partition(out / "__cluster_metadata-0", entries)
+    write_partition(out / "__cluster_metadata-0", entries, snapshot=False)
 
     header, footer = by_id["codecrafters-bootstrap-snapshot-header"], by_id["codecrafters-bootstrap-snapshot-footer"]
     snap = [batch([{"Key": _form(header["key_hex"]), "Value": _form(header["value_hex"])}], control=True),

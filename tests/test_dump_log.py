@@ -280,11 +280,105 @@ def test_offsets_filter():
     assert bad.code == 2 and bad.err.startswith("kwire: error: --offsets")
 
 
-def test_producer_snapshots_are_listed_not_read(tmp_path):
-    snap = tmp_path / ("0" * 20 + ".snapshot")
-    snap.write_bytes(b"\x00\x01")
+@pytest.mark.parametrize("partition", CAPTURE_PARTITIONS)
+def test_producer_snapshot_agrees_with_the_segment(partition):
+    """Each partition's producer state snapshot (written as the broker's producer state manager
+    keeps it: scripts/make_log_fixtures.py) names, per producer id, the last batch kafka-python's
+    reader finds in the segment: epoch, last sequence, last offset, offset delta, timestamp."""
+    folder = LOGS / partition
+    (snap,) = folder.glob("*.snapshot")
     res = kwire("dump-log", str(snap), "--format", "jsonl")
-    assert res.code == 0 and _jsonl(res)[0]["type"] == "skipped"
+    assert res.code == 0 and res.err == ""
+    entries = _jsonl(res)
+    head = entries[0]
+    assert head["type"] == "producer-snapshot" and head["version"] == 1 and head["problems"] == []
+    assert head["crc"] == head["computed_crc"]
+    ours = {e["producer_id"]: e for e in entries if e["type"] == "producer"}
+    theirs = {}
+    records = MemoryRecords((folder / ("0" * 20 + ".log")).read_bytes())
+    next_offset = 0
+    while records.has_next():
+        b = records.next_batch()
+        last = b.base_offset + b.last_offset_delta
+        if b.producer_id >= 0:
+            theirs[b.producer_id] = {"producer_id": b.producer_id, "producer_epoch": b.producer_epoch,
+                                     "last_sequence": b.base_sequence + b.last_offset_delta, "last_offset": last,
+                                     "offset_delta": b.last_offset_delta, "timestamp": b.max_timestamp,
+                                     "coordinator_epoch": -1, "current_txn_first_offset": -1}
+        next_offset = last + 1
+    assert {k: {f: v for f, v in e.items() if f in theirs[k]} for k, e in ours.items()} == theirs
+    assert snap.name == f"{next_offset:020d}.snapshot"  # written at the log end offset
+    assert res.out.endswith(f'"producers":{len(theirs)},"aborted_txns":0,"snapshot_problems":0}}\n')
+
+
+def _snapshot(tmp_path, data: bytes):
+    path = tmp_path / ("0" * 20 + ".snapshot")
+    path.write_bytes(data)
+    return path
+
+
+def test_a_damaged_producer_snapshot_is_shown_with_what_the_broker_would_refuse(tmp_path):
+    good = next((LOGS / "kwire-produce-none-0").glob("*.snapshot")).read_bytes()
+    bad = bytearray(good)
+    bad[-1] ^= 0x01  # the last entry's open-transaction offset: the CRC no longer matches
+    path = _snapshot(tmp_path, bytes(bad))
+    res = kwire("dump-log", str(path), "--format", "jsonl")
+    assert res.code == 0  # shown, with the damage named
+    entries = _jsonl(res)
+    assert [e["type"] for e in entries] == ["producer-snapshot", "producer", "damage", "summary"]
+    assert entries[1]["current_txn_first_offset"] == -2  # what the file says
+    assert "CRC" in entries[2]["reason"] and "discard" in entries[2]["reason"]
+    assert res.err.count("\n") == 1 and "CRC" in res.err
+    assert kwire("dump-log", str(path), "--verify").code == 1
+    # cut inside the entry: the count names more entries than the bytes hold
+    res = kwire("dump-log", str(_snapshot(tmp_path, good[:-5])))
+    assert res.code == 0 and "entry count 1 at byte 6" in res.out and "0 producers" in res.out
+    # another version; and too short for a header
+    res = kwire("dump-log", str(_snapshot(tmp_path, b"\x00\x02" + good[2:])), "--format", "jsonl")
+    assert any("version 2" in p for p in _jsonl(res)[0]["problems"])
+    res = kwire("dump-log", str(_snapshot(tmp_path, b"\x00\x01")))
+    assert res.code == 0 and "shorter than the 10-byte header" in res.out
+
+
+def test_transaction_index(tmp_path):
+    """A ``.txnindex``: 34-byte aborted-transaction entries (version 0, producer id, first and last
+    offset, last stable offset), as the broker's transaction index writes them."""
+    entries = [(0, 7, 10, 20, 5), (0, 8, 30, 31, 21)]
+    path = tmp_path / ("0" * 20 + ".txnindex")
+    path.write_bytes(b"".join(struct.pack(">hqqqq", *e) for e in entries))
+    res = kwire("dump-log", str(path), "--format", "jsonl")
+    assert res.code == 0 and res.err == ""
+    got = [(e["version"], e["producer_id"], e["first_offset"], e["last_offset"], e["last_stable_offset"])
+           for e in _jsonl(res) if e["type"] == "aborted-txn"]
+    assert got == entries and _jsonl(res)[-1]["aborted_txns"] == 2
+    res = kwire("dump-log", str(path))
+    assert "aborted transaction  producer 8  offsets 30-31  last stable offset 21" in res.out
+    path.write_bytes(path.read_bytes() + b"\x00" * 9)
+    res = kwire("dump-log", str(path))
+    assert res.code == 0 and "damage: 9 bytes at byte 68: a partial entry" in res.out
+    path.write_bytes(struct.pack(">hqqqq", 1, 7, 10, 20, 5))
+    res = kwire("dump-log", str(path), "--verify")
+    assert res.code == 1 and "version 1" in res.out
+
+
+def test_kafka_dump_log_spellings():
+    """kafka-dump-log's options give what kwire's own give."""
+    seg = str(LOGS / "__consumer_offsets-12" / ("0" * 20 + ".log"))
+    idx = str(LOGS / "kwire-produce-lz4-0" / ("0" * 20 + ".index"))
+    ours = kwire("dump-log", seg, idx, "--topic", "__consumer_offsets", "--verify", "--format", "jsonl")
+    kafka = kwire("dump-log", "--files", f"{seg},{idx}", "--offsets-decoder", "--print-data-log",
+                  "--deep-iteration", "--verify-index-only", "--format", "jsonl")
+    assert kafka.code == ours.code == 0 and kafka.out == ours.out and '"OffsetCommit' in ours.out
+    assert kwire("dump-log", "--files", idx, "--index-sanity-check").out == kwire("dump-log", idx, "--verify").out
+    for flag, topic in [("--transaction-log-decoder", "__transaction_state"),
+                        ("--cluster-metadata-decoder", "__cluster_metadata"),
+                        ("--share-group-state-decoder", "__share_group_state")]:
+        res = kwire("dump-log", "--files", seg, flag, "--format", "jsonl")
+        assert _jsonl(res)[0]["topic"] == topic
+    both = kwire("dump-log", seg, "--offsets-decoder", "--transaction-log-decoder")
+    assert both.code == 2 and "one topic" in both.err
+    none = kwire("dump-log")
+    assert none.code == 2 and none.err.count("\n") == 1
 
 
 @pytest.mark.parametrize("args, message", [

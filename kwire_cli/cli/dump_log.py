@@ -30,12 +30,20 @@ of __consumer_offsets, __transaction_state, __share_group_state and __cluster_me
 records (SCRAM salts and keys, sensitive config values) are redacted unless --show-secrets.
 
 \b
+kafka-dump-log's spellings are accepted too: --files F1,F2; --print-data-log and --deep-iteration
+(kwire always decodes every record); --verify-index-only and --index-sanity-check (as --verify);
+--offsets-decoder, --transaction-log-decoder, --cluster-metadata-decoder and
+--share-group-state-decoder (as --topic with that internal topic).
+
+\b
 Exit codes: 0 every file read (damaged tails are reported on stderr and as damage entries),
 1 a file could not be read, or --verify found an index entry or snapshot the files contradict,
 2 usage error."""
 
-PRODUCER_SNAPSHOT_NOTE = ("producer state snapshots are listed, not read: their layout could not be checked "
-                          "against a real file here")
+# kafka-dump-log's decoder flags, and the internal topic each stands for
+DECODER_TOPICS = {"offsets_decoder": "__consumer_offsets", "transaction_log_decoder": "__transaction_state",
+                  "cluster_metadata_decoder": "__cluster_metadata",
+                  "share_group_state_decoder": "__share_group_state"}
 
 
 class _Counting(io.RawIOBase):
@@ -284,8 +292,12 @@ def _progress_enabled() -> bool:
     return sys.stderr.isatty() and not os.environ.get("KWIRE_NO_PROGRESS")
 
 
+def _kafka_flag(name: str, help_text: str) -> Callable[[Any], Any]:
+    return click.option(f"--{name}", name.replace("-", "_"), is_flag=True, hidden=True, help=help_text)
+
+
 @click.command("dump-log", epilog=EPILOG)
-@click.argument("files", nargs=-1, required=True, type=click.Path())
+@click.argument("files", nargs=-1, type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(["table", "jsonl", "json"]), default="table", show_default=True,
               help="Lines per batch and record (table), one JSON object per batch or index entry (jsonl), "
                    "or one JSON document.")
@@ -305,12 +317,24 @@ def _progress_enabled() -> bool:
               help="Read the record specs from DIR (Kafka's record JSON files, or a Kafka checkout) instead of "
                    "the bundled ones.")
 @show_secrets_option()
+@click.option("--files", "kafka_files", metavar="F1,F2", multiple=True, hidden=True,
+              help="kafka-dump-log's spelling of FILES: a comma-separated list.")
+@_kafka_flag("print-data-log", "kafka-dump-log's flag: records are always printed.")
+@_kafka_flag("deep-iteration", "kafka-dump-log's flag: batches are always iterated.")
+@_kafka_flag("verify-index-only", "kafka-dump-log's spelling of --verify.")
+@_kafka_flag("index-sanity-check", "kafka-dump-log's spelling of --verify.")
+@_kafka_flag("offsets-decoder", "kafka-dump-log's spelling of --topic __consumer_offsets.")
+@_kafka_flag("transaction-log-decoder", "kafka-dump-log's spelling of --topic __transaction_state.")
+@_kafka_flag("cluster-metadata-decoder", "kafka-dump-log's spelling of --topic __cluster_metadata.")
+@_kafka_flag("share-group-state-decoder", "kafka-dump-log's spelling of --topic __share_group_state.")
 def dump_log(files: tuple[str, ...], fmt: str, topic: str | None, verify: bool, offsets_text: str | None,
              record_type: str | None, key: str | None, header: str | None, record_specs_dir: str | None,
-             show_secrets: bool) -> None:
+             show_secrets: bool, kafka_files: tuple[str, ...], **kafka_flags: bool) -> None:
     """Dump Kafka log FILES: segments (*.log: every record batch and legacy message set from
-    position 0, with file positions), offset and time indexes (*.index, *.timeindex) and KRaft
-    snapshots (*.checkpoint). A directory stands for the log files under it.
+    position 0, with file positions), offset and time indexes (*.index, *.timeindex), KRaft
+    snapshots (*.checkpoint), producer state snapshots (*.snapshot, their CRC checked) and
+    transaction indexes (*.txnindex: aborted transactions). A directory stands for the log files
+    under it.
 
     Every record is decoded as `kwire decode` shows records; records of internal topics are decoded
     into their keys and values (Internal). Files are streamed: memory stays one batch whatever
@@ -320,6 +344,15 @@ def dump_log(files: tuple[str, ...], fmt: str, topic: str | None, verify: bool, 
     from kwire_cli.render.jsonlines import gc_tuned
     from kwire_cli.spec.records import record_specs, use_record_specs
 
+    files += tuple(p.strip() for spec in kafka_files for p in spec.split(",") if p.strip())
+    if not files:
+        raise KwireUsageError("give the log FILES (or DIRs) to dump")
+    if kafka_flags["verify_index_only"] or kafka_flags["index_sanity_check"]:
+        verify = True
+    decoded = [t for flag, t in DECODER_TOPICS.items() if kafka_flags[flag]]
+    if len(set(decoded + ([topic] if topic else []))) > 1:
+        raise KwireUsageError(f"the files are of one topic, not {' and '.join(sorted(set(decoded + [topic or ''])))}")
+    topic = topic or (decoded[0] if decoded else None)
     offsets = _parse_offsets(offsets_text)
     if record_specs_dir is not None:
         use_record_specs(record_specs_dir)
@@ -350,6 +383,7 @@ def _dump(targets: list[Any], fmt: str, verify: bool, offsets: tuple[int, int] |
 
     out = _Out(fmt)
     summary = {"files": 0, "batches": 0, "records": 0, "damage": 0, "index_entries": 0, "index_problems": 0,
+               "producers": 0, "aborted_txns": 0,
                "snapshot_problems": 0}
     damage_lines: list[str] = []
     progress = None
@@ -368,11 +402,10 @@ def _dump(targets: list[Any], fmt: str, verify: bool, offsets: tuple[int, int] |
             if fmt == "table":
                 where = f"  topic {lf.topic}" + (f" partition {lf.partition}" if lf.partition is not None else "")
                 out.line(f"== {lf.path}  {lf.kind}{where if lf.topic else ''}")
-            if lf.kind == "producer-snapshot":
-                if fmt == "table":
-                    out.line(f"skipped: {PRODUCER_SNAPSHOT_NOTE}")
-                else:
-                    out.entry({**head, "type": "skipped", "reason": PRODUCER_SNAPSHOT_NOTE})
+            if lf.kind in ("producer-snapshot", "txn-index"):
+                problems = _state_file(lf, head, out, fmt, summary, damage_lines)
+                if verify:
+                    summary["snapshot_problems"] += problems
                 continue
             if lf.kind in ("segment", "snapshot"):
                 seen_types: list[str | None] = []
@@ -460,6 +493,65 @@ def _dump(targets: list[Any], fmt: str, verify: bool, offsets: tuple[int, int] |
     for line in damage_lines:
         diagnostic("warning", line)
     return summary["index_problems"] + summary["snapshot_problems"]
+
+
+def _state_file(lf: Any, head: dict[str, Any], out: _Out, fmt: str, summary: dict[str, int],
+                damage_lines: list[str]) -> int:
+    """A producer state snapshot's entries or a transaction index's aborted transactions; returns
+    how many problems the broker would refuse the file for (each also a damage line)."""
+    from kwire_cli.logs.state import MAX_SNAPSHOT_BYTES, read_producer_snapshot, read_txn_index
+
+    def damage(reason: str) -> None:
+        summary["damage"] += 1
+        damage_lines.append(f"{lf.path}: {reason}")
+        if fmt == "table":
+            out.line(f"damage: {reason}")
+        else:
+            out.entry({**head, "type": "damage", "reason": reason})
+
+    try:
+        with open(lf.path, "rb") as f:
+            if lf.kind == "txn-index":
+                n = 0
+                for item in read_txn_index(f):
+                    if isinstance(item, str):
+                        damage(item)
+                        return 1
+                    n += 1
+                    if fmt == "table":
+                        out.line(f"  aborted transaction  producer {item['producer_id']}  offsets "
+                                 f"{item['first_offset']}-{item['last_offset']}  last stable offset "
+                                 f"{item['last_stable_offset']}")
+                    else:
+                        out.entry({**head, "type": "aborted-txn", **item})
+                summary["aborted_txns"] += n
+                return 0
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_SNAPSHOT_BYTES:
+                damage(f"{size} bytes: larger than any producer state snapshot ({MAX_SNAPSHOT_BYTES} at most "
+                       "read), not read")
+                return 1
+            snap = read_producer_snapshot(f.read())
+    except OSError as e:
+        raise KwireError(f"{lf.path}: {e.strerror or e}") from None
+    if fmt == "table":
+        if snap.version is not None:
+            out.line(f"  producer state snapshot  version {snap.version}  crc 0x{snap.crc:08x}  "
+                     f"{len(snap.entries)} producer{'' if len(snap.entries) == 1 else 's'}")
+        for p in snap.entries:
+            txn = p["current_txn_first_offset"]
+            out.line(f"  producer {p['producer_id']}  epoch {p['producer_epoch']}  last sequence "
+                     f"{p['last_sequence']}  last offset {p['last_offset']}  offset delta {p['offset_delta']}  "
+                     f"timestamp {p['timestamp']}  coordinator epoch {p['coordinator_epoch']}  open transaction "
+                     + (f"from {txn}" if txn >= 0 else "none"))
+    else:
+        out.entry({**head, **snap.to_json()})
+        for p in snap.entries:
+            out.entry({**head, "type": "producer", **p})
+    summary["producers"] += len(snap.entries)
+    for problem in snap.problems:
+        damage(problem)
+    return len(snap.problems)
 
 
 def _snapshot_problem(types: list[str | None]) -> str | None:

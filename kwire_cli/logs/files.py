@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from kwire_cli.errors import KwireError
 
 KINDS = {".log": "segment", ".index": "offset-index", ".timeindex": "time-index", ".checkpoint": "snapshot",
-         ".snapshot": "producer-snapshot"}
+         ".snapshot": "producer-snapshot", ".txnindex": "txn-index"}
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 
 
 @dataclass(frozen=True)
 class LogFile:
     path: str
-    kind: str          # segment, offset-index, time-index, snapshot, producer-snapshot
+    kind: str          # segment, offset-index, time-index, snapshot, producer-snapshot, txn-index
     topic: str | None  # from --topic, else the partition directory's name
     partition: int | None
     base_offset: int | None  # from the file name, when it is a number
@@ -74,7 +74,7 @@ def log_files(args: list[str], topic: str | None = None) -> list[LogFile]:
                 for name in sorted((n for n in files if os.path.splitext(n)[1] in KINDS), key=_order):
                     found.append(os.path.join(root, name))
             if not found:
-                raise KwireError(f"{arg}: no log files (*.log, *.index, *.timeindex, *.checkpoint) under it")
+                raise KwireError(f"{arg}: no log files ({', '.join('*' + e for e in KINDS)}) under it")
             out.extend(_log_file(p, topic) for p in found)
         elif os.path.exists(arg):
             out.append(_log_file(arg, topic))
