@@ -141,9 +141,10 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
 
 @click.command(epilog=EPILOG)
 @click.argument("files", nargs=-1, required=True, type=click.Path())
-@click.option("--format", "fmt", type=click.Choice(["table", "jsonl", "json", "fields"]), default="table",
+@click.option("--format", "fmt", type=click.Choice(["table", "jsonl", "json", "fields", "records"]), default="table",
               show_default=True, help="One line per frame (table), one JSON object per line (jsonl), one JSON "
-              "document, or the -e fields of each frame, tab-separated (fields; -e implies it).")
+              "document, the -e fields of each frame, tab-separated (fields; -e implies it), or one line per "
+              "record produced or fetched, as kcat prints them (records; --record-format implies it).")
 @click.option("-e", "--field", "fields", multiple=True, metavar="FIELD",
               help="A field to print, as tshark -T fields -e (repeatable; one tab-separated line per frame): a "
                    "column of the rows (api_name, latency_ms, client_id...) or a dot path into one "
@@ -152,6 +153,11 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
 @click.option("-E", "field_layout", multiple=True, metavar="KEY=VALUE",
               help="How -e fields are printed, as tshark's -E: header=y (a first line naming them), "
                    "separator=/t|/s|C, aggregator=,|/s|C, quote=d|s|n (repeatable).")
+@click.option("--record-format", "record_format", metavar="FMT",
+              help="How --format records prints a record, with kcat's -f tokens: %t topic, %p partition, "
+                   "%o offset, %T timestamp, %k key, %K key size, %s value, %S value size, %h headers; also "
+                   "%a API, %c client id, %f frame, %e error; \\n \\t. A Produce's records print when it is "
+                   "answered, with the offsets the broker gave them.")
 @click.option("--summary", is_flag=True, help="Print the summary (counts, latency, errors, clients, "
               "negotiation audit, what-if, record batches, damage) instead of the frames.")
 @click.option("--filter", "filter_expr", metavar="EXPR", help="Show only frames matching EXPR (see below).")
@@ -172,8 +178,8 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
 @tls_keylog_option()
 @limit_options(capture=True)
 @show_secrets_option()
-def pcap(files: tuple[str, ...], fmt: str, fields: tuple[str, ...], field_layout: tuple[str, ...], summary: bool,
-         filter_expr: str | None,
+def pcap(files: tuple[str, ...], fmt: str, fields: tuple[str, ...], field_layout: tuple[str, ...],
+         record_format: str | None, summary: bool, filter_expr: str | None,
          ports: tuple[int, ...], raw_records: bool, follow: bool, request_timeout: float | None, strict: bool,
          tls_keylogs: tuple[str, ...], limits: DecodeLimits, show_secrets: bool) -> None:
     """Decode Kafka conversations from pcap/pcapng FILES (a directory: the regular files under it,
@@ -206,6 +212,10 @@ def pcap(files: tuple[str, ...], fmt: str, fields: tuple[str, ...], field_layout
         raise KwireUsageError("--format fields needs the fields to print: -e FIELD (repeatable)")
     if fields:
         fmt = "fields"
+    if record_format is not None:
+        if fmt not in ("table", "records"):
+            raise KwireUsageError(f"--record-format prints records, not --format {fmt}")
+        fmt = "records"
     live = _live_input(files, follow)
     if live is None:
         missing = [f for f in files if f != "-" and not os.path.lexists(f)]
@@ -218,7 +228,8 @@ def pcap(files: tuple[str, ...], fmt: str, fields: tuple[str, ...], field_layout
     keylog = read_keylogs(tls_keylogs)
     with gc_tuned(), limits.apply():
         _pcap(files, fmt, summary, filter_expr, ports, raw_records, strict, limits.frame_size(), show_secrets,
-              keylog, live=live, request_timeout=request_timeout, fields=fields, field_layout=field_layout)
+              keylog, live=live, request_timeout=request_timeout, fields=fields, field_layout=field_layout,
+              record_format=record_format)
 
 
 def _live_input(files: tuple[str, ...], follow: bool):
@@ -304,7 +315,7 @@ def _expand(specs: tuple[str, ...]) -> tuple[str, ...]:
 def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | None, ports: tuple[int, ...],
           raw_records: bool, strict: bool, max_frame: int, show_secrets: bool = False, keylog=None,
           live=None, request_timeout: float | None = None, fields: tuple[str, ...] = (),
-          field_layout: tuple[str, ...] = ()) -> None:
+          field_layout: tuple[str, ...] = (), record_format: str | None = None) -> None:
     from kwire_cli.capture import CaptureStats
     from kwire_cli.capture.filter import compile_filter
     from kwire_cli.capture.rows import json_ordered, table_cells, table_header
@@ -321,6 +332,9 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
             from kwire_cli.capture.fields import FieldsLayout, compile_fields
             layout = FieldsLayout.parse(field_layout)
             field_cells = compile_fields(fields, layout.aggregator)
+        if fmt == "records":
+            from kwire_cli.capture.recordlines import RecordLines
+            record_lines = RecordLines(record_format)
     except FilterError as e:  # the filter and the fields are part of the command line: a usage error (exit 2)
         raise KwireUsageError(str(e)) from None
     stats = CaptureStats()
@@ -377,6 +391,9 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
             if t0 is None:  # times count from the capture's first Kafka frame, whether --filter shows it or not
                 t0 = r.get("ts")
             if not keep(r):
+                if fmt == "records" and not summary:
+                    for line in record_lines.feed(r, shown=False):
+                        out.write(line)  # a Produce's answer: its request's records, with their offsets
                 continue
             shown += 1
             if summary:
@@ -388,6 +405,9 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
                 con.print("  ".join(cells), soft_wrap=True)
             elif fmt == "fields":
                 out.write(layout.line(field_cells(r)))
+            elif fmt == "records":
+                for line in record_lines.feed(r):
+                    out.write(line)
             else:
                 if fmt == "jsonl":
                     write_line(json_ordered(r), write)
@@ -409,11 +429,14 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
     finally:
         if interrupts is not None:
             interrupts.__exit__()
+    if fmt == "records" and not summary:
+        for line in record_lines.finish():  # requests never answered: offsets unknown
+            out.write(line)
     result = summ.to_dict(stats.to_dict(), conv.damage, conv.notes, conv.damage_kinds)
     if filter_expr:
         result["shown"] = shown
     if summary:
-        if fmt in ("table", "fields"):
+        if fmt in ("table", "fields", "records"):
             from kwire_cli.render.summary import print_summary
             print_summary(result)
         else:
