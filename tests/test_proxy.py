@@ -233,6 +233,60 @@ def test_the_decoding_side_gets_every_frame_in_order_then_gives_its_result_back(
                          for i, f in enumerate(frames) if i != 13]
 
 
+def test_frames_of_one_turn_go_together_and_what_the_socket_does_not_take_waits_whole():
+    """Frames put in one turn of the event loop are written at its end (``flush``); 24 MiB of
+    them is more than the socket pair takes at once (a slow sink): the rest waits in the backlog,
+    is written as the decoding side reads, and every frame arrives whole and in order. Frames put
+    and never flushed on the loop still go at close."""
+    import asyncio
+
+    from kwire_cli.proxy.decoding import DecodeChannel
+    loop = asyncio.new_event_loop()
+    try:
+        ch = DecodeChannel(_ListSink(delay=0.002), backlog=64 << 20)
+        ch.start(loop)
+        frames = [struct_frame(i, (1 << 20) + i) for i in range(24)]
+        for i, f in enumerate(frames):
+            fields = ("proxy", i, 0.0, "a", "b", "a<->b", "request", 0, 9, 100 + i, None, None, None, 1)
+            assert ch.put(fields, [], [f[:8], memoryview(f)[8:]], len(f))
+        assert ch._batch and not ch._backlog  # nothing written during the turn
+        loop.run_until_complete(asyncio.sleep(0))
+        assert not ch._batch and ch._backlog  # written at its end; the socket did not take it all
+        deadline = time.monotonic() + 30
+        while ch._backlog and time.monotonic() < deadline:
+            loop.run_until_complete(asyncio.sleep(0.01))
+        assert not ch._backlog
+        late = struct_frame(99, 10)
+        assert ch.put(("proxy", 99, 0.0, "a", "b", "a<->b", "request", 0, 9, 99, None, None, None, 1), [], late)
+        ch.close()  # never flushed on the loop: it goes at close
+    finally:
+        loop.close()
+    assert ch.not_shown == 0
+    assert [(corr, data, size) for _, corr, data, size, _, _ in ch.result] == \
+        [(100 + i, f[4:], len(f) - 4) for i, f in enumerate(frames)] + [(99, late[4:], len(late) - 4)]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the decoding process and SCHED_IDLE are Linux's")
+def test_the_decoding_process_runs_at_the_idle_scheduling_class():
+    """It only gets a CPU nothing else wants (the clients, the brokers, forwarding come first)."""
+    import asyncio
+
+    from kwire_cli.proxy.decoding import DecodeChannel
+    loop = asyncio.new_event_loop()
+    try:
+        ch = DecodeChannel(_ListSink(), process=True)
+        ch.start(loop)
+        pid = ch._worker.pid
+        deadline = time.monotonic() + 10
+        while os.sched_getscheduler(pid) != os.SCHED_IDLE and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert os.sched_getscheduler(pid) == os.SCHED_IDLE
+        ch.close()
+    finally:
+        loop.close()
+    assert ch.result == []
+
+
 def struct_frame(corr: int, n: int) -> bytes:
     import struct
     body = struct.pack(">hhi", 0, 9, corr) + bytes(n)

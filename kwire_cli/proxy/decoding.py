@@ -1,17 +1,21 @@
 """The decoding side of the proxy: frames go to another process (on Linux; a thread elsewhere), so
 decoding never takes the forwarding process's time nor its interpreter lock.
 
-The proxy hands each frame to ``DecodeChannel.put`` on its event loop. The frame goes into one end
-of a socket pair at once when the socket takes it; what it does not take waits in a backlog of at
-most ``backlog`` bytes, written as the socket drains. A frame that would take the backlog past
-that is counted (``not_shown``), never waited for: a slow decoder never stalls a client. The
-decoding process (niced, so that forwarding gets the CPU first) reads the frames, hands each to
-the ``FrameSink`` (which makes and writes the output rows), and when the proxy stops, after the
-last frame, sends back ``sink.result()`` (the summary) and the errors the sink raised.
+The proxy hands each frame to ``DecodeChannel.put`` on its event loop. Frames are gathered for the
+rest of that turn of the loop and written into one end of a socket pair together (``flush``, called
+soon by the loop: after the bytes of that turn were forwarded, one ``sendmsg`` and one wake-up of
+the decoding side for them all). What the socket does not take waits in a backlog of at most
+``backlog`` bytes, written as the socket drains. A frame that would take the backlog past that is
+counted (``not_shown``), never waited for: a slow decoder never stalls a client. The decoding
+process runs at the idle scheduling class (nice 19 where that is not allowed), so that it only
+gets a CPU nothing else wants: the clients, the brokers and forwarding come first, and under load
+it falls behind and counts frames as not shown rather than competing. It reads the frames, hands
+each to the ``FrameSink`` (which makes and writes the output rows), and when the proxy stops,
+after the last frame, sends back ``sink.result()`` (the summary) and the errors the sink raised.
 
 On the socket a frame is ``>II`` (length of the pickled fields, length of the frame) then the
 pickled ``(fields, notes)`` then the frame's bytes as they are (size prefix included): the bytes
-are never pickled nor joined, ``sendmsg`` writes the three parts as one.
+are never pickled nor joined, ``sendmsg`` writes the parts of many frames as one.
 """
 from __future__ import annotations
 
@@ -36,6 +40,7 @@ _LEN = struct.Struct(">I")
 _END = _HEAD.pack(0, 0)
 MAX_ERRORS = 100
 NICE = 19  # the decoding process yields the CPU to everything else (forwarding, the clients, the brokers)
+IOV = 512  # parts per sendmsg (within IOV_MAX, 1024 on Linux)
 
 
 class FrameSink(Protocol):
@@ -52,7 +57,7 @@ def frame_fields(frame: KafkaFrame) -> tuple:
     return tuple(frame[:7]) + tuple(frame[9:])
 
 
-def _send(sock: socket.socket, parts: list[bytes]) -> int:
+def _send(sock: socket.socket, parts: list[bytes | memoryview]) -> int:
     if hasattr(sock, "sendmsg"):
         return sock.sendmsg(parts)
     return sock.send(b"".join(parts))  # no sendmsg (Windows)
@@ -98,13 +103,24 @@ def consume(sock: socket.socket, sink: FrameSink) -> None:
     sock.close()
 
 
+def idle_priority() -> str:
+    """This process to the idle scheduling class (it runs only on a CPU nothing else wants), or to
+    nice 19 where that is not available; which one it got."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # type: ignore[attr-defined,unused-ignore]
+        return "idle"
+    with contextlib.suppress(OSError):
+        os.nice(NICE)
+        return "nice"
+    return "normal"
+
+
 def _child(sock: socket.socket, other: socket.socket, sink: FrameSink) -> None:
     # Ctrl-C reaches the whole process group: the proxy stops this process after the last frame
     # (a SIGTERM still ends it, e.g. multiprocessing's own at exit)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     other.close()
-    with contextlib.suppress(OSError):
-        os.nice(NICE)
+    idle_priority()
     consume(sock, sink)
 
 
@@ -115,10 +131,13 @@ class DecodeChannel:
         self.process = sys.platform.startswith("linux") if process is None else process
         self.sock: socket.socket | None = None
         self._worker: Any = None
-        self._backlog: deque[bytes] = deque()
-        self._pending = 0                    # bytes in _backlog
+        self._backlog: deque[bytes | memoryview] = deque()  # (memoryviews: only at close)
+        self._pending = 0                    # bytes in _batch and _backlog
         self._loop: asyncio.AbstractEventLoop | None = None
         self._writing = False
+        self._batch: list[bytes | memoryview] = []  # parts of the frames put since the last flush
+        self._batch_frames = 0
+        self._flushing: asyncio.Handle | None = None
         self.broken: str | None = None      # why frames cannot be sent any more
         self.not_shown = 0                  # frames dropped: the backlog was full (or decoding died)
         self.result: Any = None
@@ -148,7 +167,8 @@ class DecodeChannel:
 
     def put(self, fields: tuple, notes: list[str], frame: bytes | list, length: int | None = None) -> bool:
         """Hand a frame over (its ``frame_fields``): its bytes, or the list of its pieces (bytes-like,
-        ``length`` bytes in all); False when it was dropped instead."""
+        ``length`` bytes in all); False when it was dropped instead. It is written with the others
+        of this turn of the event loop (``flush``)."""
         if self.broken is not None:
             self.not_shown += 1
             return False
@@ -158,35 +178,56 @@ class DecodeChannel:
         n = length if length is not None else sum(len(p) for p in pieces)
         meta = pickle.dumps((fields, notes), protocol=pickle.HIGHEST_PROTOCOL)
         size = _HEAD.size + len(meta) + n
-        if self._backlog:
-            if self._pending + size > self.limit:
-                self.not_shown += 1
-                return False
-            self._backlog.append(_HEAD.pack(len(meta), n) + meta)
-            self._backlog.append(b"".join(pieces))  # a copy: the chunks it came in are not kept
-            self._pending += size
-            return True
-        parts = [_HEAD.pack(len(meta), n), meta, *pieces]
-        assert self.sock is not None
-        try:
-            sent = _send(self.sock, parts)
-        except BlockingIOError:
-            sent = 0
-        except OSError as e:
-            self._break(e)
+        if self._pending and self._pending + size > self.limit:
             self.not_shown += 1
             return False
-        if sent < size:  # the rest waits (a message is never cut: the decoder reads them whole)
-            for p in parts:
+        self._pending += size
+        if self._writing:  # the socket is full: a copy waits (the chunks it came in are not kept)
+            self._backlog.append(_HEAD.pack(len(meta), n) + meta)
+            self._backlog.append(b"".join(pieces))
+            return True
+        self._batch += [_HEAD.pack(len(meta), n), meta, *pieces]
+        self._batch_frames += 1
+        if self._flushing is None and self._loop is not None:
+            self._flushing = self._loop.call_soon(self.flush)
+        return True
+
+    def flush(self) -> None:
+        """On the event loop: the frames put since the last flush, written in as few ``sendmsg`` as
+        the socket takes; what it does not take waits in the backlog (a message is never cut: the
+        decoder reads them whole)."""
+        if self._flushing is not None:
+            self._flushing.cancel()
+            self._flushing = None
+        batch, frames = self._batch, self._batch_frames
+        self._batch, self._batch_frames = [], 0
+        if not batch or self.sock is None:
+            return
+        if self.broken is not None:
+            self.not_shown += frames
+            return
+        i = 0
+        while i < len(batch):
+            part = batch[i:i + IOV]
+            try:
+                sent = _send(self.sock, part)
+            except BlockingIOError:
+                sent = 0
+            except OSError as e:
+                self._break(e)
+                self.not_shown += frames
+                return
+            self._pending -= sent
+            for p in part:
                 if sent >= len(p):
                     sent -= len(p)
+                    i += 1
                     continue
-                rest = p[sent:] if sent else p
-                sent = 0
-                self._backlog.append(bytes(rest))
-                self._pending += len(rest)
-            self._want_write()
-        return True
+                # the socket is full: the rest waits, copied (the chunks it came in are not kept)
+                self._backlog.append(bytes(p[sent:]))
+                self._backlog.extend(q if isinstance(q, bytes) else bytes(q) for q in batch[i + 1:])
+                self._want_write()
+                return
 
     def _want_write(self) -> None:
         if not self._writing and self._loop is not None and self.sock is not None:
@@ -228,12 +269,17 @@ class DecodeChannel:
         self._stop_writing()
 
     def close(self, timeout: float = 120) -> None:
-        """Blocking (run it off the event loop): the rest of the backlog, the end mark, then wait for
-        the decoding side's result."""
+        """Blocking (run it off the event loop, after a last ``flush`` on it): the rest of the
+        backlog, the end mark, then wait for the decoding side's result."""
         sock = self.sock
         if sock is None:
             return
         self._stop_writing()
+        if self._flushing is not None:  # not flushed on the loop: the frames go with the backlog
+            self._flushing.cancel()
+            self._flushing = None
+        self._backlog.extend(self._batch)
+        self._batch = []
         sock.setblocking(True)
         sock.settimeout(timeout)
         try:

@@ -162,6 +162,7 @@ class Proxy:
             await loop.run_in_executor(None, self._pcap.close)
             if self._pcap.error is not None:
                 self.on_note(f"--write-pcap: {self._pcap.error}; the capture stops there")
+        self.decoder.flush()
         await loop.run_in_executor(None, self.decoder.close)
         d = self.decoder
         self.decoded = d.result
