@@ -17,6 +17,7 @@ from typing import BinaryIO
 LINKTYPE_RAW = 101
 SYN, FIN, PSH, ACK = 0x02, 0x01, 0x08, 0x10
 MAX_SEG = 65000
+IOV = 1024  # pieces per writev (IOV_MAX on Linux)
 
 
 def _csum(data: bytes | memoryview) -> int:
@@ -57,7 +58,8 @@ class PcapOut:
     thread of their own, so that the disk (a write that waits for writeback) never holds up
     forwarding; the file is flushed whenever that thread has caught up. Past ``limit`` bytes
     waiting, the event loop waits for the disk: the capture stays whole. ``close()`` writes the
-    rest (the file itself stays open)."""
+    rest (the file itself stays open). The thread writes what waits with ``os.writev``, up to
+    ``IOV`` records' pieces per system call, when the file has a descriptor (a regular file)."""
 
     def __init__(self, f: BinaryIO, limit: int = 64 << 20) -> None:
         self.f = f
@@ -70,6 +72,10 @@ class PcapOut:
         self._cond = threading.Condition()
         f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, LINKTYPE_RAW))
         f.flush()
+        try:
+            self._fd: int | None = f.fileno() if hasattr(os, "writev") else None
+        except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+            self._fd = None
         self._thread = threading.Thread(target=self._write_loop, name="kwire-pcap", daemon=True)
         self._thread.start()
 
@@ -84,21 +90,35 @@ class PcapOut:
                 todo, self._todo = self._todo, []
                 if not todo and self._closed:
                     return
-            n = 0
+            n = sum(len(piece) for piece in todo)
             try:
-                for piece in todo:
-                    n += len(piece)
-                    if self.error is None:
-                        self.f.write(piece)
+                if self.error is None:
+                    self._write(todo)
                 with cond:
                     more = bool(self._todo)
-                if not more and self.error is None:
+                if not more and self.error is None and self._fd is None:
                     self.f.flush()
             except OSError as e:  # a full disk: the proxy goes on, the capture stops here
                 self.error = e
             with cond:
                 self._size -= n
                 cond.notify_all()
+
+    def _write(self, todo: list[bytes | memoryview]) -> None:
+        if self._fd is None:
+            for piece in todo:
+                self.f.write(piece)
+            return
+        i = 0  # the file object holds nothing unwritten (flushed in __init__, then only writev)
+        while i < len(todo):
+            batch = todo[i:i + IOV]
+            sent = os.writev(self._fd, batch)
+            for piece in batch:
+                if sent < len(piece):  # a short write: the rest of this piece, then on
+                    todo[i] = memoryview(piece)[sent:]
+                    break
+                sent -= len(piece)
+                i += 1
 
     def _put(self, pieces: list[bytes | memoryview], n: int) -> None:
         with self._cond:
@@ -114,7 +134,7 @@ class PcapOut:
             self._closed = True
             self._cond.notify_all()
         self._thread.join()
-        if self.error is None:
+        if self.error is None and self._fd is None:
             self.f.flush()
 
     def _packet(self, src: tuple[str, int], dst: tuple[str, int], seq: int, ack: int, flags: int,
