@@ -120,6 +120,54 @@ def test_rewriting_changes_the_addresses_and_nothing_else():
     assert rewrite_response(r.data, 3, 12, AddressBook(lambda h, p: (h, p))) is None
 
 
+def _address_answers() -> list[tuple[str, int, int, bytes]]:
+    """Every Metadata and FindCoordinator answer in fixtures/ (the captures' and the hex files'):
+    where it is from, its API key and version, the frame with its size prefix."""
+    import struct
+
+    from kwire_cli.capture import KafkaFrame, iter_capture
+    out = []
+    for p in sorted((ROOT / "fixtures" / "captures").rglob("*.pcap*")):
+        for fr in iter_capture(str(p)):
+            if isinstance(fr, KafkaFrame) and fr.kind == "response" and fr.api_key in (3, 10):
+                out.append((f"{p.name}#{fr.packet}", fr.api_key, fr.api_version, struct.pack(">i", fr.size) + fr.data))
+    for name, key, version in (("metadata-response-v12", 3, 12), ("findcoordinator-response-v4", 10, 4)):
+        out.append((name, key, version, bytes.fromhex((HEX / f"{name}.hex").read_text().strip())))
+    return out
+
+
+def test_the_spliced_answers_are_the_decoded_and_encoded_ones_byte_for_byte():
+    """Metadata and FindCoordinator answers are rewritten by splicing the new Host and Port into the
+    bytes (no decode): on every such answer in fixtures/ (every version they hold), with a longer
+    and a shorter host, the bytes and the notes are those of the full decode and re-encode path."""
+    from kwire_cli.proxy.rewrite import reencode_addresses, splice_addresses
+    answers = _address_answers()
+    assert {(k, v) for _, k, v, _ in answers} >= {(3, 6), (3, 12), (10, 2), (10, 4), (10, 6)}
+    for host in ("proxy.a-much-longer-name.example", "p"):
+        for where, key, version, frame in answers:
+            ports: dict[tuple[str, int], tuple[str, int]] = {}
+            def bind(h: str, p: int, ports=ports) -> tuple[str, int]:
+                return ports.setdefault((h, p), (host, 30000 + len(ports)))
+            spliced = splice_addresses(frame, key, version, AddressBook(bind))  # NotSpliced would fail here
+            full = reencode_addresses(frame, key, version, AddressBook(bind))
+            assert full is not None and spliced is not None, where
+            assert (spliced.data, spliced.changes) == (full.data, full.changes), where
+            assert rewrite_response(frame, key, version, AddressBook(bind)) == spliced
+
+
+def test_a_cut_answer_is_left_to_the_full_path():
+    """Bytes that end inside the brokers: the walk gives up and the decoding path says what is wrong."""
+    from kwire_cli.errors import KwireError
+    from kwire_cli.proxy.rewrite import NotSpliced, splice_addresses
+    raw = bytes.fromhex((HEX / "metadata-response-v12.hex").read_text().strip())
+    cut = (30).to_bytes(4, "big") + raw[4:34]  # the first broker's Host ends at byte 35
+    book = AddressBook(lambda h, p: ("127.0.0.1", 40000))
+    with pytest.raises(NotSpliced):
+        splice_addresses(cut, 3, 12, book)
+    with pytest.raises(KwireError):
+        rewrite_response(cut, 3, 12, book)
+
+
 def test_apiversions_are_capped_where_the_proxy_could_not_rewrite():
     body = {"ErrorCode": 0, "ApiKeys": [{"ApiKey": 3, "MinVersion": 0, "MaxVersion": 99},
                                         {"ApiKey": 0, "MinVersion": 3, "MaxVersion": 99},
