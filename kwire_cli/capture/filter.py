@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kwire_cli.capture.rows import BY_NAME as COLUMNS
-from kwire_cli.capture.rows import FILTER_FIELDS, FLOAT64
+from kwire_cli.capture.rows import FILTER_FIELDS, FLOAT64, HEADER_COLUMNS
 from kwire_cli.errors import FilterError, KwireError
 
 _TOKEN = re.compile(r"""\s*(?:(?P<lp>\()|(?P<rp>\))|(?P<op>==|!=|>=|<=|=|>|<|~)|(?P<and>&&|,)|(?P<or>\|\|)|(?P<not>!)
@@ -174,6 +174,7 @@ class _Parser:
         self.toks = _tokens(text)
         self.i = 0
         self.depth = 0  # parentheses open around the current position
+        self.fields: set[str] = set()  # the fields the expression compares
 
     def peek(self) -> tuple[str, str, int] | None:
         return self.toks[self.i] if self.i < len(self.toks) else None
@@ -243,6 +244,7 @@ class _Parser:
             op = self.take()[1]
             if self.at("word"):
                 val = self.take()[1]
+        self.fields.add(value.lower())
         return _term(value, op, val, pos)
 
 
@@ -251,3 +253,17 @@ def compile_filter(text: str | None) -> Predicate:
     if not text:
         return lambda r: True
     return _Parser(text).parse()
+
+
+def header_filter(text: str | None) -> Predicate | None:
+    """The predicate of ``text`` when every field it compares is a column a frame has before its
+    body is decoded (``rows.HEADER_COLUMNS``: api, version, kind, client, conn, corr, frame, size,
+    latency, file): then a frame it rejects need not be decoded at all. None otherwise (or
+    without a filter)."""
+    if not text:
+        return None
+    parser = _Parser(text)
+    pred = parser.parse()
+    if not parser.fields or any(not set(_BY_NAME[f].columns) <= HEADER_COLUMNS for f in parser.fields):
+        return None
+    return pred

@@ -144,6 +144,12 @@ def json_ordered(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: the columns a frame's row has before its body is decoded (its framing, pairing and request
+#: header): a --filter that reads only these can leave a frame out undecoded (Conversation.rows)
+HEADER_COLUMNS = frozenset({"file", "frame", "ts", "src", "dst", "kind", "api_key", "api_name", "api_version",
+                            "correlation_id", "client_id", "size", "latency_ms"})
+
+
 # ------------------------------------------------------------------------------ filter fields
 @dataclass(frozen=True)
 class FilterField:

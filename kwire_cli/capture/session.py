@@ -21,6 +21,7 @@ from kwire_cli.capture.summary import damage_entry, note_entry
 from kwire_cli.codec.embedded import consumer_protocol
 from kwire_cli.codec.internal import decode_internal_records
 from kwire_cli.codec.lenient import decode_lenient, shown_string
+from kwire_cli.codec.peek import peek_request_header
 from kwire_cli.codec.sasl import Side
 from kwire_cli.codec.secrets import (
     CONTEXT_APIS,
@@ -38,6 +39,11 @@ ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
 MAX_OPEN = 10000  # remembered requests per connection (client id, group protocol type)
 # answers whose Topics name topic ids (Metadata, CreateTopics, DescribeTopicPartitions)
 TOPIC_NAMING_APIS = frozenset({"Metadata", "CreateTopics", "DescribeTopicPartitions"})
+# frames decoded whatever a header-only filter says, because later rows depend on them: the SASL
+# and Envelope context (CONTEXT_APIS), the topic names of Metadata (3), CreateTopics (19) and
+# DescribeTopicPartitions (75) answers, the protocol type a JoinGroup (11) or SyncGroup (14) request
+# names for its answer's consumer-protocol bytes
+ALWAYS_DECODED = CONTEXT_APIS | {3, 19, 75, 11, 14}
 _NO_REQUEST: tuple[Any, Any] = (None, None)
 
 MAX_NOTES = 10000  # notes kept for the summary (one or two per TLS connection)
@@ -109,6 +115,8 @@ class Conversation:
         # per connection (least recently used first: a live capture's closed connections go)
         self._open: OrderedDict[str, OrderedDict[int, tuple[Any, Any]]] = OrderedDict()
         self._on_topic_name = on_topic_name
+        self.skipped = 0  # frames a header-only filter left out undecoded (rows)
+        self.first_ts: float | None = None  # the time of the first Kafka frame, decoded or left out
 
     # ------------------------------------------------------------------ state
     def remember_request(self, conn: str, corr: int, client_id: str | None, protocol_type: str | None) -> None:
@@ -294,10 +302,66 @@ class Conversation:
         rec["error_codes"] = []
         return rec
 
-    def rows(self, events: Iterable[KafkaFrame | Damage | Note]) -> Iterator[dict]:
-        """A row per Kafka frame; damage events are kept in ``damage``, notes in ``notes``."""
+    def head(self, f: KafkaFrame) -> dict | None:
+        """The row of a frame with only what is known before its body is decoded
+        (``rows.HEADER_COLUMNS``: framing, pairing, the request header), or None for a frame that
+        is decoded whatever a filter says (``ALWAYS_DECODED``, KIP-43 raw SASL tokens, an unpaired
+        answer) or whose header does not read (decoding it says why)."""
+        key = f.api_key
+        if key is None or key in ALWAYS_DECODED or f.kind == SASL_TOKEN or f.api_version is None \
+                or f.correlation_id is None:
+            return None
+        rec = new_row()
+        rec["file"] = f.file
+        rec["frame"] = f.packet
+        rec["ts"] = f.ts
+        rec["src"] = f.src
+        rec["dst"] = f.dst
+        rec["kind"] = f.kind
+        rec["api_key"] = key
+        rec["api_version"] = f.api_version
+        rec["correlation_id"] = f.correlation_id
+        rec["size"] = f.size
+        if f.latency is not None:
+            rec["latency_ms"] = round(f.latency * 1000.0, 3)
+        try:
+            rec["api_name"] = registry().api(key).name
+            if f.kind == "request":
+                header = peek_request_header(f.data)
+                rec["client_id"] = shown_string(header.get("ClientId"))
+                rec["correlation_id"] = header["CorrelationId"]
+            else:
+                od = self._open.get(f.conn)
+                info = od.get(f.correlation_id, _NO_REQUEST) if od is not None else _NO_REQUEST
+                rec["client_id"] = info[0]
+        except KwireError:
+            return None
+        return rec
+
+    def skip(self, f: KafkaFrame, head: dict) -> None:
+        """Leave a frame out undecoded (a filter rejected its ``head``), keeping what later rows
+        need: a request's client id for its answer; an answer ends its request."""
+        self.skipped += 1
+        if f.kind == "request":
+            if f.acks != 0:
+                self.remember_request(f.conn, head["correlation_id"], head["client_id"], None)
+        else:
+            self.take_request(f.conn, f.correlation_id)
+
+    def rows(self, events: Iterable[KafkaFrame | Damage | Note],
+             wanted: Callable[[dict], bool] | None = None) -> Iterator[dict]:
+        """A row per Kafka frame; damage events are kept in ``damage``, notes in ``notes``.
+        ``wanted``: a predicate over ``head`` rows (``filter.header_filter``): a frame it rejects is
+        not decoded and gives no row (counted in ``skipped``)."""
         for ev in events:
             if isinstance(ev, KafkaFrame):
+                if self.first_ts is None:
+                    self.first_ts = ev.ts
+                if wanted is not None:
+                    head = self.head(ev)
+                    if head is not None and not wanted(head):
+                        self.skip(ev, head)
+                        continue
                 yield self.row(ev)
             elif isinstance(ev, Note):
                 if len(self.notes) < MAX_NOTES:

@@ -104,7 +104,7 @@ def captures(paths: list[str]) -> list[list[str]]:
 
 def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, conv: Conversation,
               failures: list[str], max_frame: int | None = None, keylog=None,
-              request_timeout: float | None = None) -> Iterator[dict]:
+              request_timeout: float | None = None, wanted=None) -> Iterator[dict]:
     """The output rows of the files, one capture (``conv.rows``): their packets merged by
     timestamp into one reassembly, so that connections go on across rotated files; a file that is
     not a capture is reported in ``failures`` and left out."""
@@ -131,7 +131,7 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
             events = iter_capture(group, broker_ports=ports or None, stats=stats, max_frame=max_frame,
                                   failures=failures, wrap=wrap, reopenable=lambda p: not is_stream(p),
                                   keylog=keylog, request_timeout=request_timeout)
-            yield from conv.rows(events)
+            yield from conv.rows(events, wanted)
     except KwireError as e:
         failures.append(str(e))
     finally:
@@ -255,7 +255,7 @@ def _live_input(files: tuple[str, ...], follow: bool):
 
 
 def live_rows(live, ports: tuple[int, ...], stats: CaptureStats, conv: Conversation, failures: list[str],
-              max_frame: int, keylog, request_timeout: float | None, stop) -> Iterator[dict]:
+              max_frame: int, keylog, request_timeout: float | None, stop, wanted=None) -> Iterator[dict]:
     """The output rows of a live capture as its frames complete (``kwire_cli.capture.live``)."""
     from kwire_cli.capture.events import Note
     from kwire_cli.capture.live import DEFAULT_REQUEST_TIMEOUT, FOLLOW_NOTE, iter_live
@@ -269,7 +269,7 @@ def live_rows(live, ports: tuple[int, ...], stats: CaptureStats, conv: Conversat
                 diagnostic("note", escape(f"{ev.file}: {ev.detail}"))
             yield ev
     try:
-        yield from conv.rows(told(events))
+        yield from conv.rows(told(events), wanted)
     except KwireError as e:
         failures.append(str(e))
 
@@ -328,6 +328,15 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
 
     try:
         keep = compile_filter(filter_expr)
+        wanted = None
+        if not summary and fmt != "json" and not strict:
+            # a filter on header fields only: the frames it rejects are not decoded at all (the summary,
+            # --format json's summary and --strict's verdict need every frame decoded)
+            from kwire_cli.capture.filter import header_filter
+            wanted = header_filter(filter_expr)
+            if wanted is not None and fmt == "records":
+                head_keep = wanted
+                wanted = lambda h: head_keep(h) or (h["api_key"] == 0 and h["kind"] == "response")  # noqa: E731
         if fields:
             from kwire_cli.capture.fields import FieldsLayout, compile_fields
             layout = FieldsLayout.parse(field_layout)
@@ -369,12 +378,12 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
     if live is not None:
         import threading
         stop = threading.Event()
-        rows = live_rows(live, ports, stats, conv, failures, max_frame, keylog, request_timeout, stop)
+        rows = live_rows(live, ports, stats, conv, failures, max_frame, keylog, request_timeout, stop, wanted)
         flush = (bout.flush if bout is not None else out.flush) if not summary else None
         interrupts = _Interrupts(stop)
     else:
         rows = iter_rows(list(files), ports, stats, conv, failures, max_frame, keylog,
-                         request_timeout=request_timeout)
+                         request_timeout=request_timeout, wanted=wanted)
         interrupts = None
     if interrupts is not None:
         interrupts.__enter__()
@@ -389,7 +398,7 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
                 break
             summ.add(r)
             if t0 is None:  # times count from the capture's first Kafka frame, whether --filter shows it or not
-                t0 = r.get("ts")
+                t0 = conv.first_ts
             if not keep(r):
                 if fmt == "records" and not summary:
                     for line in record_lines.feed(r, shown=False):
@@ -461,7 +470,8 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
     bad = result["undecodable"]
     dmg = sum(v["events"] for v in (result.get("damage") or {}).values())
     if bad or dmg:
-        diagnostic("warning", f"{bad} of {result['frames']} frames did not decode; {dmg} damage events "
+        left = f" ({conv.skipped} more, left out by --filter, were not decoded)" if conv.skipped else ""
+        diagnostic("warning", f"{bad} of {result['frames']} frames did not decode{left}; {dmg} damage events "
                               "(see --summary)")
     if failures or (strict and (bad or dmg)):
         sys.exit(1)

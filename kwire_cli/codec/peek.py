@@ -17,7 +17,7 @@ from kwire_cli.codec.message import check_version, header_plan
 from kwire_cli.errors import DecodeError, KwireError, UnknownApiKey
 from kwire_cli.spec.registry import registry
 
-__all__ = ["peek_request_field"]
+__all__ = ["peek_request_field", "peek_request_header"]
 
 _PEEK = struct.Struct(">hh")
 _readers: dict[tuple[int, int, str], tuple[object, Any, Any]] = {}
@@ -53,3 +53,30 @@ def peek_request_field(data: bytes, field: str, *, api_version: int | None = Non
     _, pos = header(data, 0, end)
     values, _ = body(data, pos, end)
     return values[field]
+
+
+_headers: dict[tuple[int, int], tuple[object, Any]] = {}
+
+
+def peek_request_header(data: bytes) -> dict[str, Any]:
+    """The header of a request (api key and version, correlation id, client id, tagged fields),
+    read with its compiled plan and nothing of the body: what a row shows before the body is
+    decoded. Raises DecodeError (UnknownApiKey, a version newer than the specs, a header cut short
+    or not as the format says) where decoding the request would say more."""
+    if data.__class__ is not bytes:
+        data = bytes(data)
+    if len(data) < 4:
+        raise DecodeError(f"request header needs at least 4 bytes (api key, version), {len(data)} given", 0)
+    key, version = _PEEK.unpack_from(data, 0)
+    reg = registry()
+    hit = _headers.get((key, version))
+    if hit is None or hit[0] is not reg:
+        try:
+            api = reg.api(key)
+        except KwireError:
+            raise UnknownApiKey(f"unknown API key {key} in the request header at offset 0", 0) from None
+        check_version(api, version, "request")
+        hit = (reg, header_plan("request", request_header_version(api, version)).decode)
+        _headers[(key, version)] = hit
+    header, _ = hit[1](data, 0, len(data))
+    return header
