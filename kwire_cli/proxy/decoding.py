@@ -9,7 +9,8 @@ the decoding side for them all). What the socket does not take waits in a backlo
 counted (``not_shown``), never waited for: a slow decoder never stalls a client. The decoding
 process runs at the idle scheduling class (nice 19 where that is not allowed), so that it only
 gets a CPU nothing else wants: the clients, the brokers and forwarding come first, and under load
-it falls behind and counts frames as not shown rather than competing. It reads the frames, hands
+it falls behind and counts frames as not shown rather than competing (when the proxy stops, it
+goes to nice 19 for the frames it has left). It reads the frames, hands
 each to the ``FrameSink`` (which makes and writes the output rows), and when the proxy stops,
 after the last frame, sends back ``sink.result()`` (the summary) and the errors the sink raised.
 
@@ -113,6 +114,16 @@ def idle_priority() -> str:
         os.nice(NICE)
         return "nice"
     return "normal"
+
+
+def _normal_class(pid: int) -> None:
+    """The decoding process back from the idle class to nice 19 when the proxy stops: the rest of
+    its frames then get a share of a busy machine (at the idle class, next to nothing), so the
+    summary comes within ``close``'s timeout. Where that is not allowed it stays as it is."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, pid, NICE)  # type: ignore[attr-defined,unused-ignore]
+        if os.sched_getscheduler(pid) == os.SCHED_IDLE:  # type: ignore[attr-defined,unused-ignore]
+            os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))  # type: ignore[attr-defined,unused-ignore]
 
 
 def _child(sock: socket.socket, other: socket.socket, sink: FrameSink) -> None:
@@ -280,6 +291,8 @@ class DecodeChannel:
             self._flushing = None
         self._backlog.extend(self._batch)
         self._batch = []
+        if self.process:
+            _normal_class(self._worker.pid)
         sock.setblocking(True)
         sock.settimeout(timeout)
         try:
