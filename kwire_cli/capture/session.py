@@ -85,6 +85,26 @@ def _topic_ids(node: Any, out: set) -> None:
             _topic_ids(x, out)
 
 
+def _framing_row(f: KafkaFrame) -> dict:
+    """A new row with what the capture layers know of a frame: where and when, its kind, api key and
+    version, correlation id, size and latency."""
+    rec = new_row()
+    rec["file"] = f.file
+    rec["frame"] = f.packet
+    rec["ts"] = f.ts
+    rec["src"] = f.src
+    rec["dst"] = f.dst
+    rec["kind"] = f.kind
+    rec["api_key"] = f.api_key
+    rec["api_version"] = f.api_version
+    rec["correlation_id"] = f.correlation_id
+    rec["size"] = f.size
+    latency = f.latency
+    if latency is not None:
+        rec["latency_ms"] = round(latency * 1000.0, 3)
+    return rec
+
+
 class Conversation:
     """Turns capture events into output rows. State: per connection, the requests still open (client
     id, group protocol type: what their responses need), and the topic names learned so far.
@@ -201,20 +221,7 @@ class Conversation:
     def row(self, f: KafkaFrame) -> dict:
         """The output row of one Kafka frame (a frame that does not decode is a row with ``error``
         and ``error_kind``; what did decode is kept)."""
-        rec = new_row()
-        rec["file"] = f.file
-        rec["frame"] = f.packet
-        rec["ts"] = f.ts
-        rec["src"] = f.src
-        rec["dst"] = f.dst
-        rec["kind"] = f.kind
-        rec["api_key"] = f.api_key
-        rec["api_version"] = f.api_version
-        rec["correlation_id"] = f.correlation_id
-        rec["size"] = f.size
-        latency = f.latency
-        if latency is not None:
-            rec["latency_ms"] = round(latency * 1000.0, 3)
+        rec = _framing_row(f)
         if f.kind == SASL_TOKEN:
             return self._sasl_token(rec, f)
         if f.api_key is not None:
@@ -311,19 +318,7 @@ class Conversation:
         if key is None or key in ALWAYS_DECODED or f.kind == SASL_TOKEN or f.api_version is None \
                 or f.correlation_id is None:
             return None
-        rec = new_row()
-        rec["file"] = f.file
-        rec["frame"] = f.packet
-        rec["ts"] = f.ts
-        rec["src"] = f.src
-        rec["dst"] = f.dst
-        rec["kind"] = f.kind
-        rec["api_key"] = key
-        rec["api_version"] = f.api_version
-        rec["correlation_id"] = f.correlation_id
-        rec["size"] = f.size
-        if f.latency is not None:
-            rec["latency_ms"] = round(f.latency * 1000.0, 3)
+        rec = _framing_row(f)
         try:
             rec["api_name"] = registry().api(key).name
             if f.kind == "request":
