@@ -171,6 +171,71 @@ def test_connection_split_across_rotated_files_is_reassembled(spark, tmp_path):
     assert cap_m == cap_w
 
 
+def pcap_dir_lines(path: str) -> collections.Counter:
+    """`kwire pcap DIR --format jsonl`: the files of DIR as one capture, in rotation order."""
+    r = kwire("pcap", path, "--format", "jsonl")
+    assert r.code == 0, r
+    return collections.Counter(r.out.splitlines())
+
+
+def test_task_local_connections_skip_the_shuffle(spark, tmp_path):
+    """rotated-0 holds one connection wholly (decoded in its read task, no shuffle) and the start
+    of one that goes on in rotated-1 (its packets of both files meet in the shuffle): one job, both
+    paths, and the rows and summary of kwire pcap over the directory."""
+    rot = str(CAPS.relative_to(ROOT) / "rotated")
+    out = str(tmp_path / "o")
+    res = run([rot], out, fmt="jsonl", spark=spark, partitions=2)
+    assert (res.connections_local, res.connections_shuffled) == (1, 1)
+    assert (res.tasks_local, res.tasks_shuffled) == (1, 2)  # rotated-0 both ways, rotated-1 only shuffled
+    want = pcap_dir_lines(rot)
+    got = spark_lines(out)
+    assert got == want and res.rows == sum(want.values())
+    local = [json.loads(line) for line in got if "47504" in line]
+    cut = [json.loads(line) for line in got if "47514" in line]
+    assert local and cut and {r["file"] for r in cut} == set(ROTATED)
+    assert normal(res.summary) == pcap_summary(rot)
+    # every connection of its own file: no shuffle at all
+    out2 = str(tmp_path / "o2")
+    res2 = run(FILES[:3], out2, fmt="jsonl", spark=spark, partitions=2)
+    assert res2.connections_shuffled == res2.tasks_shuffled == 0 and res2.tasks_local == 3
+    assert spark_lines(out2) == pcap_lines(*FILES[:3])
+    assert normal(res2.summary) == pcap_summary(*FILES[:3])
+
+
+def _pcap_records(data: bytes) -> list[bytes]:
+    out, p = [], 24
+    while p < len(data):
+        n = struct.unpack_from("<I", data, p + 8)[0]
+        out.append(data[p:p + 16 + n])
+        p += 16 + n
+    return out
+
+
+def test_topic_ids_answered_in_another_read_task(spark, tmp_path):
+    """The Metadata answer in one file, the Fetch by topic id in the next (two connections, each
+    decoded in its own read task): the first pass cannot name the ids, the driver sees an earlier
+    answer, and the second pass names them as kwire pcap does over both files."""
+    md, fetch = _consume_frames()
+    whole = tmp_path / "whole.pcap"
+    _exchange_capture(whole, md, fetch)
+    data = whole.read_bytes()
+    recs = _pcap_records(data)
+    port = struct.pack(">H", 41002)  # the second connection's client port, in its TCP header
+    cut = next(i for i, r in enumerate(recs) if port in (r[16 + 34:16 + 36], r[16 + 36:16 + 38]))
+    d = tmp_path / "parts"
+    d.mkdir()
+    (d / "cap0.pcap").write_bytes(data[:24] + b"".join(recs[:cut]))
+    (d / "cap1.pcap").write_bytes(data[:24] + b"".join(recs[cut:]))
+    want = pcap_dir_lines(str(d))
+    fetch_rows = [json.loads(line) for line in want if '"api_name":"Fetch"' in line]
+    assert len(fetch_rows) == 4 and all(v is not None for r in fetch_rows for v in r["topic_names"].values())
+    out = str(tmp_path / "o")
+    res = run([str(d)], out, fmt="jsonl", spark=spark, partitions=2)
+    assert res.tasks_local == 2 and res.connections_shuffled == 0
+    assert res.decode_passes == 2
+    assert spark_lines(out) == want
+
+
 def test_parquet_typed_columns(spark, tmp_path):
     f = "fixtures/captures/kafka-python-consume.pcap"
     out = str(tmp_path / "pq")

@@ -5,11 +5,15 @@
 0. driver: start or join the Spark session (``session``), ship kwire's code and specs to the
    executors (``shipping``), expand the inputs and read each file's header (``reading.plan_file``);
    an *index* job finds packet boundaries and counts in the byte ranges of large files.
-1. read, 2. assemble, 3. decode (``stages``), in one Spark job that writes the rows (``rows``: their
-   Spark schema comes from the output-row declaration) partitioned by ``api_name``. Before it, a job
-   on one extra, empty partition runs the first two stages alone, so that the topic names learned on
-   every connection are known (broadcast) when the decode stage starts; the decode stage then reuses
-   that shuffle output instead of running them again.
+1. a pre-pass job (one small task per read task, when there are several) lists the connections
+   of each read task; a connection whose packets are in one task only is *local* to it, the others
+   (cut across rotated files or byte ranges) are *shared*.
+2. one Spark job that writes the rows (``rows``: their Spark schema comes from the output-row
+   declaration) partitioned by ``api_name``, the union of two branches (``stages``): the read tasks
+   that have local connections reassemble and decode them themselves (kwire pcap's path, no
+   shuffle); the packets of the shared connections are read, shuffled by connection and decoded
+   per connection. Topic ids are named from the answers each task saw; if an answer in another
+   task came earlier than a row that lacked it, the job runs again with every answer (broadcast).
 
 The tasks' damage, capture counters, failures and partial summaries travel in an accumulator
 (``totals``); the driver merges them into the summary of ``kwire pcap --summary`` (``summary``:
@@ -105,6 +109,10 @@ class JobResult:
     job_s: float = 0.0       # planning, reading, reassembling, decoding, writing
     summary_s: float = 0.0   # merging the tasks' summaries, writing the summary files
     decode_passes: int = 0   # 2: topic ids answered on another task's connection, decoded again with all answers
+    tasks_local: int = 0     # read tasks that decoded connections of their own (no shuffle)
+    tasks_shuffled: int = 0  # read tasks that sent packets of connections shared with other tasks to the shuffle
+    connections_local: int | None = None  # connections decoded in their read task (None: one task, not counted)
+    connections_shuffled: int = 0         # connections whose packets were in several read tasks
 
     def line(self) -> str:
         return (f"kwire spark-decode: files {self.files}, packets {self.packets}, frames {self.frames}, "
@@ -216,8 +224,9 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
     totals = driver
     rows_written = 0
     passes = 0
+    paths_used: dict = {}
     if tasks:
-        tot, passes = _decode_and_write(spark, good, tasks, labels, out, fmt, ports, nparts, records_mode,
+        tot, passes = _decode_and_write(paths_used, spark, good, tasks, labels, out, fmt, ports, nparts, records_mode,
                                         specs_name, limits, show_secrets, keylog, strict, filter_expr)
         totals.merge(tot)
         rows_written = totals.rows
@@ -236,7 +245,8 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
                        decoded=summary["decoded"], undecodable=summary["undecodable"], rows=rows_written,
                        elapsed=elapsed, failures=list(totals.failures), summary=summary, out=out, fmt=fmt,
                        executor_code=sorted(totals.executor_code), startup_s=round(startup, 2),
-                       job_s=round(t_job - t0 - startup, 2), summary_s=round(t_sum, 2), decode_passes=passes)
+                       job_s=round(t_job - t0 - startup, 2), summary_s=round(t_sum, 2), decode_passes=passes,
+                       **paths_used)
     from kwire_cli.render.json import to_jsonable
     with create_nofollow(os.path.join(out, "_kwire_summary.json")) as f:
         json.dump(to_jsonable(summary), f, ensure_ascii=False, allow_nan=False, indent=2)
@@ -249,22 +259,37 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
     return result
 
 
-def _decode_and_write(spark, plans, tasks, labels, out, fmt, ports, nparts, records_mode, specs_name, limits,
-                      show_secrets, keylog, strict, filter_expr) -> tuple[Totals, int]:
-    """The job: read (one task per range) -> one shuffle of the packets by connection, sorted -> reassemble
-    and decode each connection, rows out as Arrow batches -> written, partitioned by api_name.
+def _decode_and_write(paths_used: dict, spark, plans, tasks, labels, out, fmt, ports, nparts, records_mode,
+                      specs_name, limits, show_secrets, keylog, strict, filter_expr) -> tuple[Totals, int]:
+    """The job: the connections local to one read task reassembled and decoded in it; the packets of
+    the shared ones read (one task per range) -> one shuffle by connection, sorted -> reassembled and
+    decoded per connection; both branches' rows (Arrow batches) -> written, partitioned by api_name.
 
     Topic ids are first named from the answers each task saw itself; if an answer on a connection
     of another task named an id earlier than a row that used (or lacked) it (``topics_agree``), the
     stage runs again with every answer the job learned, and its rows replace the first ones."""
     from kwire_cli.spark.rows import row_schema
-    from kwire_cli.spark.stages import SORT_COLUMNS, decode_batches, packet_schema_ddl, read_batches, topics_agree
+    from kwire_cli.spark.stages import (
+        SORT_COLUMNS,
+        decode_batches,
+        local_batches,
+        packet_schema_ddl,
+        read_batches,
+        topics_agree,
+    )
     sc = spark.sparkContext
-    sc.setJobDescription("kwire: read, reassemble, decode, write")
     bplans = sc.broadcast((plans, tasks))
-    packets = spark.range(len(tasks), numPartitions=len(tasks)).mapInArrow(
-        lambda it, b=bplans: read_batches(it, b.value[1], b.value[0]), packet_schema_ddl())
-    by_conn = packets.repartition(nparts, "h").sortWithinPartitions(*SORT_COLUMNS)
+    shared, local, shuffled, nlocal = _connections(sc, bplans, len(tasks))
+    paths_used.update(tasks_local=len(local), tasks_shuffled=len(shuffled), connections_local=nlocal,
+                      connections_shuffled=len(shared))
+    sc.setJobDescription("kwire: read, reassemble, decode, write")
+    by_conn = None
+    if shuffled:
+        quiet = frozenset(local)  # their damage, failures and counters are reported by their local part
+        packets = spark.range(len(shuffled), numPartitions=len(shuffled)).mapInArrow(
+            lambda it, b=bplans, sh=shared, q=quiet, w=shuffled: read_batches(it, b.value[1], b.value[0], sh, q, w),
+            packet_schema_ddl())
+        by_conn = packets.repartition(nparts, "h").sortWithinPartitions(*SORT_COLUMNS)
     schema = row_schema(fmt)
     names = None
     passes = 0
@@ -273,10 +298,19 @@ def _decode_and_write(spark, plans, tasks, labels, out, fmt, ports, nparts, reco
             passes += 1
             acc = sc.accumulator(Totals(), totals_param())
             bnames = sc.broadcast(names)
-            rows = by_conn.mapInArrow(
-                lambda it, labels=labels, fmt=fmt, rm=records_mode, sn=specs_name, acc=acc, ports=ports, bn=bnames,
-                ss=show_secrets, kl=keylog, st=strict, fe=filter_expr:
-                decode_batches(it, labels, fmt, rm, sn, acc, ports, bn.value, limits, ss, kl, st, fe), schema)
+            rows = None
+            if local:
+                rows = spark.range(len(local), numPartitions=len(local)).mapInArrow(
+                    lambda it, b=bplans, w=local, sh=shared, labels=labels, fmt=fmt, rm=records_mode, sn=specs_name,
+                    acc=acc, ports=ports, bn=bnames, ss=show_secrets, kl=keylog, st=strict, fe=filter_expr:
+                    local_batches(it, w, b.value[1], b.value[0], sh, labels, fmt, rm, sn, acc, ports, bn.value, limits,
+                                  ss, kl, st, fe), schema)
+            if by_conn is not None:
+                decoded = by_conn.mapInArrow(
+                    lambda it, labels=labels, fmt=fmt, rm=records_mode, sn=specs_name, acc=acc, ports=ports,
+                    bn=bnames, ss=show_secrets, kl=keylog, st=strict, fe=filter_expr:
+                    decode_batches(it, labels, fmt, rm, sn, acc, ports, bn.value, limits, ss, kl, st, fe), schema)
+                rows = decoded if rows is None else rows.union(decoded)
             _write(spark, rows, out, fmt)
             bnames.unpersist()
             tot = acc.value
@@ -286,6 +320,28 @@ def _decode_and_write(spark, plans, tasks, labels, out, fmt, ports, nparts, reco
             sc.setJobDescription("kwire: decode again, topic ids named from every connection")
     finally:
         bplans.unpersist()
+
+
+def _connections(sc, bplans, ntasks: int) -> tuple[frozenset, list[int], list[int], int | None]:
+    """The pre-pass (a job of one task per read task, when there are several): which connections
+    have packets in more than one read task (``shared``: their ids); the read tasks that decode
+    connections of their own (and report the task's damage and counters: every task with no shared
+    connection, packets or not), and those that send packets to the shuffle; how many connections
+    are decoded in their read task (None: not counted, one task)."""
+    if ntasks == 1:
+        return frozenset(), [0], [], None
+    from kwire_cli.spark.stages import task_connections
+    sc.setJobDescription("kwire: find each read task's connections")
+    held = sc.parallelize(range(ntasks), ntasks).map(
+        lambda t, b=bplans: task_connections(b.value[1][t], b.value[0])).collect()
+    tasks_of: dict[int, int] = {}
+    for ids in held:
+        for c in ids:
+            tasks_of[c] = tasks_of.get(c, 0) + 1
+    shared = frozenset(c for c, n in tasks_of.items() if n > 1)
+    local = [t for t, ids in enumerate(held) if not ids or any(c not in shared for c in ids)]
+    shuffled = [t for t, ids in enumerate(held) if any(c in shared for c in ids)]
+    return shared, local, shuffled, len(tasks_of) - len(shared)
 
 
 def _write(spark, df, out: str, fmt: str) -> None:

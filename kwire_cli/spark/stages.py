@@ -1,16 +1,25 @@
-"""The two stages of the spark-decode job, as functions the executors run (``mapInArrow``).
+"""The stages of the spark-decode job, as functions the executors run (``mapInArrow``).
 
-1. ``read_batches``: one byte range of one capture file (or a whole small / gzip file) per task ->
-   Arrow batches of ``Packet``s keyed by connection (``h`` its hash, ``conn``), plus the file's
-   damage, failure and counters as meta items (``conn`` empty, the item pickled in ``meta``).
-   Spark shuffles them by ``h`` and sorts each partition by (h, conn, file rank, packet number):
-   the payload bytes cross this one shuffle, in Spark's own row format.
-2. ``decode_batches``: the packets of some connections, each connection through its own
+0. ``task_connections`` (the pre-pass, when there are several read tasks): the connections whose
+   packets one read task holds. The driver finds those in more than one task (a connection cut
+   across rotated files or byte ranges: *shared*); all others are *local* to their task.
+1. ``local_batches``: one read task's local connections, reassembled and decoded in the task itself,
+   as ``kwire pcap`` does over those bytes: capture reader -> one ``StreamAssembler`` -> one
+   ``Conversation`` -> output rows as Arrow batches (no Arrow packets, no shuffle). The task's
+   damage, failure and counters are reported here.
+2. ``read_batches``: the packets of the shared connections of one byte range of one capture file (or
+   a whole small / gzip file) per task -> Arrow batches of ``Packet``s keyed by connection (``h``
+   its hash, ``conn``), plus, for a task with no local connections, the file's damage, failure and
+   counters as meta items (``conn`` empty, the item pickled in ``meta``). Spark shuffles them by
+   ``h`` and sorts each partition by (h, conn, file rank, packet number): the payload bytes cross
+   this one shuffle, in Spark's own row format.
+3. ``decode_batches``: the packets of some shared connections, each connection through its own
    ``StreamAssembler`` (a connection split across rotated files is reassembled as one) and its own
    ``Conversation``, which turns every frame into its output row, as ``kwire pcap`` does; the rows
-   leave as Arrow batches in the output schema (``spark.rows.RowBatcher``), built once. Each row is
-   counted into the task's partial ``Summary``; damage, counters, failures and the topic names
-   learned go to the task's ``Totals`` (an accumulator).
+   leave as Arrow batches in the output schema (``spark.rows.RowBatcher``), built once.
+
+In 1 and 3 each row is counted into the task's partial ``Summary``; damage, counters, failures and
+the topic names learned go to the task's ``Totals`` (an accumulator).
 
 Topic ids (Fetch v13+, ...) are named from Metadata-like answers on any connection before the frame.
 A task knows the answers of its own connections: ``names=None`` names ids from those and records,
@@ -24,12 +33,13 @@ rank, packet number, partition, sequence).
 """
 from __future__ import annotations
 
+import hashlib
 import pickle
 import zlib
 from collections.abc import Iterator
 from typing import Any, cast
 
-from kwire_cli.capture import DEFAULT_MAX_FRAME, CaptureStats, Damage, KafkaFrame, Packet, StreamAssembler, conn_key
+from kwire_cli.capture import DEFAULT_MAX_FRAME, CaptureStats, Damage, KafkaFrame, Packet, StreamAssembler
 from kwire_cli.capture.check import CodecCheck
 from kwire_cli.capture.events import Note
 from kwire_cli.capture.session import Conversation
@@ -42,6 +52,7 @@ from kwire_cli.spark.totals import Totals
 
 END = 1 << 62  # position of events at the end of a file (after its last packet)
 META = ""      # the connection of meta items (damage, failures, counters of a read task)
+LOCAL = "-"    # the connection of packets decoded in their read task (one assembler for all of them)
 BATCH_ROWS = 4096  # packets per Arrow batch out of a read task
 
 # the packets' columns between the two stages: (name, Spark type name, Arrow type name)
@@ -67,8 +78,41 @@ def _conn_hash(conn: str) -> int:
     return zlib.crc32(conn.encode()) & 0x7FFFFFFF
 
 
-def read_task(task: tuple, plans: list[FilePlan]) -> Iterator[tuple]:
-    """Stage 1: one range of one file -> packet rows (``PACKET_COLUMNS``) and meta rows."""
+def conn_id(conn: str) -> int:
+    """A connection's id between the tasks and the driver (64 bits of its key's hash: the same in
+    every process, unlike ``hash``)."""
+    return int.from_bytes(hashlib.blake2b(conn.encode(), digest_size=8).digest(), "big", signed=True)
+
+
+def _conn_name(four: tuple) -> str:
+    """The direction-free connection of a packet's (src ip, src port, dst ip, dst port)."""
+    a, b = four[:2], four[2:]
+    return "%s|%d|%s|%d" % (a + b if a <= b else b + a)
+
+
+def task_connections(task: tuple, plans: list[FilePlan]) -> list[int]:
+    """The pre-pass: the connections (``conn_id``) one read task's packets belong to. The driver
+    counts, per connection, the tasks that hold its packets: a connection of one task is
+    reassembled and decoded in that task (``local_batches``), the others go through the shuffle."""
+    rank, range_no, rng = task
+    seen: set = set()
+    add = seen.add
+    try:
+        for item in read_range(plans[rank], rank, rng, range_no, CaptureStats()):
+            if item.__class__ is Packet:
+                add(item[3:7])
+    except KwireError:
+        pass  # reported by the read itself
+    return sorted({conn_id(_conn_name(t)) for t in seen})
+
+
+def read_task(task: tuple, plans: list[FilePlan], shared: frozenset | None = None,
+              with_meta: bool = True) -> Iterator[tuple]:
+    """Stage 1: one range of one file -> packet rows (``PACKET_COLUMNS``) and meta rows.
+
+    ``shared``: only the packets of these connections (``conn_id``; None: all of them);
+    ``with_meta``: the task's damage, failure and counters too (False: the task's local decoding
+    reports them)."""
     rank, range_no, rng = task
     plan = plans[rank]
     stats = CaptureStats()
@@ -78,29 +122,62 @@ def read_task(task: tuple, plans: list[FilePlan]) -> Iterator[tuple]:
     def meta(item) -> tuple:
         return (h_meta, META, rank, seq, None, None, None, None, None, None, None, None, None, None,
                 pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL))
-    conns: dict = {}  # (src ip, port, dst ip, port) -> (hash, connection)
+    conns: dict = {}  # (src ip, port, dst ip, port) -> (hash, connection), or () if not shuffled
     try:
         for item in read_range(plan, rank, rng, range_no, stats):
             if item.__class__ is Packet:
                 hc = conns.get(item[3:7])
                 if hc is None:
-                    c = "%s|%d|%s|%d" % conn_key(item)
-                    hc = conns[item[3:7]] = (_conn_hash(c), c, rank)
-                yield hc + item[1:] + (None,)
-            else:
+                    c = _conn_name(item[3:7])
+                    hc = conns[item[3:7]] = (_conn_hash(c), c, rank) \
+                        if shared is None or conn_id(c) in shared else ()
+                if hc:
+                    yield hc + item[1:] + (None,)
+            elif with_meta:
                 d = cast(Damage, item)
                 seq += 1
                 yield meta(("dmg", damage_item(d, rank, d.packet or 0)))
     except KwireError as e:
-        msg = str(e)
+        if with_meta:
+            msg = str(e)
+            seq += 1
+            yield meta(("fail", msg if plan.label in msg else f"{plan.label}: {msg}"))
+    if with_meta:
         seq += 1
-        yield meta(("fail", msg if plan.label in msg else f"{plan.label}: {msg}"))
-    seq += 1
-    yield meta(("stats", stats))
+        yield meta(("stats", stats))
 
 
-def read_batches(batches, tasks: list, plans: list[FilePlan]) -> Iterator[Any]:
-    """Stage 1 in ``mapInArrow``: batches of task numbers -> Arrow batches of packets."""
+def local_items(task: tuple, plans: list[FilePlan], shared: frozenset) -> Iterator[tuple]:
+    """The items of ``_decode`` for one read task's own connections (those not in ``shared``), in
+    the reader's order, without Arrow or pickling: (LOCAL, None, Packet) and the task's damage,
+    failure and counters as (META, item, (rank,))."""
+    rank, range_no, rng = task
+    plan = plans[rank]
+    stats = CaptureStats()
+    where = (rank,)
+    conns: dict = {}  # (src ip, port, dst ip, port) -> decoded here?
+    try:
+        for item in read_range(plan, rank, rng, range_no, stats):
+            if item.__class__ is Packet:
+                mine = conns.get(item[3:7])
+                if mine is None:
+                    mine = conns[item[3:7]] = not shared or conn_id(_conn_name(item[3:7])) not in shared
+                if mine:
+                    yield LOCAL, None, item
+            else:
+                d = cast(Damage, item)
+                yield META, ("dmg", damage_item(d, rank, d.packet or 0)), where
+    except KwireError as e:
+        msg = str(e)
+        yield META, ("fail", msg if plan.label in msg else f"{plan.label}: {msg}"), where
+    yield META, ("stats", stats), where
+
+
+def read_batches(batches, tasks: list, plans: list[FilePlan], shared: frozenset | None = None,
+                 quiet: frozenset = frozenset(), which: list | None = None) -> Iterator[Any]:
+    """Stage 1 in ``mapInArrow``: batches of numbers (``which[n]``: a task's number; None: n itself)
+    -> Arrow batches of packets (of the ``shared`` connections; None: all; the tasks in ``quiet``
+    without their meta items)."""
     import pyarrow as pa
     schema = _packet_arrow_schema()
     types = [f.type for f in schema]
@@ -110,9 +187,10 @@ def read_batches(batches, tasks: list, plans: list[FilePlan]) -> Iterator[Any]:
         cols = list(zip(*rows, strict=True))
         return pa.RecordBatch.from_arrays([pa.array(c, type=t) for c, t in zip(cols, types, strict=True)], names=names)
     for b in batches:
-        for t in b.column(0).to_pylist():
+        for i in b.column(0).to_pylist():
+            t = i if which is None else which[i]
             rows: list = []
-            for r in read_task(tasks[t], plans):
+            for r in read_task(tasks[t], plans, shared, t not in quiet):
                 rows.append(r)
                 if len(rows) >= BATCH_ROWS:
                     yield batch(rows)
@@ -179,6 +257,26 @@ def decode_batches(batches, labels: list[str], fmt: str, records_mode: str | Non
                            keylog, strict, filter_expr)
 
 
+def local_batches(batches, which: list, tasks: list, plans: list[FilePlan], shared: frozenset, labels: list[str],
+                  fmt: str,
+                  records_mode: str | None, specs_name: str | None, acc, ports: tuple = (),
+                  names: dict | None = None, limits: tuple = (None, None, None), show_secrets: bool = False,
+                  keylog: Any = None, strict: bool = False, filter_expr: str | None = None) -> Iterator[Any]:
+    """Read and decode in one ``mapInArrow``, for the connections whose packets are all in one read
+    task (not in ``shared``): batches of numbers (``which[n]``: a task's number) -> the tasks' own
+    packets, straight from the capture reader into one ``StreamAssembler`` and one ``Conversation``
+    per task (kwire pcap's path over the task's bytes) -> Arrow batches of output rows. The task's
+    damage, failure and counters are reported here (its shared connections' packets go through the
+    shuffle without them)."""
+    from kwire_cli.render.jsonlines import gc_tuned
+    executor_setup(specs_name, limits)
+    with gc_tuned():
+        for b in batches:
+            for t in map(which.__getitem__, b.column(0).to_pylist()):
+                yield from _decode(local_items(tasks[t], plans, shared), labels, fmt, records_mode, acc, ports, names,
+                                   limits, show_secrets, keylog, strict, filter_expr, index=-1 - t)
+
+
 _MAKE_PACKET = Packet._make
 
 
@@ -192,13 +290,15 @@ def _packets(batches) -> Iterator[tuple]:
 
 
 def _decode(items, labels, fmt, records_mode, acc, ports, names, limits, show_secrets, keylog, strict,
-            filter_expr):
-    from pyspark import TaskContext
-
+            filter_expr, index: int | None = None):
+    """(connection, meta, packet) items -> Arrow batches of rows; ``index`` (default: the Spark
+    partition's) orders the task's items after file and packet number (local tasks: negative)."""
     from kwire_cli.capture.filter import compile_filter
     keep = compile_filter(filter_expr) if filter_expr else None
-    ctx = TaskContext.get()
-    index = ctx.partitionId() if ctx is not None else 0
+    if index is None:
+        from pyspark import TaskContext
+        ctx = TaskContext.get()
+        index = ctx.partitionId() if ctx is not None else 0
     tot = Totals()
     tot.executor_code.add(code_location())
     summ = tot.summary  # positions: the sort key, kwire pcap's row order across all tasks
@@ -278,7 +378,7 @@ def _decode(items, labels, fmt, records_mode, acc, ports, names, limits, show_se
     for conn, m, pkt in items:
         if conn == META:
             seq += 1
-            meta(pickle.loads(m), (pkt[0], -1, index, seq))
+            meta(pickle.loads(m) if m.__class__ is bytes else m, (pkt[0], -1, index, seq))
             continue
         if conn != cur:
             if asm is not None:
