@@ -144,6 +144,8 @@ def spark(inputs: list[str], out: Path, fmt: str, master: str, conf: list[str] =
     res = json.loads((out / "_kwire_result.json").read_text())
     fig.update(startup_s=res["startup_s"], job_s=res["job_s"], summary_s=res["summary_s"], frames=res["frames"],
                rows=res["rows"])
+    fig.update({k: res[k] for k in ("decode_passes", "tasks_local", "tasks_shuffled", "connections_local",
+                                    "connections_shuffled") if k in res})
     shutil.rmtree(out, ignore_errors=True)
     return fig
 

@@ -81,8 +81,9 @@ MASTER = re.compile(r"local(\[(\*|\d+)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]"
 @click.option("--port", "ports", type=click.IntRange(1, 65535), multiple=True, metavar="N",
               help="A broker port (repeatable). Default: 9092 and ports seen answering Kafka requests.")
 @click.option("--partitions", type=click.IntRange(1, 100000), metavar="N",
-              help="Shuffle partitions for connections and for decoding. Default: 2 x Spark's parallelism, "
-              "at least one per 256 MiB of capture.")
+              help="Shuffle partitions for the connections cut across read tasks (rotated files, ranges), "
+              "where they are decoded; the others are decoded where they are read. Default: 2 x Spark's "
+              "parallelism, at least one per 256 MiB of capture.")
 @click.option("--split-size", type=click.IntRange(1, 1 << 20), default=64, show_default=True, metavar="MB",
               help="Files larger than this are read in ranges of this size, cut at record boundaries.")
 @click.option("--raw-records", is_flag=True, help="Keep records fields as hex instead of decoding batches.")
