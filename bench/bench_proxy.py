@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -277,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         if err.exists():
             last = [ln for ln in err.read_text().splitlines() if "proxy stopped" in ln]
             print(last[-1] if last else "kwire proxy said nothing on stopping")
+        shutil.rmtree(tmp, ignore_errors=True)  # the pcap: about 1 GB at the defaults
     return 0
 
 
