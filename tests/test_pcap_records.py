@@ -3,6 +3,7 @@
 The bundled captures were recorded against one tansu broker per client: each client produced,
 then its consumer fetched the same topics. So the records a Produce put in (with the offsets the
 broker's answers gave them) must be exactly the records the Fetch answers handed out."""
+import json
 import shutil
 import subprocess
 
@@ -116,3 +117,31 @@ def test_offsets_are_the_answers_base_offsets_across_rotated_files():
     answers = [int(x) for x in _lines(rot, "-e", "body.Responses.PartitionResponses.BaseOffset", "--filter",
                                       "api=Produce and kind=response")]
     assert offsets == answers == list(range(6))
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_json_records_are_the_text_ones(client):
+    """--record-format json (kcat -J): one JSON object per record, the same records, in the same
+    order, with the rows' key and value forms and null for an unknown offset."""
+    cap = str(CAPS / f"{client}-produce.pcap")
+    objs = [json.loads(line) for line in _lines(cap, "--record-format", "json")]
+    text = _lines(cap, "--record-format", "%t|%p|%o|%k|%s|%T|%c|%f\\n")
+    assert len(objs) == len(text) > 0
+    for o, t in zip(objs, text, strict=True):
+        k = "" if o["key"] is None else o["key"]["text"]
+        v = "" if o["value"] is None else o["value"]["text"]
+        off = "-" if o["offset"] is None else str(o["offset"])
+        assert t == "|".join([o["topic"], str(o["partition"]), off, k, v, str(o["timestamp"]), o["client_id"],
+                              str(o["frame"])])
+        assert o["api"] == "Produce" and o["error"] is None and o["file"] == cap
+        assert all(set(h) == {"key", "value"} for h in o["headers"])
+
+
+def test_json_records_keep_controls_out_of_the_terminal():
+    row = {"api_name": "Fetch", "kind": "response", "client_id": "c", "frame": 1, "body": {"Responses": [
+        {"Topic": "t", "Partitions": [{"PartitionIndex": 0, "ErrorCode": 0, "Records": {"batches": [
+            {"LastOffsetDelta": 0, "Records": [{"Offset": 5, "Timestamp": 1, "Key": None,
+                                                "Value": {"text": "a\x1b[2J\u202e"}, "Headers": []}]}]}}]}]}}
+    (line,) = RecordLines("json").feed(row)
+    assert "\x1b" not in line and "\u202e" not in line and line.count("\n") == 1
+    assert json.loads(line)["value"] == {"text": "a\x1b[2J\u202e"}

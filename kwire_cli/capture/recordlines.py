@@ -14,21 +14,27 @@ oldest first), offsets unknown.
     %c client id   %f frame (packet number)   %e error (the partition's, or empty)
     %% a percent sign   \\n \\t \\\\ newline, tab, backslash
 
+``--record-format json`` writes one JSON object per record instead (kcat's ``-J``): api, topic,
+partition, offset (null: unknown), timestamp, key and value in the rows' forms (``{"text": ...}`` or
+``{"hex": ...}``, null), headers, error, client id, file and frame.
+
 A key or value that is not printable UTF-8 is its bytes in hex (``0x...``); null is empty with size
 -1, as kcat prints them. Every piece taken from the capture is escaped for a terminal
 (``kwire_cli.render.safe.escape``): a record is one line whatever its bytes.
 """
 from __future__ import annotations
 
+import json
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from kwire_cli.errors import FilterError
-from kwire_cli.render.safe import escape
+from kwire_cli.render.safe import escape, json_text
 from kwire_cli.spec.error_codes import error_name
 
+JSON = "json"  # --record-format json: one JSON object per record (kcat -J)
 MAX_WAITING = 10_000  # Produce requests kept for their answer; past it the oldest is printed unanswered
 RECORD_APIS = {"Produce", "Fetch", "ShareFetch"}
 _TOKEN = re.compile(r"%(.)|\\(.)", re.S)
@@ -79,8 +85,9 @@ class RecordLines:
     """Output rows in, record lines out (``feed`` per row, ``finish`` at the end of input)."""
 
     def __init__(self, template: str | None = None) -> None:
+        self.json = template == JSON
         self.render: Callable[[dict[str, str]], str] = (
-            _default_line if template is None else compile_template(template))
+            _default_line if template is None or self.json else compile_template(template))
         self.waiting: OrderedDict[tuple, dict] = OrderedDict()  # (client, broker, corr) -> Produce request row
         self.records = 0
 
@@ -120,6 +127,14 @@ class RecordLines:
         return str((row.get("topic_names") or {}).get(tid) or tid or "")
 
     def _line(self, row: dict, topic: str, partition: Any, offset: Any, rec: dict, error: str) -> str:
+        if self.json:
+            self.records += 1
+            return json_text(json.dumps({
+                "api": row["api_name"], "topic": topic, "partition": partition, "offset": offset,
+                "timestamp": rec.get("Timestamp"), "key": rec.get("Key"), "value": rec.get("Value"),
+                "headers": [{"key": h.get("Key"), "value": h.get("Value")} for h in rec.get("Headers") or ()],
+                "error": error or None, "client_id": row.get("client_id"), "file": row.get("file"),
+                "frame": row.get("frame")}, ensure_ascii=False, default=str)) + "\n"
         key, ksize = _form_text(rec.get("Key"))
         value, vsize = _form_text(rec.get("Value"))
         ts = rec.get("Timestamp")

@@ -156,8 +156,8 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
 @click.option("--record-format", "record_format", metavar="FMT",
               help="How --format records prints a record, with kcat's -f tokens: %t topic, %p partition, "
                    "%o offset, %T timestamp, %k key, %K key size, %s value, %S value size, %h headers; also "
-                   "%a API, %c client id, %f frame, %e error; \\n \\t. A Produce's records print when it is "
-                   "answered, with the offsets the broker gave them.")
+                   "%a API, %c client id, %f frame, %e error; \\n \\t; or json (one JSON object per record, as "
+                   "kcat -J). A Produce's records print when it is answered, with the offsets the broker gave them.")
 @click.option("--summary", is_flag=True, help="Print the summary (counts, latency, errors, clients, "
               "negotiation audit, what-if, record batches, damage) instead of the frames.")
 @click.option("--filter", "filter_expr", metavar="EXPR", help="Show only frames matching EXPR (see below).")
