@@ -507,3 +507,24 @@ def test_key_and_header_filters_keep_the_records_that_match(part):
         assert got == [r for r in every if any(_text(h.get("Key")) == hk or _text(h.get("Value")) == hk
                                                for h in r.get("Headers") or ())] != []
     assert _records(kwire("dump-log", d, "--format", "jsonl", "--key", "no-such-key").out) == []
+
+
+def test_max_bytes_reads_only_the_start_of_a_segment():
+    """--max-bytes (kafka-dump-log's): the entries that end within the first N bytes, then one line
+    saying where it stopped; the rest of the file is not read."""
+    log = str(LOGS / "kwire-produce-none-0" / ("0" * 20 + ".log"))
+    full = _jsonl(kwire("dump-log", log, "--format", "jsonl"))
+    batches = [e for e in full if e["type"] == "batch"]
+    ends = [b["position"] + b["size"] for b in batches]
+    assert len(batches) == 3
+    cut = _jsonl(kwire("dump-log", log, "--format", "jsonl", "--max-bytes", str(ends[1] + 10)))
+    assert [e for e in cut if e["type"] == "batch"] == batches[:2]
+    (stop,) = [e for e in cut if e["type"] == "stopped"]
+    assert stop["position"] == ends[1] and f"--max-bytes {ends[1] + 10}" in stop["reason"]
+    assert cut[-1]["batches"] == 2 and cut[-1]["damage"] == 0
+    exact = kwire("dump-log", log, "--format", "jsonl", "--max-bytes", str(ends[2]))
+    assert exact.out == kwire("dump-log", log, "--format", "jsonl").out  # the last batch ends exactly there
+    none = kwire("dump-log", log, "--max-bytes", "1")
+    assert none.code == 0 and "stopped at --max-bytes 1: the entry at position 0" in none.out
+    bad = kwire("dump-log", log, "--max-bytes", "lots")
+    assert bad.code == 2 and bad.err.count("\n") == 1

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from kwire_cli.cli.app import KwireUsageError, diagnostic, std_binary
-from kwire_cli.cli.options import show_secrets_option
+from kwire_cli.cli.options import parse_size, show_secrets_option
 from kwire_cli.errors import KwireError
 
 EPILOG = """\b
@@ -316,6 +316,9 @@ def _kafka_flag(name: str, help_text: str) -> Callable[[Any], Any]:
 @click.option("--record-specs", "record_specs_dir", metavar="DIR", type=click.Path(file_okay=False),
               help="Read the record specs from DIR (Kafka's record JSON files, or a Kafka checkout) instead of "
                    "the bundled ones.")
+@click.option("--max-bytes", "max_bytes_text", metavar="SIZE",
+              help="Read only the entries within each segment's first SIZE bytes (kafka-dump-log's --max-bytes): "
+                   "the start of a large segment without reading it all. SIZE is bytes, or a number with K, M or G.")
 @show_secrets_option()
 @click.option("--files", "kafka_files", metavar="F1,F2", multiple=True, hidden=True,
               help="kafka-dump-log's spelling of FILES: a comma-separated list.")
@@ -329,7 +332,8 @@ def _kafka_flag(name: str, help_text: str) -> Callable[[Any], Any]:
 @_kafka_flag("share-group-state-decoder", "kafka-dump-log's spelling of --topic __share_group_state.")
 def dump_log(files: tuple[str, ...], fmt: str, topic: str | None, verify: bool, offsets_text: str | None,
              record_type: str | None, key: str | None, header: str | None, record_specs_dir: str | None,
-             show_secrets: bool, kafka_files: tuple[str, ...], **kafka_flags: bool) -> None:
+             max_bytes_text: str | None, show_secrets: bool, kafka_files: tuple[str, ...],
+             **kafka_flags: bool) -> None:
     """Dump Kafka log FILES: segments (*.log: every record batch and legacy message set from
     position 0, with file positions), offset and time indexes (*.index, *.timeindex), KRaft
     snapshots (*.checkpoint), producer state snapshots (*.snapshot, their CRC checked) and
@@ -354,13 +358,14 @@ def dump_log(files: tuple[str, ...], fmt: str, topic: str | None, verify: bool, 
         raise KwireUsageError(f"the files are of one topic, not {' and '.join(sorted(set(decoded + [topic or ''])))}")
     topic = topic or (decoded[0] if decoded else None)
     offsets = _parse_offsets(offsets_text)
+    max_bytes = None if max_bytes_text is None else parse_size(max_bytes_text, "--max-bytes")
     if record_specs_dir is not None:
         use_record_specs(record_specs_dir)
     try:
         record_specs()  # loaded up front: a folder that holds none is one error, not damage per batch
         targets = log_files(list(files), topic)
         with gc_tuned():
-            problems = _dump(targets, fmt, verify, offsets, record_type, show_secrets, key, header)
+            problems = _dump(targets, fmt, verify, offsets, record_type, show_secrets, key, header, max_bytes)
     finally:
         if record_specs_dir is not None:
             use_record_specs(None)
@@ -377,7 +382,7 @@ def _open(path: str, progress: Any) -> Any:
 
 
 def _dump(targets: list[Any], fmt: str, verify: bool, offsets: tuple[int, int] | None, record_type: str | None,
-          show_secrets: bool, key: str | None = None, header: str | None = None) -> int:
+          show_secrets: bool, key: str | None = None, header: str | None = None, max_bytes: int | None = None) -> int:
     from kwire_cli.logs import iter_segment, read_index, verify_index
     from kwire_cli.logs.index import segment_map
 
@@ -416,7 +421,15 @@ def _dump(targets: list[Any], fmt: str, verify: bool, offsets: tuple[int, int] |
                 with f:
                     size = os.path.getsize(lf.path)
                     for ent in iter_segment(f, topic=lf.topic, show_secrets=show_secrets, size=size,
-                                            offsets=None if verify and lf.kind == "snapshot" else offsets):
+                                            offsets=None if verify and lf.kind == "snapshot" else offsets,
+                                            limit=max_bytes if lf.kind == "segment" else None):
+                        if ent.kind == "stopped":
+                            if fmt == "table":
+                                out.line(ent.reason or "")
+                            else:
+                                out.entry({**head, "type": "stopped", "position": ent.position,
+                                           "reason": ent.reason})
+                            continue
                         if ent.kind == "damage":
                             summary["damage"] += 1
                             damage_lines.append(f"{lf.path}: {ent.reason}")

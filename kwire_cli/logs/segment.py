@@ -102,11 +102,13 @@ def decode_entry(data: bytes, position: int, topic: str | None = None,
 
 def iter_segment(f: BinaryIO, *, topic: str | None = None, show_secrets: bool = False,
                  size: int | None = None, start: int = 0,
-                 offsets: tuple[int, int] | None = None) -> Iterator[SegmentEntry]:
+                 offsets: tuple[int, int] | None = None, limit: int | None = None) -> Iterator[SegmentEntry]:
     """The entries of a segment read from ``f`` (at position ``start``), one at a time. ``size``:
     the file's size when known (a length past it is damage at once, without reading).
     ``offsets``: (first, last) record offsets wanted; a record batch (magic 2) wholly outside them
-    is skipped undecoded (its header says its offsets)."""
+    is skipped undecoded (its header says its offsets). ``limit``: only the entries that end within
+    the file's first ``limit`` bytes (kafka-dump-log's --max-bytes); the first that would not is not
+    read, and is said by a last entry of kind "stopped"."""
     if size is None:
         try:
             size = os.fstat(f.fileno()).st_size
@@ -124,6 +126,11 @@ def iter_segment(f: BinaryIO, *, topic: str | None = None, show_secrets: bool = 
                                       f"too few for an entry header ({HEADER_SIZE})")
             return
         offset, length = _HEAD.unpack(head)
+        if limit is not None and pos + HEADER_SIZE + max(length, 0) > limit:
+            yield SegmentEntry(pos, 0, "stopped",
+                               reason=f"stopped at --max-bytes {limit}: the entry at position {pos} (offset {offset}) "
+                                      f"ends past it; the rest of the file not read")
+            return
         if length < MIN_ENTRY_LENGTH:
             rest = None if size is None else size - pos
             what = "zero padding" if offset == 0 and length == 0 else "damage"
