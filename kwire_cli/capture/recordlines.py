@@ -42,27 +42,38 @@ _ESCAPES = {"n": "\n", "t": "\t", "\\": "\\"}
 _TOKENS = "tpoTkKsShacfe%"
 
 
-def _form_text(form: Any) -> tuple[str, int]:
-    """(text, size in bytes) of a key or value form; null: ("", -1)."""
+def _form_text(form: Any) -> str:
+    """The text of a key or value form (null: empty)."""
     if form is None:
-        return "", -1
+        return ""
     if isinstance(form, dict):
         if "text" in form:
-            t = form["text"]
-            return escape(t), len(t.encode("utf-8", "surrogatepass"))
+            return escape(form["text"])
         if "hex" in form:
-            return "0x" + form["hex"], len(form["hex"]) // 2
+            return "0x" + form["hex"]
         if "redacted" in form:
-            return f"<redacted: {form['redacted']}>", int(form.get("bytes") or 0)
-    return escape(str(form)), -1
+            return f"<redacted: {form['redacted']}>"
+    return escape(str(form))
+
+
+def _form_size(form: Any) -> int:
+    """The size in bytes of a key or value form (null: -1)."""
+    if isinstance(form, dict):
+        if "text" in form:
+            return len(form["text"].encode("utf-8", "surrogatepass"))
+        if "hex" in form:
+            return len(form["hex"]) // 2
+        if "redacted" in form:
+            return int(form.get("bytes") or 0)
+    return -1
 
 
 def _headers(rec: dict) -> str:
     out = []
     for h in rec.get("Headers") or ():
         key = h.get("Key")
-        k = escape(key) if isinstance(key, str) else _form_text(key)[0]
-        out.append(f"{k}={_form_text(h.get('Value'))[0]}")
+        k = escape(key) if isinstance(key, str) else _form_text(key)
+        out.append(f"{k}={_form_text(h.get('Value'))}")
     return ",".join(out)
 
 
@@ -88,6 +99,10 @@ class RecordLines:
         self.json = template == JSON
         self.render: Callable[[dict[str, str]], str] = (
             _default_line if template is None or self.json else compile_template(template))
+        # sizes and headers are worked out only for a format that prints them (a value's size is its
+        # UTF-8 length: an encode of every value otherwise)
+        self.sizes = template is not None and ("%K" in template or "%S" in template)
+        self.headers = template is None or "%h" in template
         self.waiting: OrderedDict[tuple, dict] = OrderedDict()  # (client, broker, corr) -> Produce request row
         self.records = 0
 
@@ -135,15 +150,15 @@ class RecordLines:
                 "headers": [{"key": h.get("Key"), "value": h.get("Value")} for h in rec.get("Headers") or ()],
                 "error": error or None, "client_id": row.get("client_id"), "file": row.get("file"),
                 "frame": row.get("frame")}, ensure_ascii=False, default=str)) + "\n"
-        key, ksize = _form_text(rec.get("Key"))
-        value, vsize = _form_text(rec.get("Value"))
+        k, v = rec.get("Key"), rec.get("Value")
         ts = rec.get("Timestamp")
         self.records += 1
         return self.render({
             "t": escape(topic), "p": str(partition), "o": "-" if offset is None else str(offset),
-            "T": "" if ts is None else str(ts), "k": key, "K": str(ksize), "s": value, "S": str(vsize),
-            "h": _headers(rec), "a": row["api_name"], "c": escape(row.get("client_id") or ""),
-            "f": str(row.get("frame")), "e": error})
+            "T": "" if ts is None else str(ts), "k": _form_text(k), "s": _form_text(v),
+            "K": str(_form_size(k)) if self.sizes else "", "S": str(_form_size(v)) if self.sizes else "",
+            "h": _headers(rec) if self.headers else "", "a": row["api_name"],
+            "c": escape(row.get("client_id") or ""), "f": str(row.get("frame")), "e": error})
 
     def _produced(self, req: dict, resp: dict | None) -> Iterator[str]:
         answers: dict[tuple[str, Any], tuple[int | None, int]] = {}
