@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from kwire_cli.capture.inputs import file_kind, files_under, rotation_order
 from kwire_cli.errors import SparkJobError
 from kwire_cli.spark.reading import DEFAULT_SPLIT, FilePlan, index_range, nominal_ranges, plan_file, stitch
-from kwire_cli.spark.session import get_session
+from kwire_cli.spark.session import class_data_status, get_session
 from kwire_cli.spark.shipping import ship_code
 from kwire_cli.spark.totals import Totals, totals_param
 
@@ -113,6 +113,7 @@ class JobResult:
     tasks_shuffled: int = 0  # read tasks that sent packets of connections shared with other tasks to the shuffle
     connections_local: int | None = None  # connections decoded in their read task (None: one task, not counted)
     connections_shuffled: int = 0         # connections whose packets were in several read tasks
+    jvm_class_data: str = "not started here"  # the driver JVM's class data archive: used, writing, refused, off
 
     def line(self) -> str:
         return (f"kwire spark-decode: files {self.files}, packets {self.packets}, frames {self.frames}, "
@@ -152,12 +153,15 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
     if os.path.exists(out) and os.listdir(out) and not overwrite:
         raise SparkJobError(f"output directory {out} exists and is not empty (use --overwrite)")
     created = False
+    class_data = JobResult.jvm_class_data
     if spark is None:
         spark, created = get_session(master, conf, progress)
+        if created:
+            class_data = class_data_status(spark)
     try:
         return _run(spark, paths, out, fmt, tuple(ports), partitions, split_size,
                     "hex" if raw_records else None, t0, time.monotonic() - t0, ship, tuple(limits),
-                    show_secrets, keylog, strict, filter_expr)
+                    show_secrets, keylog, strict, filter_expr, class_data)
     finally:
         if created:
             spark.stop()
@@ -175,7 +179,7 @@ def _name_jsonl(out: str) -> None:
 
 def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0, startup,
          ship=None, limits=(None, None, None), show_secrets=False, keylog=None, strict=False,
-         filter_expr=None) -> JobResult:
+         filter_expr=None, class_data=JobResult.jvm_class_data) -> JobResult:
     from kwire_cli.spark.summary import final_summary
     sc = spark.sparkContext
     specs_name = ship_code(sc, ship)
@@ -246,7 +250,7 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
                        elapsed=elapsed, failures=list(totals.failures), summary=summary, out=out, fmt=fmt,
                        executor_code=sorted(totals.executor_code), startup_s=round(startup, 2),
                        job_s=round(t_job - t0 - startup, 2), summary_s=round(t_sum, 2), decode_passes=passes,
-                       **paths_used)
+                       jvm_class_data=class_data, **paths_used)
     from kwire_cli.render.json import to_jsonable
     with create_nofollow(os.path.join(out, "_kwire_summary.json")) as f:
         json.dump(to_jsonable(summary), f, ensure_ascii=False, allow_nan=False, indent=2)

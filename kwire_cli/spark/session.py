@@ -1,13 +1,131 @@
-"""Starting (or joining) the Spark session spark-decode runs in."""
+"""Starting (or joining) the Spark session spark-decode runs in.
+
+The driver JVM kwire starts (local mode, or the client of a cluster) loads some 10,000 classes
+from Spark's jars each time: most of its fixed cost. It is given a **class data archive**
+(HotSpot's class-data sharing, JDK 13+): the first run writes the classes it loaded, as the JVM
+parsed and verified them, into ``$XDG_CACHE_HOME/kwire/spark-*.jsa`` when it exits
+(``-XX:ArchiveClassesAtExit``, ~160 MB, a few seconds of CPU once); later runs map that file
+instead of loading the classes again (``-XX:SharedArchiveFile``). Measured on a 54-frame capture:
+the JVM's CPU 8.3 s -> 3.9 s, Spark's start 4.2 s -> 1.9 s, the job 4.3 s -> 2.6 s.
+
+The archive's name is made from what it depends on (the java binary, Spark's jars, the JVM
+options, the class path settings): anything else, another name. The JVM checks the archive
+itself too and runs without it when it does not match (its warnings turned off). It is read only
+from a directory the user owns that nobody else can write, from a file the user owns; it is
+written under a temporary name and taken into use once complete (HotSpot writes its header, magic
+number included, last). At most ``MAX_ARCHIVES`` are kept. ``KWIRE_SPARK_CDS=0`` turns it off;
+so does giving ``spark.driver.extraJavaOptions`` (kwire then adds nothing to the JVM's options).
+"""
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import sys
+import time
+import zlib
 from collections.abc import Iterable
+from pathlib import Path
 
 from kwire_cli.errors import SparkJobError
+from kwire_cli.spec.cache import cache_dir, private_dir
 
 DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+DYNAMIC_ARCHIVE_MAGIC = (0xF00BABA8).to_bytes(4, sys.byteorder)  # HotSpot's CDS_DYNAMIC_ARCHIVE_MAGIC
+MAX_ARCHIVES = 2         # archives kept (each ~160 MB); older ones are removed
+STALE_WRITE_S = 600      # an unfinished archive this old was left by a JVM that died while writing it
+QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off -Xlog:class+path=off"
+CLASS_PATH_CONF = ("spark.driver.extraClassPath", "spark.jars", "spark.jars.packages", "spark.jars.repositories",
+                   "spark.jars.ivy")
+
+
+def _java() -> str | None:
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    return os.path.realpath(java) if java and os.path.exists(java) else None
+
+
+def _archive_key(conf: dict[str, str]) -> str | None:
+    """What the driver JVM's loaded classes depend on, as one string."""
+    java = _java()
+    if java is None:
+        return None
+    try:
+        import pyspark
+        spark_home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
+        jars = os.path.join(spark_home, "jars")
+        parts = [java, str(os.stat(java).st_mtime_ns), os.path.realpath(jars), str(os.stat(jars).st_mtime_ns),
+                 pyspark.__version__, DRIVER_JAVA_OPTIONS]
+    except (ImportError, OSError):
+        return None
+    parts += [f"{k}={conf.get(k, os.environ.get('SPARK_CLASSPATH', '') if k == CLASS_PATH_CONF[0] else '')}"
+              for k in CLASS_PATH_CONF]
+    return "\0".join(parts)
+
+
+def _complete(p: Path) -> bool:
+    """A class data archive the JVM finished writing, owned by this user."""
+    try:
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return False
+    try:
+        return os.fstat(fd).st_uid == os.getuid() and os.read(fd, 4) == DYNAMIC_ARCHIVE_MAGIC
+    finally:
+        os.close(fd)
+
+
+def class_data_options(conf: dict[str, str]) -> str:
+    """The JVM options that map the class data archive, or have this run write it; "" for none."""
+    if os.environ.get("KWIRE_SPARK_CDS", "") in ("0", "off", "no", "false"):
+        return ""
+    d = cache_dir()
+    key = _archive_key(conf)
+    if d is None or key is None:
+        return ""
+    b = key.encode("utf-8", "surrogateescape")
+    name = f"spark-{zlib.crc32(b):08x}{zlib.adler32(b):08x}.jsa"
+    path = d / name
+    try:
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not private_dir(d):
+            return ""
+        writing = False
+        for tmp in d.glob(f"{name}.*.tmp"):  # archives written by earlier runs' JVMs at their exit
+            if _complete(tmp):
+                os.replace(tmp, path)
+            elif time.time() - tmp.stat().st_mtime > STALE_WRITE_S:
+                tmp.unlink()
+            else:
+                writing = True  # another run's JVM is writing it now
+        if _complete(path):
+            os.utime(path)
+            old = sorted(d.glob("spark-*.jsa"), key=lambda p: p.stat().st_mtime)
+            for p in old[:-MAX_ARCHIVES]:
+                p.unlink()
+            return f"-XX:SharedArchiveFile={path} {QUIET}"
+        if writing:
+            return ""
+        return f"-XX:ArchiveClassesAtExit={d / f'{name}.{os.getpid()}-{time.monotonic_ns()}.tmp'} {QUIET}"
+    except OSError:  # no archive is no error: the JVM loads its classes as usual
+        return ""
+
+
+def class_data_status(spark) -> str:
+    """How this session's driver JVM used the class data archive: "used" (mapped), "refused" (the
+    JVM did not map it), "writing" (written when the JVM exits), "off"."""
+    opts = spark.sparkContext.getConf().get("spark.driver.extraJavaOptions", "") or ""
+    if "-XX:ArchiveClassesAtExit=" in opts:
+        return "writing"
+    m = re.search(r"-XX:SharedArchiveFile=(\S+)", opts)
+    if m is None:
+        return "off"
+    proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
+    try:
+        with open(f"/proc/{proc.pid}/maps") as f:
+            return "used" if m.group(1) in f.read() else "refused"
+    except (AttributeError, OSError):
+        return "used"  # the JVM is not a process of ours to look at; it was given the archive
 
 
 def get_session(master: str | None = None, conf: Iterable[tuple[str, str]] = (), progress: bool = True):
@@ -26,6 +144,7 @@ def get_session(master: str | None = None, conf: Iterable[tuple[str, str]] = (),
         b = b.master(master)
     elif not SparkConf().contains("spark.master"):
         b = b.master("local[*]")
+    conf = list(conf)
     given = {k for k, _ in conf}
     if "spark.driver.memory" not in given and not os.environ.get("SPARK_DRIVER_MEMORY"):
         b = b.config("spark.driver.memory", "2g")  # local mode runs the executors in the driver JVM
@@ -33,7 +152,8 @@ def get_session(master: str | None = None, conf: Iterable[tuple[str, str]] = (),
         # the JVM kwire starts does little Java work per byte (the decoding is in Python): its
         # just-in-time compiler's optimising tier and the parallel collector cost more CPU than they
         # win (measured on 577 MB: the JVM's CPU 30 s -> 20 s, Spark's start 10.7 s -> 6.0 s)
-        b = b.config("spark.driver.extraJavaOptions", DRIVER_JAVA_OPTIONS)
+        cds = class_data_options(dict(conf))
+        b = b.config("spark.driver.extraJavaOptions", f"{DRIVER_JAVA_OPTIONS} {cds}".strip())
     b = b.config("spark.ui.showConsoleProgress", "true" if progress else "false") \
          .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false") \
          .config("spark.python.worker.reuse", "true") \

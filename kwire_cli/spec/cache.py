@@ -51,7 +51,7 @@ def _name(key: str) -> str:
     return f"specs-{zlib.crc32(b):08x}{zlib.adler32(b):08x}.pickle"
 
 
-def _private(d: Path) -> bool:
+def private_dir(d: Path) -> bool:
     """The directory is ours and nobody else can write it (or rename files in it)."""
     try:
         st = os.lstat(d)
@@ -71,7 +71,7 @@ def cached(folder: str, build: Callable[[], T], kind: type[T]) -> T:
     if d is None or key is None:
         return build()
     path = d / _name(key)
-    if _private(d):
+    if private_dir(d):
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
         except OSError:
@@ -98,7 +98,7 @@ def _store(d: Path, path: Path, value: object) -> None:
     import tempfile
     try:
         d.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if not _private(d):
+        if not private_dir(d):
             return
         fd, tmp = tempfile.mkstemp(dir=d, prefix=".specs-", suffix=".tmp")
         try:
