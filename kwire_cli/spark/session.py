@@ -120,11 +120,11 @@ def class_data_status(spark) -> str:
     m = re.search(r"-XX:SharedArchiveFile=(\S+)", opts)
     if m is None:
         return "off"
-    proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
+    pid = getattr(getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None), "pid", None)
     try:
-        with open(f"/proc/{proc.pid}/maps") as f:
+        with open(f"/proc/{pid}/maps") as f:
             return "used" if m.group(1) in f.read() else "refused"
-    except (AttributeError, OSError):
+    except OSError:
         return "used"  # the JVM is not a process of ours to look at; it was given the archive
 
 
