@@ -16,6 +16,10 @@ the job never uses it. Instead:
    bytes (``RangeFile``) after the file's header context, streamed in the reader's 1 MiB chunks;
    the reader is told the range's file offset and the packets before it, so packet numbers and
    byte offsets in its damage reports are the whole file's.
+4. ``range_connections(...)`` (the connection pre-pass, one task per range): the connections of
+   the packets ``read_range`` would give, from the packet, IP and TCP headers only
+   (``kwire_cli.capture.headerscan`` over an mmap of the file); None where that scan cannot
+   answer exactly (gzip, a file that is not a capture: the caller reads the range in full).
 
 Nothing here parses packets or their headers itself: ``kwire_cli.capture.formats`` knows the
 file structure (magic table, header context, plausible packet at an offset, walking packets) and
@@ -32,6 +36,7 @@ from dataclasses import dataclass, field
 from kwire_cli.capture import CaptureError, CaptureStats, Damage, Packet, iter_packets, iter_records
 from kwire_cli.capture.events import UNSUPPORTED_LINK
 from kwire_cli.capture.formats import Layout, header_context, packet_at, sniff, walk_packets
+from kwire_cli.capture.headerscan import four_tuple, tcp_connections
 
 HEAD_PROBE = 64 << 10
 DEFAULT_SPLIT = 64 << 20
@@ -286,3 +291,30 @@ def read_range(plan: FilePlan, file_index: int, rng: tuple[int, int, int] | None
             stats.files = files_before
         if opened is not None:
             opened.close()
+
+
+# ----------------------------------------------------------------------------------- pre-pass task
+def range_connections(plan: FilePlan, rng: tuple[int, int, int] | None) -> set[tuple] | None:
+    """The (src ip, src port, dst ip, dst port) of every packet ``read_range`` gives for this range
+    (or the whole file), read from the headers only; None where the header scan cannot answer
+    exactly (``capture.headerscan``: gzip, a file that is not a capture, ...): read it in full."""
+    whole = rng is None or plan.kind == "whole"
+    try:
+        f = open(plan.path, "rb")  # noqa: SIM115 - closed by the `with f:` below
+    except OSError:
+        return None
+    with f:
+        try:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                return None
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):
+            return None
+        with mm:
+            if whole:
+                keys = tcp_connections(mm, 0, size, None)
+            else:
+                assert rng is not None
+                keys = tcp_connections(mm, rng[0], min(rng[1], size), plan.prefix)
+    return None if keys is None else {four_tuple(k) for k in keys}

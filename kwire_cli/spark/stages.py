@@ -1,8 +1,10 @@
 """The stages of the spark-decode job, as functions the executors run (``mapInArrow``).
 
 0. ``task_connections`` (the pre-pass, when there are several read tasks): the connections whose
-   packets one read task holds. The driver finds those in more than one task (a connection cut
-   across rotated files or byte ranges: *shared*); all others are *local* to their task.
+   packets one read task holds, from the packet, IP and TCP headers only (``reading.range_connections``;
+   the capture reader where that scan does not answer). The driver finds those in more than one
+   task (a connection cut across rotated files or byte ranges: *shared*); all others are *local*
+   to their task.
 1. ``local_batches``: one read task's local connections, reassembled and decoded in the task itself,
    as ``kwire pcap`` does over those bytes: capture reader -> one ``StreamAssembler`` -> one
    ``Conversation`` -> output rows as Arrow batches (no Arrow packets, no shuffle). The task's
@@ -45,7 +47,7 @@ from kwire_cli.capture.events import Note
 from kwire_cli.capture.session import Conversation
 from kwire_cli.capture.summary import damage_entry
 from kwire_cli.errors import KwireError
-from kwire_cli.spark.reading import FilePlan, read_range
+from kwire_cli.spark.reading import FilePlan, range_connections, read_range
 from kwire_cli.spark.rows import RowBatcher
 from kwire_cli.spark.shipping import code_location, executor_setup
 from kwire_cli.spark.totals import Totals
@@ -95,14 +97,16 @@ def task_connections(task: tuple, plans: list[FilePlan]) -> list[int]:
     counts, per connection, the tasks that hold its packets: a connection of one task is
     reassembled and decoded in that task (``local_batches``), the others go through the shuffle."""
     rank, range_no, rng = task
-    seen: set = set()
-    add = seen.add
-    try:
-        for item in read_range(plans[rank], rank, rng, range_no, CaptureStats()):
-            if item.__class__ is Packet:
-                add(item[3:7])
-    except KwireError:
-        pass  # reported by the read itself
+    seen = range_connections(plans[rank], rng)  # from the packet, IP and TCP headers only
+    if seen is None:  # what the header scan does not answer exactly (gzip, ...): the whole reader
+        seen = set()
+        add = seen.add
+        try:
+            for item in read_range(plans[rank], rank, rng, range_no, CaptureStats()):
+                if item.__class__ is Packet:
+                    add(item[3:7])
+        except KwireError:
+            pass  # reported by the read itself
     return sorted({conn_id(_conn_name(t)) for t in seen})
 
 
