@@ -48,7 +48,7 @@ def complete_archives(d: Path, pattern: str, wait_s: float = 90) -> list[Path]:
     exits, which can be after the kwire process ended)."""
     end = time.monotonic() + wait_s
     while True:
-        done = [p for p in d.glob(pattern) if p.read_bytes()[:4] == DYNAMIC_ARCHIVE_MAGIC]
+        done = [p for p in d.glob(pattern) if p.open("rb").read(4) == DYNAMIC_ARCHIVE_MAGIC]
         if done or time.monotonic() > end:
             return done
         time.sleep(0.5)
