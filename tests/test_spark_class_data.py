@@ -43,12 +43,17 @@ def spark_decode(cache: Path, out: Path, *conf: str, env: dict | None = None) ->
     return json.loads((out / "_kwire_result.json").read_text()), r.stderr, rows
 
 
+def head(p: Path) -> bytes:
+    with open(p, "rb") as f:
+        return f.read(4)
+
+
 def complete_archives(d: Path, pattern: str, wait_s: float = 90) -> list[Path]:
     """The archives matching ``pattern`` in ``d`` once one is complete (the JVM writes it as it
     exits, which can be after the kwire process ended)."""
     end = time.monotonic() + wait_s
     while True:
-        done = [p for p in d.glob(pattern) if p.open("rb").read(4) == DYNAMIC_ARCHIVE_MAGIC]
+        done = [p for p in d.glob(pattern) if head(p) == DYNAMIC_ARCHIVE_MAGIC]
         if done or time.monotonic() > end:
             return done
         time.sleep(0.5)
