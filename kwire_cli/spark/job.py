@@ -30,7 +30,7 @@ from collections.abc import Iterable
 
 from kwire_cli.capture.inputs import file_kind, files_under, rotation_order
 from kwire_cli.errors import SparkJobError
-from kwire_cli.spark.reading import DEFAULT_SPLIT, FilePlan, index_range, nominal_ranges, plan_file, stitch
+from kwire_cli.spark.reading import DEFAULT_SPLIT, FilePlan, nominal_ranges, plan_file, stitch
 from kwire_cli.spark.session import class_data_status, get_session
 from kwire_cli.spark.shipping import ship_code
 from kwire_cli.spark.totals import Totals, totals_param
@@ -217,14 +217,14 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
             cuts[rank] = nominal_ranges(p, split_size)
             probes += [(rank, i) for i in range(len(cuts[rank]) - 1)]
     if probes:
+        from kwire_cli.spark.stages import BOUNDARY_COLUMNS, boundaries_of, boundary_batches
         sc.setJobDescription("kwire: find packet boundaries")
-        bidx = sc.broadcast((good, cuts))
-        res = sc.parallelize(probes, len(probes)).map(
-            lambda t, b=bidx: (t[0], index_range(b.value[0][t[0]], t[1], b.value[1][t[0]]))).collect()
+        bidx = sc.broadcast((good, cuts, probes))
+        found = spark.range(len(probes), numPartitions=len(probes)).mapInArrow(
+            lambda it, b=bidx: boundary_batches(it, b.value[2], b.value[0], b.value[1]),
+            ", ".join(f"{c} bigint" for c in BOUNDARY_COLUMNS))
+        by_file = boundaries_of(collect_rows(found))
         bidx.unpersist()
-        by_file: dict = {}
-        for rank, r in res:
-            by_file.setdefault(rank, []).append(r)
         for rank, rs in by_file.items():
             good[rank].ranges = stitch(good[rank], cuts[rank], rs)
     tasks = []
@@ -292,7 +292,7 @@ def _decode_and_write(paths_used: dict, spark, plans, tasks, labels, out, fmt, p
     )
     sc = spark.sparkContext
     bplans = sc.broadcast((plans, tasks))
-    shared, local, shuffled, nlocal = _connections(sc, bplans, len(tasks))
+    shared, local, shuffled, nlocal = _connections(spark, bplans, len(tasks))
     paths_used.update(tasks_local=len(local), tasks_shuffled=len(shuffled), connections_local=nlocal,
                       connections_shuffled=len(shared))
     sc.setJobDescription("kwire: read, reassemble, decode, write")
@@ -335,7 +335,7 @@ def _decode_and_write(paths_used: dict, spark, plans, tasks, labels, out, fmt, p
         bplans.unpersist()
 
 
-def _connections(sc, bplans, ntasks: int) -> tuple[frozenset, list[int], list[int], int | None]:
+def _connections(spark, bplans, ntasks: int) -> tuple[frozenset, list[int], list[int], int | None]:
     """The pre-pass (a job of one task per read task, when there are several): which connections
     have packets in more than one read task (``shared``: their ids); the read tasks that decode
     connections of their own (and report the task's damage and counters: every task with no shared
@@ -343,10 +343,13 @@ def _connections(sc, bplans, ntasks: int) -> tuple[frozenset, list[int], list[in
     are decoded in their read task (None: not counted, one task)."""
     if ntasks == 1:
         return frozenset(), [0], [], None
-    from kwire_cli.spark.stages import task_connections
-    sc.setJobDescription("kwire: find each read task's connections")
-    held = sc.parallelize(range(ntasks), ntasks).map(
-        lambda t, b=bplans: task_connections(b.value[1][t], b.value[0])).collect()
+    from kwire_cli.spark.stages import connection_batches
+    spark.sparkContext.setJobDescription("kwire: find each read task's connections")
+    found = spark.range(ntasks, numPartitions=ntasks).mapInArrow(
+        lambda it, b=bplans: connection_batches(it, b.value[1], b.value[0]), "task int, conn bigint")
+    held: list[list[int]] = [[] for _ in range(ntasks)]
+    for t, c in collect_rows(found):
+        held[t].append(c)
     tasks_of: dict[int, int] = {}
     for ids in held:
         for c in ids:
@@ -355,6 +358,13 @@ def _connections(sc, bplans, ntasks: int) -> tuple[frozenset, list[int], list[in
     local = [t for t, ids in enumerate(held) if not ids or any(c not in shared for c in ids)]
     shuffled = [t for t, ids in enumerate(held) if any(c in shared for c in ids)]
     return shared, local, shuffled, len(tasks_of) - len(shared)
+
+
+def collect_rows(df) -> Iterable[tuple]:
+    """A small result's rows as tuples, through Arrow (no Row objects)."""
+    table = df.toArrow() if hasattr(df, "toArrow") else df._collect_as_arrow()  # PySpark 4 / 3.5
+    for batch in table if isinstance(table, list) else table.to_batches():
+        yield from zip(*(c.to_pylist() for c in batch.columns), strict=True)
 
 
 def _write(spark, df, out: str, fmt: str) -> None:

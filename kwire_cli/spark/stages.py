@@ -38,7 +38,7 @@ from __future__ import annotations
 import hashlib
 import pickle
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, cast
 
 from kwire_cli.capture import DEFAULT_MAX_FRAME, CaptureStats, Damage, KafkaFrame, Packet, StreamAssembler
@@ -47,7 +47,7 @@ from kwire_cli.capture.events import Note
 from kwire_cli.capture.session import Conversation
 from kwire_cli.capture.summary import damage_entry
 from kwire_cli.errors import KwireError
-from kwire_cli.spark.reading import FilePlan, range_connections, read_range
+from kwire_cli.spark.reading import FilePlan, index_range, range_connections, read_range
 from kwire_cli.spark.rows import RowBatcher
 from kwire_cli.spark.shipping import code_location, executor_setup
 from kwire_cli.spark.totals import Totals
@@ -108,6 +108,52 @@ def task_connections(task: tuple, plans: list[FilePlan]) -> list[int]:
         except KwireError:
             pass  # reported by the read itself
     return sorted({conn_id(_conn_name(t)) for t in seen})
+
+
+def connection_batches(batches, tasks: list, plans: list[FilePlan]) -> Iterator[Any]:
+    """The pre-pass in ``mapInArrow`` (as the read and decode stages are, so that the Python workers
+    it starts are the ones those stages reuse: an RDD job's workers come from another daemon, which
+    imports pyspark, pyarrow and kwire all over again): batches of task numbers -> Arrow batches of
+    (task, connection id), one row per connection of the task."""
+    import pyarrow as pa
+    for b in batches:
+        for t in b.column(0).to_pylist():
+            ids = task_connections(tasks[t], plans)
+            if ids:
+                yield pa.RecordBatch.from_arrays(
+                    [_int_array(pa, pa.int32(), "i", [t] * len(ids)), _int_array(pa, pa.int64(), "q", ids)],
+                    names=["task", "conn"])
+
+
+def boundary_batches(batches, probes: list, plans: list[FilePlan], cuts: dict) -> Iterator[Any]:
+    """The index job in ``mapInArrow`` (the same Python workers as the later stages, see
+    ``connection_batches``): batches of probe numbers -> one row per probe: the file's rank and
+    ``index_range``'s answer for its range (a boundary not found: -1; the flag as 0 or 1)."""
+    import pyarrow as pa
+    for b in batches:
+        for n in b.column(0).to_pylist():
+            rank, i = probes[n]
+            r = index_range(plans[rank], i, cuts[rank])
+            values = [rank, r[0], -1 if r[1] is None else r[1], r[2], r[3], int(r[4])]
+            yield pa.RecordBatch.from_arrays([_int_array(pa, pa.int64(), "q", [v]) for v in values],
+                                             names=list(BOUNDARY_COLUMNS))
+
+
+BOUNDARY_COLUMNS = ("rank", "range", "boundary", "chain_end", "packets", "headers_after")
+
+
+def boundaries_of(rows: Iterable[tuple]) -> dict[int, list[tuple]]:
+    """``boundary_batches``' rows -> per file rank, ``index_range``'s answers."""
+    by_file: dict[int, list[tuple]] = {}
+    for rank, i, boundary, end, packets, after in rows:
+        by_file.setdefault(rank, []).append((i, None if boundary < 0 else boundary, end, packets, bool(after)))
+    return by_file
+
+
+def _int_array(pa, typ, code: str, values: list[int]):
+    """An Arrow integer array made from its buffer (``pa.array`` imports pandas, 0.7 s a worker)."""
+    from array import array
+    return pa.Array.from_buffers(typ, len(values), [None, pa.py_buffer(array(code, values))])
 
 
 def read_task(task: tuple, plans: list[FilePlan], shared: frozenset | None = None,
