@@ -4,6 +4,8 @@ and the summary's count of them, Spark's typed rows and schema, and the docs' co
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -182,3 +184,26 @@ def test_spark_rows_and_schema_follow_the_declaration():
 
 def test_the_docs_show_the_declared_columns():
     assert R.markdown() in (ROOT / "docs" / "spark.md").read_text()
+
+
+def test_a_jsonl_batch_is_built_without_pandas():
+    """The jsonl batches' columns are made from their buffers: ``pa.array``'s first call imports pandas
+    (0.6 s of every Spark Python worker's start). Same values as ``pa.array`` gives, nulls included."""
+    pa = pytest.importorskip("pyarrow")
+    code = (
+        "import sys, json\n"
+        "from kwire_cli.spark.rows import RowBatcher, utf8_array\n"
+        "import pyarrow as pa\n"
+        "rows = [{'api_name': n, 'frame': i} for i, n in enumerate(['Fetch', 'Produce', None, 'Fetch'])]\n"
+        "b = RowBatcher('jsonl')\n"
+        "for r in rows: b.add(r)\n"
+        "batch = b.flush()\n"
+        "vals = (b'a', None, b'xyz', None, None, b'', b'q')\n"
+        "print(json.dumps([batch.column(1).to_pylist(), batch.column(1).null_count, utf8_array(pa, vals).to_pylist(),"
+        " 'pandas' in sys.modules]))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    names, nulls, values, pandas = json.loads(r.stdout)
+    assert names == ["Fetch", "Produce", None, "Fetch"] and nulls == 1
+    assert values == pa.array(["a", None, "xyz", None, None, "", "q"]).to_pylist()
+    assert pandas is False
