@@ -30,7 +30,12 @@ Damage
     record is skipped without being buffered) and reading goes on;
   * a record longer than the bytes left in the file ends reading cleanly (``truncated-record``,
     with the packet number and the byte offset);
-  * a pcapng block whose lengths do not add up ends reading (``corrupt-block``).
+  * a pcapng block whose lengths do not add up ends reading (``corrupt-block``);
+  * a pcapng option the reader reads (IDB ``if_tsresol``, ``if_tsoffset``; ISB ``isb_ifdrop``) is
+    bounded by its own block: an option that runs past the block ends that block's options, a known
+    option of the wrong length is ignored (its default stands); each is a ``corrupt-block`` note
+    naming the block and the option's offset, and the block is kept (an interface stays described,
+    so its packets are read; the header-only scan, which reads no options, walks the same).
 """
 from __future__ import annotations
 
@@ -477,18 +482,21 @@ def _pcapng_records(f, head, label, stats, frame, at, keylog=None):
                 yield _damage(stats, label, None, CORRUPT_BLOCK, 0, str(problem))
         elif t == 5 and stats is not None and blen >= 24:  # Interface Statistics Block
             ifid = u32(buf, pos + 8)[0]
-            o = pos + 20
             oend = pos + blen - 4
-            while o + 4 <= oend:
-                code, olen = struct.unpack_from(bo + "HH", buf, o)
-                if code == 0:
+            for code, vo, olen in _options(buf, pos + 20, oend, bo):
+                if code < 0:
+                    yield _option_damage(stats, label, "interface statistics block", at(boff), code,
+                                         at(ch.base + vo), olen, oend - vo)
                     break
-                if code == 5 and olen == 8 and o + 12 <= oend:  # isb_ifdrop: cumulative
-                    v = struct.unpack_from(bo + "Q", buf, o + 4)[0]
+                if code == 5:  # isb_ifdrop: cumulative
+                    if olen != 8:
+                        yield _option_length_damage(stats, label, "interface statistics block", at(boff),
+                                                    "isb_ifdrop", at(ch.base + vo - 4), olen, 8)
+                        continue
+                    v = struct.unpack_from(bo + "Q", buf, vo)[0]
                     old = drops.get((section, ifid), 0)
                     drops[(section, ifid)] = v
                     stats.capture_drops += v - old
-                o += 4 + ((olen + 3) & ~3)
         elif t == 1:  # Interface Description Block
             if blen < 20:
                 yield _damage(stats, label, None, CORRUPT_BLOCK, blen,
@@ -497,21 +505,72 @@ def _pcapng_records(f, head, label, stats, frame, at, keylog=None):
                 continue
             linktype, _res, snaplen = struct.unpack_from(bo + "HHI", buf, pos + 8)
             div, tsoff = 1e6, 0
-            o = pos + 16
             oend = pos + blen - 4
-            while o + 4 <= oend:
-                code, olen = struct.unpack_from(bo + "HH", buf, o)
-                if code == 0:
+            for code, vo, olen in _options(buf, pos + 16, oend, bo):
+                if code < 0:
+                    yield _option_damage(stats, label, "interface description block", at(boff), code,
+                                         at(ch.base + vo), olen, oend - vo)
                     break
-                val = buf[o + 4:o + 4 + olen]
-                if code == 9 and olen >= 1:
-                    r = val[0]
+                if code == 9:  # if_tsresol: one byte
+                    if olen != 1:
+                        yield _option_length_damage(stats, label, "interface description block", at(boff),
+                                                    "if_tsresol", at(ch.base + vo - 4), olen, 1)
+                        continue
+                    r = buf[vo]
                     div = float(2 ** (r & 0x7F)) if r & 0x80 else float(10 ** r)
-                elif code == 14 and olen >= 8:
-                    tsoff = struct.unpack_from(bo + "q", val)[0]
-                o += 4 + ((olen + 3) & ~3)
+                elif code == 14:  # if_tsoffset: signed seconds, 8 bytes
+                    if olen != 8:
+                        yield _option_length_damage(stats, label, "interface description block", at(boff),
+                                                    "if_tsoffset", at(ch.base + vo - 4), olen, 8)
+                        continue
+                    tsoff = struct.unpack_from(bo + "q", buf, vo)[0]
             ifaces.append((linktype, snaplen if snaplen < HARD_RECORD_LIMIT else 0, div, tsoff))
         pos += blen
+
+
+def _options(buf, o: int, oend: int, bo: str):
+    """The options of a pcapng block whose options run from ``o`` to ``oend`` (the trailing block
+    length), each as ``(code, value offset, value length)``, up to ``opt_endofopt`` or the end.
+    Every value yielded lies inside the block: an option whose header or value runs past ``oend``
+    ends the walk with ``(-1 - code, its offset, its value length)`` (code -1, length -1: a header
+    cut short). ``o`` and ``oend`` are 4-aligned in the block, so a value that fits, fits padded."""
+    while o < oend:
+        if o + 4 > oend:
+            yield -1, o, -1
+            return
+        code, olen = struct.unpack_from(bo + "HH", buf, o)
+        if code == 0:
+            return
+        if o + 4 + olen > oend:
+            yield -1 - code, o, olen
+            return
+        yield code, o + 4, olen
+        o += 4 + ((olen + 3) & ~3)
+
+
+_OPTION_NAMES = {("interface description block", 9): "if_tsresol",
+                 ("interface description block", 14): "if_tsoffset",
+                 ("interface statistics block", 5): "isb_ifdrop"}
+
+
+def _option_damage(stats, label, what, boff, bad, ooff, olen, left):
+    """An option that runs past its block (``left`` bytes from its offset to the block's trailing
+    length): the options from it on are ignored, the block is kept with what it said before."""
+    if olen < 0:
+        return _damage(stats, label, None, CORRUPT_BLOCK, left,
+                       f"{what} at offset {boff}: option header at offset {ooff} cut short: {left} bytes left "
+                       "in the block; options from there ignored")
+    code = -1 - bad
+    name = _OPTION_NAMES.get((what, code), f"{code}")
+    return _damage(stats, label, None, CORRUPT_BLOCK, left,
+                   f"{what} at offset {boff}: option {name} at offset {ooff} claims {olen} bytes; only "
+                   f"{left - 4} left in the block; options from there ignored")
+
+
+def _option_length_damage(stats, label, what, boff, name, ooff, olen, want):
+    """A known option of the wrong length: ignored (its default stands), the block is kept."""
+    return _damage(stats, label, None, CORRUPT_BLOCK, olen,
+                   f"{what} at offset {boff}: option {name} at offset {ooff} is {olen} bytes, not {want}; ignored")
 
 
 def _damage(stats, label, frame, kind, nbytes, detail):
