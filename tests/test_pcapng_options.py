@@ -13,7 +13,8 @@ from pathlib import Path
 
 from cli_run import kwire
 from kwire_cli.capture import CaptureStats, Damage, Packet, reader
-from test_headerscan import check_file
+from kwire_cli.spark import reading
+from test_headerscan import check_file, tasks_of
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = sorted((ROOT / "fixtures").rglob("*.pcapng"))
@@ -117,6 +118,24 @@ def test_option_past_its_block_with_blocks_after(tmp_path):
     assert [(n, ts, k, p) for n, ts, k, p in pk] == want
     assert len(dmg) == 1 and dmg[0].kind == "corrupt-block" and f"at offset {at}:" in dmg[0].detail
     assert check_file(path, 1 << 30) == (1, 1)
+
+
+def test_spark_ranges_report_header_damage_once(tmp_path):
+    """spark-decode cuts the file into ranges, each read after the header context (the section
+    header and the damaged IDB): the note is reported once, by the first range, not once a range."""
+    data = TLS13.read_bytes()
+    at = _idb_at(data)
+    bad = block(1, struct.pack("<HHI", 1, 0, 0x40000) + struct.pack("<HH", 14, 8))
+    path = tmp_path / "mid.pcapng"
+    path.write_bytes(data[:at] + bad + data[at + 20:])
+    plan, tasks = tasks_of(path, 2048)
+    assert plan.kind == "pcapng" and len(tasks) > 5
+    stats = CaptureStats()
+    items = [it for range_no, rng in tasks for it in reading.read_range(plan, 0, rng, range_no, stats)]
+    dmg = [it for it in items if it.__class__ is Damage]
+    assert [d.detail for d in dmg] == [d.detail for d in read(path)[1]] and len(dmg) == 1
+    assert stats.damage_count == {"corrupt-block": 1} and stats.damage_bytes == {"corrupt-block": 4}
+    assert [(p.packet, p.ts) for p in items if p.__class__ is Packet] == [(n, ts) for n, ts, _, _ in read(TLS13)[0]]
 
 
 def test_wrong_lengths_and_huge_lengths(tmp_path):

@@ -269,10 +269,13 @@ def read_range(plan: FilePlan, file_index: int, rng: tuple[int, int, int] | None
     ``stats`` gets the reader's counters; the file is counted once, by its first range.
     """
     opened: RangeFile | None = None
+    header_damage = 0
     if rng is None or plan.kind == "whole":
         items = iter_packets(plan.path, plan.label, stats=stats)
     else:
         start, end, packets_before = rng
+        if range_no:
+            header_damage = _header_damage(plan)
         opened = RangeFile(plan.path, start, end)
         items = iter_packets(io.BufferedReader(opened, 1 << 20), plan.label, stats=stats, header=plan.prefix,
                              offset=start, packet_base=packets_before)
@@ -282,6 +285,11 @@ def read_range(plan: FilePlan, file_index: int, rng: tuple[int, int, int] | None
             if isinstance(item, Packet):
                 yield item._replace(file=file_index)  # type: ignore[arg-type]  # Spark's rows carry the file's rank
             else:
+                if header_damage:  # damage of the header context: reported by the file's first range
+                    header_damage -= 1
+                    stats.damage_count[item.kind] -= 1
+                    stats.damage_bytes[item.kind] -= item.bytes
+                    continue
                 if range_no and item.kind == UNSUPPORTED_LINK:
                     stats.damage_count[UNSUPPORTED_LINK] -= 1  # reported by the file's first range
                     continue
@@ -291,6 +299,20 @@ def read_range(plan: FilePlan, file_index: int, rng: tuple[int, int, int] | None
             stats.files = files_before
         if opened is not None:
             opened.close()
+
+
+def _header_damage(plan: FilePlan) -> int:
+    """How many damage events the reader gives for the header context alone (an interface
+    description too short, an option past its block): every range reads the header context
+    first, so these are the first damage events of every range; the first range reports them."""
+    n = 0
+    try:
+        for item in iter_records(io.BytesIO(plan.prefix), plan.label, stats=CaptureStats()):
+            if item.__class__ is Damage:
+                n += 1
+    except CaptureError:
+        return 0
+    return n
 
 
 # ----------------------------------------------------------------------------------- pre-pass task
