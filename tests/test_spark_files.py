@@ -87,3 +87,29 @@ def test_summary_files_are_not_written_through_a_planted_link(tmp_path):
     with job.create_nofollow(str(out / "_kwire_result.json")) as f:
         f.write("{}\n")
     assert (out / "_kwire_result.json").read_text() == "{}\n"
+
+
+def test_local_sessions_fork_workers_from_kwires_daemon():
+    """A local session's Python workers are forked from kwire_cli.spark.daemon (kwire imported
+    once); not when kwire's code is shipped, on a cluster, or when the setting is given."""
+    daemon = (("spark.python.daemon.module", "kwire_cli.spark.daemon"),)
+    assert job.daemon_conf("local[2]") == daemon
+    assert job.daemon_conf("local[*]", (("spark.executor.memory", "1g"),), None) == daemon
+    assert job.daemon_conf("local[2]", ship=True) == ()
+    assert job.daemon_conf("spark://10.0.0.5:7077") == ()
+    assert job.daemon_conf("yarn") == ()
+    assert job.daemon_conf("local[2]", (("spark.python.daemon.module", "pyspark.daemon"),)) == ()
+
+
+def test_daemon_preloads_without_threads():
+    """The daemon forks its workers after its imports: those must start no thread (pyarrow's
+    import starts jemalloc's) and leave pyarrow and pandas to the workers."""
+    pytest.importorskip("pyspark")
+    import subprocess
+    import sys
+    code = ("import os, sys; from kwire_cli.spark.daemon import preload; preload(); "
+            "print(len(os.listdir('/proc/self/task')), 'pyarrow' in sys.modules, 'pandas' in sys.modules, "
+            "'kwire_cli.capture.session' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1", "False", "False", "True"]
