@@ -46,6 +46,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .formats import HARD_RECORD_LIMIT, PCAP_FILE_HEADER, PCAP_MAGICS, PCAPNG_BYTE_ORDER, PCAPNG_SHB
+from .linklayer import bsd_ip_version
 
 RawKey = tuple[bytes, int, int]  # (source + destination address bytes, source port, destination port)
 
@@ -60,7 +61,6 @@ _IPV6 = struct.Struct(">4xHB").unpack_from          # payload length, next heade
 _PORTS_OFF = struct.Struct(">HH8xH").unpack_from    # sport, dport, offset+flags
 _VLAN_TYPES = (0x8100, 0x88A8, 0x9100, 0x9200)
 _V6_EXT = frozenset({0, 43, 60, 135, 139, 140})
-_AF_INET6 = frozenset({10, 24, 28, 30})
 
 
 def _load_native() -> Callable[..., Any] | None:
@@ -213,14 +213,8 @@ def _packet_key(lt: int, buf, off: int, end: int, keys: set) -> None:
     elif lt == 0 or lt == 108:
         if end - off < 4:
             return
-        if lt == 108:
-            fam = _I_BE(buf, off)[0]
-        else:
-            fam = _I_LE(buf, off)[0]
-            if fam > 0xFFFF:
-                fam = _I_BE(buf, off)[0]
+        ver = bsd_ip_version(buf, off, lt == 108)
         off += 4
-        ver = 4 if fam == 2 else 6 if fam in _AF_INET6 else 0
     else:
         return  # unsupported link type: skipped
     # ---- network layer

@@ -56,6 +56,19 @@ _VLAN_TYPES = (0x8100, 0x88A8, 0x9100, 0x9200)
 _V6_EXT = frozenset({0, 43, 60, 135, 139, 140})     # generic (len+1)*8 extension headers
 _AF_INET6 = frozenset({10, 24, 28, 30})             # Linux, OpenBSD/NetBSD, FreeBSD, Darwin
 
+
+def bsd_ip_version(buf, off: int, loop: bool) -> int:
+    """The IP version (4, 6; 0: another family) of a BSD null / LOOP header's 4-byte address family
+    at ``off``: big-endian for LOOP, the capturing host's order for null (read little-endian, and
+    big-endian when that gives no family)."""
+    if loop:
+        fam = _I_BE(buf, off)[0]
+    else:
+        fam = _I_LE(buf, off)[0]
+        if fam > 0xFFFF:
+            fam = _I_BE(buf, off)[0]
+    return 4 if fam == 2 else 6 if fam in _AF_INET6 else 0
+
 # damage of a record that has a packet number and counts as a packet read (stats.packets)
 _NUMBERED_DAMAGE = (OVERSIZE_RECORD, CORRUPT_BLOCK)
 
@@ -128,14 +141,8 @@ def packets(records: Iterable, label: str, stats: CaptureStats, report_skipped: 
                     reason = TRUNCATED_HEADER
                     ver = 0
                 else:
-                    if lt == LT_LOOP:
-                        fam = _I_BE(buf, off)[0]
-                    else:
-                        fam = _I_LE(buf, off)[0]
-                        if fam > 0xFFFF:
-                            fam = _I_BE(buf, off)[0]
+                    ver = bsd_ip_version(buf, off, lt == LT_LOOP)
                     off += 4
-                    ver = 4 if fam == 2 else 6 if fam in _AF_INET6 else 0
                     reason = NON_IP
             else:
                 if lt not in unsupported:
