@@ -34,8 +34,8 @@ def spark_decode(cache: Path, out: Path, *conf: str, env: dict | None = None) ->
            "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false"]
     for c in conf:
         cmd += ["--conf", c]
-    e = {**os.environ, "XDG_CACHE_HOME": str(cache), **(env or {})}
-    e.pop("KWIRE_SPARK_CDS", None) if not env or "KWIRE_SPARK_CDS" not in env else None
+    e = {k: v for k, v in os.environ.items() if k != "KWIRE_SPARK_CDS"}  # on unless the case turns it off
+    e.update(XDG_CACHE_HOME=str(cache), **(env or {}))
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=e, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     rows = sorted(line for p in glob.glob(str(out / "api_name=*" / "*.jsonl"))

@@ -59,8 +59,8 @@ def _archive_key(conf: dict[str, str], options: str) -> str | None:
                  pyspark.__version__, options]
     except (ImportError, OSError):
         return None
-    parts += [f"{k}={conf.get(k, os.environ.get('SPARK_CLASSPATH', '') if k == CLASS_PATH_CONF[0] else '')}"
-              for k in CLASS_PATH_CONF]
+    parts += [f"{k}={conf.get(k, '')}" for k in CLASS_PATH_CONF]
+    parts.append(os.environ.get("SPARK_CLASSPATH", ""))
     return "\0".join(parts)
 
 
