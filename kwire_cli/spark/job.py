@@ -30,8 +30,9 @@ from collections.abc import Iterable
 
 from kwire_cli.capture.inputs import file_kind, files_under, rotation_order
 from kwire_cli.errors import SparkJobError
+from kwire_cli.spark.localfs import local_fs_conf, local_fs_status
 from kwire_cli.spark.reading import DEFAULT_SPLIT, FilePlan, nominal_ranges, plan_file, stitch
-from kwire_cli.spark.session import class_data_status, get_session
+from kwire_cli.spark.session import class_data_status, get_session, java, session_master
 from kwire_cli.spark.shipping import ship_code
 from kwire_cli.spark.totals import Totals, totals_param
 
@@ -123,6 +124,7 @@ class JobResult:
     connections_local: int | None = None  # connections decoded in their read task (None: one task, not counted)
     connections_shuffled: int = 0         # connections whose packets were in several read tasks
     jvm_class_data: str = "not started here"  # the driver JVM's class data archive: used, writing, refused, off
+    local_file_system: str = "not started here"  # local files written through: kwire (no chmod processes), hadoop
 
     def line(self) -> str:
         return (f"kwire spark-decode: files {self.files}, packets {self.packets}, frames {self.frames}, "
@@ -163,15 +165,19 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
         raise SparkJobError(f"output directory {out} exists and is not empty (use --overwrite)")
     created = False
     class_data = JobResult.jvm_class_data
+    local_fs = JobResult.local_file_system
     if spark is None:
         conf = tuple(conf)
-        spark, created = get_session(master, conf + daemon_conf(master, conf, ship), progress)
+        where = session_master(master)
+        spark, created = get_session(master, conf + daemon_conf(where, conf, ship) + local_fs_conf(where, conf, java()),
+                                     progress)
         if created:
             class_data = class_data_status(spark)
+            local_fs = local_fs_status(spark)
     try:
         return _run(spark, paths, out, fmt, tuple(ports), partitions, split_size,
                     "hex" if raw_records else None, t0, time.monotonic() - t0, ship, tuple(limits),
-                    show_secrets, keylog, strict, filter_expr, class_data)
+                    show_secrets, keylog, strict, filter_expr, class_data, local_fs)
     finally:
         if created:
             spark.stop()
@@ -180,32 +186,34 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
 DAEMON_MODULE = "kwire_cli.spark.daemon"
 
 
-def daemon_conf(master: str | None, conf: tuple = (), ship: bool | None = None) -> tuple:
+def daemon_conf(master: str, conf: tuple = (), ship: bool | None = None) -> tuple:
     """The Python workers' daemon of a local session (``kwire_cli.spark.daemon``: kwire imported
     once, before the workers are forked, not in each: 0.34 s of CPU less for two), unless kwire's code is shipped
     (its workers must import the shipped zip) or the setting is given. Not for a cluster: the
     executors' Python may not have kwire installed."""
     if ship or any(k == "spark.python.daemon.module" for k, _ in conf):
         return ()
-    if master is None:
-        from pyspark import SparkConf
-        master = SparkConf().get("spark.master", "local[*]")
     return (("spark.python.daemon.module", DAEMON_MODULE),) if master.startswith("local") else ()
 
 
 def _name_jsonl(out: str) -> None:
     """Spark's text writer names its files ``part-...txt``: on a local file system they are renamed
-    ``.jsonl``, which is what they hold (after the commit; on HDFS, S3 and the like the names stay)."""
+    ``.jsonl``, which is what they hold, and so are Hadoop's ``.crc`` files of them where there are
+    any (after the commit; on HDFS, S3 and the like the names stay)."""
     if "://" in out and not out.startswith("file://"):
         return
     root = out[len("file://"):] if out.startswith("file://") else out
     for p in glob.glob(os.path.join(glob.escape(root), "api_name=*", "part-*.txt")):
         os.rename(p, p[:-len(".txt")] + ".jsonl")
+        d, name = os.path.split(p)
+        crc = os.path.join(d, f".{name}.crc")  # Hadoop's checksum file beside it (its own file system)
+        if os.path.exists(crc):
+            os.rename(crc, os.path.join(d, f".{name[:-len('.txt')]}.jsonl.crc"))
 
 
 def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0, startup,
          ship=None, limits=(None, None, None), show_secrets=False, keylog=None, strict=False,
-         filter_expr=None, class_data=JobResult.jvm_class_data) -> JobResult:
+         filter_expr=None, class_data=JobResult.jvm_class_data, local_fs=JobResult.local_file_system) -> JobResult:
     from kwire_cli.spark.summary import final_summary
     sc = spark.sparkContext
     specs_name = ship_code(sc, ship)
@@ -276,7 +284,7 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
                        elapsed=elapsed, failures=list(totals.failures), summary=summary, out=out, fmt=fmt,
                        executor_code=sorted(totals.executor_code), startup_s=round(startup, 2),
                        job_s=round(t_job - t0 - startup, 2), summary_s=round(t_sum, 2), decode_passes=passes,
-                       jvm_class_data=class_data, **paths_used)
+                       jvm_class_data=class_data, local_file_system=local_fs, **paths_used)
     from kwire_cli.render.json import to_jsonable
     with create_nofollow(os.path.join(out, "_kwire_summary.json")) as f:
         json.dump(to_jsonable(summary), f, ensure_ascii=False, allow_nan=False, indent=2)

@@ -40,7 +40,8 @@ CLASS_PATH_CONF = ("spark.driver.extraClassPath", "spark.jars", "spark.jars.pack
                    "spark.jars.ivy")
 
 
-def _java() -> str | None:
+def java() -> str | None:
+    """The java binary Spark will start (JAVA_HOME's, or the PATH's), its real path."""
     home = os.environ.get("JAVA_HOME")
     java = os.path.join(home, "bin", "java") if home else shutil.which("java")
     return os.path.realpath(java) if java and os.path.exists(java) else None
@@ -48,14 +49,14 @@ def _java() -> str | None:
 
 def _archive_key(conf: dict[str, str], options: str) -> str | None:
     """What the driver JVM's loaded classes depend on, as one string."""
-    java = _java()
-    if java is None:
+    java_bin = java()
+    if java_bin is None:
         return None
     try:
         import pyspark
         spark_home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
         jars = os.path.join(spark_home, "jars")
-        parts = [java, str(os.stat(java).st_mtime_ns), os.path.realpath(jars), str(os.stat(jars).st_mtime_ns),
+        parts = [java_bin, str(os.stat(java_bin).st_mtime_ns), os.path.realpath(jars), str(os.stat(jars).st_mtime_ns),
                  pyspark.__version__, options]
     except (ImportError, OSError):
         return None
@@ -173,6 +174,15 @@ def get_session(master: str | None = None, conf: Iterable[tuple[str, str]] = (),
         raise SparkJobError(f"cannot start Spark ({master or 'local[*]'}): {first_line(e)}") from None
     spark.sparkContext.setLogLevel("WARN")
     return spark, True
+
+
+def session_master(master: str | None) -> str:
+    """The master a new session will have: ``master``, or spark.master as set by spark-submit or
+    the environment, or ``local[*]``."""
+    if master:
+        return master
+    from pyspark import SparkConf
+    return SparkConf().get("spark.master", "local[*]") or "local[*]"
 
 
 def first_line(e: BaseException) -> str:

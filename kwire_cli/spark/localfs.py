@@ -1,0 +1,106 @@
+"""The local file system a local session writes its output through.
+
+Without Hadoop's native library (pyspark ships none), Hadoop's local file system sets the
+permission of every file and directory it creates by running a ``chmod`` process. spark-decode's
+writer creates one file per task and API (and a ``.crc`` checksum file beside each, and their
+directories): about 750 processes for the 20 files of the benchmark, 3-4 s of the driver JVM's
+~17 s of CPU (the chmod processes, the JVM's spawning and reaping of them). A local session
+(``local``, ``local[N]``, ``local[*]``) writes instead through ``kwire.spark.NioLocalFileSystem``
+(``java/NioLocalFileSystem.java``): Hadoop's raw local file system whose ``setPermission`` is
+chmod(2) through java.nio: the same modes, no processes, and no ``.crc`` files.
+
+The class is compiled from its source by the ``javac`` of the JDK the ``java`` binary belongs to
+(or on the PATH), once, into ``$XDG_CACHE_HOME/kwire/localfs-*.jar`` (the spec cache's private
+directory rule); its name is a checksum of the source, the compiler and Hadoop's jars. Without a
+compiler (a JRE), or when it fails, the session uses Hadoop's own file system as before. Not for a
+cluster: its executors' JVMs would not have the class. ``KWIRE_SPARK_LOCAL_FS=0`` turns it off,
+and so does giving ``spark.hadoop.fs.file.impl`` or ``spark.driver.extraClassPath``.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import tempfile
+import zipfile
+import zlib
+from pathlib import Path
+
+from kwire_cli.spec.cache import cache_dir, private_dir
+
+FS_CLASS = "kwire.spark.NioLocalFileSystem"
+SOURCE = Path(__file__).parent / "java" / "NioLocalFileSystem.java"
+JAVA_RELEASE = "17"        # Spark 4 runs on Java 17 and later
+COMPILE_TIMEOUT_S = 120
+USER_CONF = ("spark.hadoop.fs.file.impl", "spark.driver.extraClassPath")
+
+
+def _hadoop_jars() -> list[str]:
+    try:
+        import pyspark
+    except ImportError:
+        return []
+    spark_home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
+    return sorted(glob.glob(os.path.join(glob.escape(spark_home), "jars", "hadoop-client-api-*.jar")))
+
+
+def _javac(java: str) -> str | None:
+    near = os.path.join(os.path.dirname(java), "javac")
+    found = near if os.path.exists(near) else shutil.which("javac")
+    return os.path.realpath(found) if found else None
+
+
+def local_fs_jar(java: str | None) -> Path | None:
+    """The jar holding ``FS_CLASS``, compiled now if this is the first time; None when it cannot be."""
+    d = cache_dir()
+    jars = _hadoop_jars()
+    javac = _javac(java) if java else None
+    if d is None or not jars or javac is None:
+        return None
+    try:
+        source = SOURCE.read_bytes()
+        parts = [source, javac.encode(), str(os.stat(javac).st_mtime_ns).encode()]
+        parts += [f"{j}:{os.stat(j).st_mtime_ns}".encode("utf-8", "surrogateescape") for j in jars]
+        key = b"\0".join(parts)
+        path = d / f"localfs-{zlib.crc32(key):08x}{zlib.adler32(key):08x}.jar"
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not private_dir(d):
+            return None
+        if path.is_file() and not path.is_symlink() and path.stat().st_uid == os.getuid():
+            return path
+        with tempfile.TemporaryDirectory(dir=d) as tmp:
+            classes = os.path.join(tmp, "classes")
+            done = subprocess.run([javac, "--release", JAVA_RELEASE, "-nowarn", "-encoding", "UTF-8",
+                                   "-cp", os.pathsep.join(jars), "-d", classes, str(SOURCE)],
+                                  capture_output=True, timeout=COMPILE_TIMEOUT_S, check=False)
+            if done.returncode != 0:
+                return None
+            part = os.path.join(tmp, "localfs.jar")
+            with zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED) as z:
+                for root, _, files in sorted(os.walk(classes)):
+                    for f in sorted(files):
+                        full = os.path.join(root, f)
+                        z.write(full, os.path.relpath(full, classes))
+            os.replace(part, path)
+        return path
+    except (OSError, subprocess.SubprocessError):  # no jar is no error: Hadoop's own file system
+        return None
+
+
+def local_fs_conf(master: str, conf: tuple, java: str | None) -> tuple:
+    """The settings that make a local session write through ``FS_CLASS``; () for a cluster, when
+    turned off or given otherwise, or when the class cannot be compiled."""
+    if not master.startswith("local") or any(k in USER_CONF for k, _ in conf):
+        return ()
+    if os.environ.get("KWIRE_SPARK_LOCAL_FS", "") in ("0", "off", "no", "false"):
+        return ()
+    jar = local_fs_jar(java)
+    if jar is None:
+        return ()
+    return (("spark.driver.extraClassPath", str(jar)), ("spark.hadoop.fs.file.impl", FS_CLASS))
+
+
+def local_fs_status(spark) -> str:
+    """"kwire" when the session writes local files through ``FS_CLASS``, else "hadoop"."""
+    return "kwire" if spark.sparkContext.getConf().get("spark.hadoop.fs.file.impl", "") == FS_CLASS else "hadoop"
