@@ -97,6 +97,9 @@ def test_a_local_session_writes_without_chmod_processes_with_the_same_modes_and_
     # the second run finds the compiled class in the cache
     again, calls2, rows2 = spark_decode(tmp_path, tmp_path / "out")
     assert again["local_file_system"] == "kwire" and calls2 == [] and rows2 == rows
+    # and the user's own settings are theirs: Hadoop's file system, kwire's class not loaded
+    mine, calls3, rows3 = spark_decode(tmp_path, tmp_path / "mine", "spark.hadoop.fs.file.impl=org.apache.hadoop.fs.LocalFileSystem")
+    assert mine["local_file_system"] == "hadoop" and calls3 and rows3 == rows
     assert list((tmp_path / "cache" / "kwire").glob("localfs-*.jar")) == jars
 
 
@@ -104,12 +107,15 @@ def test_given_settings_a_cluster_or_turning_it_off_leave_hadoops_file_system(tm
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.delenv("KWIRE_SPARK_LOCAL_FS", raising=False)
     j = java()
+    buffer = ((localfs.BUFFER_CONF, str(localfs.WRITE_BUFFER)),)
     assert localfs.local_fs_conf("spark://127.0.0.1:7077", (), j) == ()
     assert localfs.local_fs_conf("yarn", (), j) == ()
-    assert localfs.local_fs_conf("local[2]", (("spark.driver.extraClassPath", "/opt/x.jar"),), j) == ()
-    assert localfs.local_fs_conf("local[2]", (("spark.hadoop.fs.file.impl", "x.Y"),), j) == ()
+    assert localfs.local_fs_conf("local[2]", (("spark.driver.extraClassPath", "/opt/x.jar"),), j) == buffer
+    assert localfs.local_fs_conf("local[2]", (("spark.hadoop.fs.file.impl", "x.Y"),), j) == buffer
+    mine = (("spark.hadoop.fs.file.impl", "x.Y"), (localfs.BUFFER_CONF, "4096"))
+    assert localfs.local_fs_conf("local[2]", mine, j) == ()
     monkeypatch.setenv("KWIRE_SPARK_LOCAL_FS", "0")
-    assert localfs.local_fs_conf("local[*]", (), j) == ()
+    assert localfs.local_fs_conf("local[*]", (), j) == buffer
     assert not list(tmp_path.rglob("*.jar"))
 
 
