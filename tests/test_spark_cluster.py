@@ -138,6 +138,7 @@ def test_standalone_cluster_rows_equal_local(cluster, monkeypatch):
     cluster_summary = json.loads(r.stdout)
     with open(out / "_kwire_result.json") as f:
         result = json.load(f)
+    assert result["master"] == master and result["local_file_system"] == "hadoop"
     # the executors ran kwire from the zip the job shipped, not from this checkout
     assert result["executor_code"], result
     assert all(p.endswith(".zip") and "kwire_cli-" in p for p in result["executor_code"]), result["executor_code"]
@@ -169,3 +170,5 @@ def test_spark_submit_on_the_cluster(cluster, monkeypatch, tmp_path):
     assert r.returncode == 0, r.stderr[-4000:]
     assert "kwire spark-decode: files 1," in r.stdout + r.stderr  # spark-submit sends Python's stderr to stdout
     assert _lines(out) == pcap_lines(f)
+    with open(out / "_kwire_result.json") as fh:
+        assert json.load(fh)["master"] == master  # spark-submit's master, not a local session

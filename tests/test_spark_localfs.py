@@ -146,3 +146,26 @@ def test_a_source_that_does_not_compile_gives_no_jar(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "c"))
     assert localfs.local_fs_jar(java()) is None
     assert not list((tmp_path / "c").rglob("*.jar"))
+
+
+def test_under_spark_submit_its_master_and_jvm_are_kept(tmp_path):
+    """spark-submit starts the driver JVM before Python: kwire keeps the master it was given (it
+    used to start a local[*] session in its place) and adds nothing to that JVM's class path."""
+    import pyspark
+    home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
+    submit = subprocess.run([sys.executable, "-m", "kwire_cli.cli.spark_submit", "--path"], capture_output=True,
+                            text=True, check=True).stdout.strip()
+    out = tmp_path / "out"
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "PYSPARK_PYTHON": sys.executable}
+    r = subprocess.run([os.path.join(home, "bin", "spark-submit"), "--master", "local[1]",
+                        "--conf", "spark.ui.enabled=false", submit, CAPTURE, "--out", str(out),
+                        "--format", "jsonl", "--summary-format", "none"],
+                       capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    res = json.loads((out / "_kwire_result.json").read_text())
+    assert res["master"] == "local[1]"
+    assert res["local_file_system"] == "hadoop"
+    rows = sorted(line for p in glob.glob(str(out / "api_name=*" / "*.jsonl")) for line in Path(p).read_text().splitlines())
+    pcap = subprocess.run([sys.executable, "-m", "kwire_cli", "pcap", CAPTURE, "--format", "jsonl"],
+                          capture_output=True, text=True, cwd=ROOT, check=True).stdout.splitlines()
+    assert rows == sorted(pcap) and rows

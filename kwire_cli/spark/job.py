@@ -32,7 +32,7 @@ from kwire_cli.capture.inputs import file_kind, files_under, rotation_order
 from kwire_cli.errors import SparkJobError
 from kwire_cli.spark.localfs import local_fs_conf, local_fs_status
 from kwire_cli.spark.reading import DEFAULT_SPLIT, FilePlan, nominal_ranges, plan_file, stitch
-from kwire_cli.spark.session import class_data_status, get_session, java, session_master
+from kwire_cli.spark.session import class_data_status, get_session, java, jvm_started, session_master
 from kwire_cli.spark.shipping import ship_code
 from kwire_cli.spark.totals import Totals, totals_param
 
@@ -125,6 +125,7 @@ class JobResult:
     connections_shuffled: int = 0         # connections whose packets were in several read tasks
     jvm_class_data: str = "not started here"  # the driver JVM's class data archive: used, writing, refused, off
     local_file_system: str = "not started here"  # local files written through: kwire (no chmod processes), hadoop
+    master: str = ""         # the session's master (local[N], spark://..., yarn, ...)
 
     def line(self) -> str:
         return (f"kwire spark-decode: files {self.files}, packets {self.packets}, frames {self.frames}, "
@@ -169,8 +170,8 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
     if spark is None:
         conf = tuple(conf)
         where = session_master(master)
-        spark, created = get_session(master, conf + daemon_conf(where, conf, ship) + local_fs_conf(where, conf, java()),
-                                     progress)
+        files = local_fs_conf(where, conf, java(), jvm_started())
+        spark, created = get_session(master, conf + daemon_conf(where, conf, ship) + files, progress)
         if created:
             class_data = class_data_status(spark)
             local_fs = local_fs_status(spark)
@@ -284,7 +285,7 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
                        elapsed=elapsed, failures=list(totals.failures), summary=summary, out=out, fmt=fmt,
                        executor_code=sorted(totals.executor_code), startup_s=round(startup, 2),
                        job_s=round(t_job - t0 - startup, 2), summary_s=round(t_sum, 2), decode_passes=passes,
-                       jvm_class_data=class_data, local_file_system=local_fs, **paths_used)
+                       jvm_class_data=class_data, local_file_system=local_fs, master=sc.master, **paths_used)
     from kwire_cli.render.json import to_jsonable
     with create_nofollow(os.path.join(out, "_kwire_summary.json")) as f:
         json.dump(to_jsonable(summary), f, ensure_ascii=False, allow_nan=False, indent=2)

@@ -96,17 +96,18 @@ def local_fs_jar(java: str | None) -> Path | None:
         return None
 
 
-def local_fs_conf(master: str, conf: tuple, java: str | None) -> tuple:
+def local_fs_conf(master: str, conf: tuple, java: str | None, jvm_started: bool = False) -> tuple:
     """The settings of a local session's file writing: ``WRITE_BUFFER`` (unless given), and
-    ``FS_CLASS`` unless turned off or given otherwise, or when the class cannot be compiled;
-    () for a cluster."""
+    ``FS_CLASS`` unless turned off or given otherwise, the driver JVM already started (spark-submit:
+    its class path is set), or the class cannot be compiled; () for a cluster."""
     if not master.startswith("local"):
         return ()
     given = {k for k, _ in conf}
     settings: tuple = ()
     if BUFFER_CONF not in given:
         settings += ((BUFFER_CONF, str(WRITE_BUFFER)),)
-    if given & set(USER_CONF) or os.environ.get("KWIRE_SPARK_LOCAL_FS", "") in ("0", "off", "no", "false"):
+    if (jvm_started or given & set(USER_CONF)
+            or os.environ.get("KWIRE_SPARK_LOCAL_FS", "") in ("0", "off", "no", "false")):
         return settings
     jar = local_fs_jar(java)
     if jar is None:

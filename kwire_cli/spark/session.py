@@ -143,19 +143,22 @@ def get_session(master: str | None = None, conf: Iterable[tuple[str, str]] = (),
         return active, False
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     b = SparkSession.builder.appName("kwire spark-decode")
+    started = jvm_started()
     if master:
         b = b.master(master)
-    elif not SparkConf().contains("spark.master"):
-        b = b.master("local[*]")
+    elif not started and not SparkConf().contains("spark.master"):
+        b = b.master("local[*]")  # (spark-submit's JVM has the master it was given)
     conf = list(conf)
     given = {k for k, _ in conf}
     options = DRIVER_JAVA_OPTIONS
-    if "spark.driver.memory" not in given and not os.environ.get("SPARK_DRIVER_MEMORY"):
+    if started:
+        pass  # the driver JVM's memory and options were spark-submit's to set
+    elif "spark.driver.memory" not in given and not os.environ.get("SPARK_DRIVER_MEMORY"):
         b = b.config("spark.driver.memory", DRIVER_MEMORY)
         # the whole heap from the start: growing it from 1/64 of the machine's memory cost full
         # collections while the rows flowed (577 MB, jsonl, 3 paired runs: the JVM's CPU 0.88x)
         options += f" -Xms{DRIVER_MEMORY}"
-    if "spark.driver.extraJavaOptions" not in given:
+    if "spark.driver.extraJavaOptions" not in given and not started:
         # the JVM kwire starts does little Java work per byte (the decoding is in Python): its
         # just-in-time compiler's optimising tier and the parallel collector cost more CPU than they
         # win (measured on 577 MB: the JVM's CPU 30 s -> 20 s, Spark's start 10.7 s -> 6.0 s); a
@@ -176,12 +179,20 @@ def get_session(master: str | None = None, conf: Iterable[tuple[str, str]] = (),
     return spark, True
 
 
+def jvm_started() -> bool:
+    """Python runs inside spark-submit, which started the driver JVM first (and gave it its master,
+    memory and options): nothing kwire sets can change that JVM's options or class path."""
+    return bool(os.environ.get("PYSPARK_GATEWAY_PORT"))
+
+
 def session_master(master: str | None) -> str:
-    """The master a new session will have: ``master``, or spark.master as set by spark-submit or
-    the environment, or ``local[*]``."""
+    """The master a new session will have: ``master``, or spark-submit's (read from its JVM), or
+    ``local[*]``."""
     if master:
         return master
-    from pyspark import SparkConf
+    from pyspark import SparkConf, SparkContext
+    if jvm_started():
+        SparkContext._ensure_initialized()  # connects to spark-submit's JVM, whose conf has the master
     return SparkConf().get("spark.master", "local[*]") or "local[*]"
 
 
