@@ -48,6 +48,11 @@ def spark():
         s.stop()
 
 
+def test_the_worker_pipe_buffer_is_set_unless_given(spark):
+    from kwire_cli.spark.session import WORKER_PIPE_BUFFER
+    assert spark.sparkContext.getConf().get("spark.buffer.size") == str(WORKER_PIPE_BUFFER)
+
+
 @pytest.fixture(autouse=True)
 def _cwd(monkeypatch):
     monkeypatch.chdir(ROOT)  # file labels are the paths as given, relative to the repository
