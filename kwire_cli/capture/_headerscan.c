@@ -8,7 +8,8 @@
  * Bounded: every step of a walk moves forward by at least 12 bytes (a pcap record header, a pcapng
  * block) or 8 (an IPv6 extension header), inside [start, end) of the buffer; nothing is allocated
  * per packet: a direct-mapped table of the keys seen (4,096 slots, allocated once per call) stops
- * repeats, and a Python key object is made only for a key the table does not hold. */
+ * repeats and adds up their bytes, and a Python key object is made only when a key enters or
+ * leaves the table (its bytes are then added to the dict's count). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -22,10 +23,11 @@ enum { WALK_DONE = 0, WALK_STOPPED = 1, WALK_GIVE_UP = 2, WALK_ERROR = -1 };
 typedef struct {
     unsigned char len; /* 0: empty */
     unsigned char k[36]; /* address bytes (8 or 32), then the source and destination ports */
+    uint64_t bytes;      /* captured TCP bytes of the key's packets not yet added to the dict */
 } slot_t;
 
 typedef struct {
-    PyObject *set;
+    PyObject *dict; /* key -> captured TCP bytes (header and payload) */
     slot_t *slots;
     uint64_t hard_limit;
     int le;                 /* pcapng: the section's byte order */
@@ -45,8 +47,32 @@ static inline uint16_t rd16(const unsigned char *p, int le) {
     return le ? (uint16_t)(p[0] | (p[1] << 8)) : (uint16_t)((p[0] << 8) | p[1]);
 }
 
-/* the key (addr, sport, dport), added to the set unless the table says it is there already */
-static int add_key(scan_t *s, const unsigned char *addr, int alen, const unsigned char *ports) {
+/* a slot's key and bytes, added to the dict */
+static int flush_slot(scan_t *s, slot_t *sl) {
+    int alen = sl->len - 4;
+    PyObject *key = Py_BuildValue("(y#ii)", (const char *)sl->k, (Py_ssize_t)alen, (int)be16(sl->k + alen),
+                                  (int)be16(sl->k + alen + 2));
+    if (key == NULL)
+        return -1;
+    uint64_t total = sl->bytes;
+    PyObject *old = PyDict_GetItemWithError(s->dict, key);
+    if (old == NULL && PyErr_Occurred()) {
+        Py_DECREF(key);
+        return -1;
+    }
+    if (old != NULL)
+        total += PyLong_AsUnsignedLongLong(old);
+    PyObject *v = PyLong_FromUnsignedLongLong(total);
+    int r = v == NULL ? -1 : PyDict_SetItem(s->dict, key, v);
+    Py_XDECREF(v);
+    Py_DECREF(key);
+    sl->bytes = 0;
+    return r;
+}
+
+/* the key (addr, sport, dport) of a packet with ``nbytes`` captured TCP bytes: counted in the
+ * table, the slot's previous key flushed to the dict when another takes its place */
+static int add_key(scan_t *s, const unsigned char *addr, int alen, const unsigned char *ports, uint64_t nbytes) {
     unsigned char k[36];
     int n = alen + 4;
     memcpy(k, addr, (size_t)alen);
@@ -55,18 +81,15 @@ static int add_key(scan_t *s, const unsigned char *addr, int alen, const unsigne
     for (int i = 0; i < n; i++)
         h = (h ^ k[i]) * 16777619u;
     slot_t *sl = &s->slots[h & (NSLOTS - 1)];
-    if (sl->len == n && memcmp(sl->k, k, (size_t)n) == 0)
+    if (sl->len == n && memcmp(sl->k, k, (size_t)n) == 0) {
+        sl->bytes += nbytes;
         return 0;
-    PyObject *key = Py_BuildValue("(y#ii)", (const char *)addr, (Py_ssize_t)alen, (int)be16(ports),
-                                  (int)be16(ports + 2));
-    if (key == NULL)
-        return -1;
-    int r = PySet_Add(s->set, key);
-    Py_DECREF(key);
-    if (r < 0)
+    }
+    if (sl->len && flush_slot(s, sl) < 0)
         return -1;
     sl->len = (unsigned char)n;
     memcpy(sl->k, k, (size_t)n);
+    sl->bytes = nbytes;
     return 0;
 }
 
@@ -155,7 +178,7 @@ static int packet_key(scan_t *s, unsigned lt, const unsigned char *b, Py_ssize_t
         return 0;
     if (((be16(b + off + 12) >> 10) & 0x3C) < 20)
         return 0;
-    return add_key(s, addr, alen, b + off);
+    return add_key(s, addr, alen, b + off, (uint64_t)(end - off));
 }
 
 static int pcap_walk(scan_t *s, const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, int le, Py_ssize_t hlen,
@@ -276,13 +299,13 @@ static PyObject *tcp_connections(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     scan_t *s = PyMem_Calloc(1, sizeof(scan_t));
     slot_t *slots = PyMem_Calloc(NSLOTS, sizeof(slot_t));
-    PyObject *set = PySet_New(NULL);
-    if (s == NULL || slots == NULL || set == NULL) {
+    PyObject *dict = PyDict_New();
+    if (s == NULL || slots == NULL || dict == NULL) {
         if (!PyErr_Occurred())
             PyErr_NoMemory();
         goto done;
     }
-    s->set = set;
+    s->dict = dict;
     s->slots = slots;
     s->hard_limit = hard_limit;
     s->le = 1;
@@ -319,14 +342,17 @@ static PyObject *tcp_connections(PyObject *self, PyObject *args) {
         goto done;
     if (r == WALK_GIVE_UP)
         goto give_up;
-    result = set;
-    set = NULL;
+    for (int i = 0; i < NSLOTS; i++)
+        if (slots[i].len && flush_slot(s, &slots[i]) < 0)
+            goto done;
+    result = dict;
+    dict = NULL;
     goto done;
 give_up:
     result = Py_None;
     Py_INCREF(result);
 done:
-    Py_XDECREF(set);
+    Py_XDECREF(dict);
     PyMem_Free(slots);
     PyMem_Free(s);
     if (have_hdr)
@@ -337,8 +363,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"tcp_connections", tcp_connections, METH_VARARGS,
-     "tcp_connections(buf, start, end, header, hard_record_limit) -> set of (address bytes, source port, "
-     "destination port) | None: kwire_cli.capture.headerscan.py_tcp_connections in C."},
+     "tcp_connections(buf, start, end, header, hard_record_limit) -> dict of (address bytes, source port, "
+     "destination port) -> captured TCP bytes | None: kwire_cli.capture.headerscan.py_tcp_connections in C."},
     {NULL, NULL, 0, NULL},
 };
 

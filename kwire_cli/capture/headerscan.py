@@ -1,9 +1,11 @@
 """The TCP connections of a capture from its headers only (spark-decode's connection pre-pass).
 
 ``tcp_connections(buf, start, end, header=None)`` gives the connections of the packets the capture
-reader (``reader.iter_packets``) would yield for the same bytes, as a set of raw keys ``(address
+reader (``reader.iter_packets``) would yield for the same bytes, as a dict of raw keys ``(address
 bytes, source port, destination port)`` (``addresses`` turns the address bytes into the reader's
-``src_ip``, ``dst_ip`` text): the same walk of pcap packet records / pcapng blocks and of the link
+``src_ip``, ``dst_ip`` text) to their packets' captured TCP bytes (from the TCP header to the end of
+the captured packet: header, payload and any link-layer padding; what spark-decode weighs a
+connection by): the same walk of pcap packet records / pcapng blocks and of the link
 layer -> IP -> TCP headers, with no payload copy, no ``Packet``, no reassembly. ``buf`` is the
 whole file (an mmap) and ``[start, end)`` the bytes the reader would read; ``header`` is the
 file's header context (``formats.header_context``) when ``[start, end)`` is a byte range of the
@@ -76,9 +78,10 @@ def _load_native() -> Callable[..., Any] | None:
 native_tcp_connections = _load_native()
 
 
-def tcp_connections(buf, start: int, end: int, header: bytes | None = None) -> set[RawKey] | None:
+def tcp_connections(buf, start: int, end: int, header: bytes | None = None) -> dict[RawKey, int] | None:
     """The raw keys of the TCP packets the capture reader reads from ``header`` + ``buf[start:end]``
-    (``header`` None: ``buf[start:end]`` is a whole capture), or None where the scan cannot answer
+    (``header`` None: ``buf[start:end]`` is a whole capture) and their captured TCP bytes, or None
+    where the scan cannot answer
     exactly (the module docstring lists when). The C walk when built, else ``py_tcp_connections``."""
     if native_tcp_connections is not None:
         return native_tcp_connections(buf, start, end, header, HARD_RECORD_LIMIT)
@@ -98,10 +101,10 @@ def four_tuple(key: RawKey) -> tuple[str, int, str, int]:
     return s, key[1], d, key[2]
 
 
-def py_tcp_connections(buf, start: int, end: int, header: bytes | None = None) -> set[RawKey] | None:
+def py_tcp_connections(buf, start: int, end: int, header: bytes | None = None) -> dict[RawKey, int] | None:
     """``tcp_connections`` in Python (the reference walk)."""
     end = min(end, len(buf))
-    keys: set[RawKey] = set()
+    keys: dict[RawKey, int] = {}
     head = header if header is not None else buf[start:max(start, min(end, start + PCAP_FILE_HEADER))]
     magic = bytes(head[:4])
     pm = PCAP_MAGICS.get(magic)
@@ -124,7 +127,7 @@ def py_tcp_connections(buf, start: int, end: int, header: bytes | None = None) -
     return keys
 
 
-def _pcap_walk(buf, pos: int, end: int, bo: str, hlen: int, limit: int, linktype: int, keys: set) -> None:
+def _pcap_walk(buf, pos: int, end: int, bo: str, hlen: int, limit: int, linktype: int, keys: dict) -> None:
     caplen_at = struct.Struct(bo + "8xI").unpack_from
     while end - pos >= hlen:  # fewer: the end, or a cut record header (the reader stops)
         caplen = caplen_at(buf, pos)[0]
@@ -138,7 +141,7 @@ def _pcap_walk(buf, pos: int, end: int, bo: str, hlen: int, limit: int, linktype
         pos += caplen
 
 
-def _pcapng_walk(buf, pos: int, end: int, state: list, keys: set) -> int:
+def _pcapng_walk(buf, pos: int, end: int, state: list, keys: dict) -> int:
     bo, ifaces = state
     u32 = struct.Struct(bo + "I").unpack_from
     while True:
@@ -192,9 +195,9 @@ def _pcapng_walk(buf, pos: int, end: int, state: list, keys: set) -> int:
         pos += blen
 
 
-def _packet_key(lt: int, buf, off: int, end: int, keys: set) -> None:
-    """Add the key of the packet ``buf[off:end]`` of link type ``lt`` if the reader yields a
-    ``Packet`` for it (``linklayer.packets``' walk, step for step)."""
+def _packet_key(lt: int, buf, off: int, end: int, keys: dict) -> None:
+    """Count the key of the packet ``buf[off:end]`` of link type ``lt`` and its captured TCP bytes if
+    the reader yields a ``Packet`` for it (``linklayer.packets``' walk, step for step)."""
     # ---- link layer -> IP version
     if lt == 1 or lt == 113 or lt == 276:
         hl = 14 if lt == 1 else 16 if lt == 113 else 20
@@ -254,4 +257,5 @@ def _packet_key(lt: int, buf, off: int, end: int, keys: set) -> None:
     sport, dport, offfl = _PORTS_OFF(buf, off)
     if (offfl >> 10) & 0x3C < 20:
         return
-    keys.add((bytes(addr), sport, dport))
+    k = (bytes(addr), sport, dport)
+    keys[k] = keys.get(k, 0) + end - off

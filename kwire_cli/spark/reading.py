@@ -316,10 +316,11 @@ def _header_damage(plan: FilePlan) -> int:
 
 
 # ----------------------------------------------------------------------------------- pre-pass task
-def range_connections(plan: FilePlan, rng: tuple[int, int, int] | None) -> set[tuple] | None:
+def range_connections(plan: FilePlan, rng: tuple[int, int, int] | None) -> dict[tuple, int] | None:
     """The (src ip, src port, dst ip, dst port) of every packet ``read_range`` gives for this range
-    (or the whole file), read from the headers only; None where the header scan cannot answer
-    exactly (``capture.headerscan``: gzip, a file that is not a capture, ...): read it in full."""
+    (or the whole file) and their captured TCP bytes, read from the headers only; None where the
+    header scan cannot answer exactly (``capture.headerscan``: gzip, a file that is not a capture,
+    ...): read it in full."""
     whole = rng is None or plan.kind == "whole"
     try:
         f = open(plan.path, "rb")  # noqa: SIM115 - closed by the `with f:` below
@@ -339,4 +340,4 @@ def range_connections(plan: FilePlan, rng: tuple[int, int, int] | None) -> set[t
             else:
                 assert rng is not None
                 keys = tcp_connections(mm, rng[0], min(rng[1], size), plan.prefix)
-    return None if keys is None else {four_tuple(k) for k in keys}
+    return None if keys is None else {four_tuple(k): n for k, n in keys.items()}

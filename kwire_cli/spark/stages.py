@@ -97,8 +97,11 @@ def task_connections(task: tuple, plans: list[FilePlan]) -> list[int]:
     counts, per connection, the tasks that hold its packets: a connection of one task is
     reassembled and decoded in that task (``local_batches``), the others go through the shuffle."""
     rank, range_no, rng = task
-    seen = range_connections(plans[rank], rng)  # from the packet, IP and TCP headers only
-    if seen is None:  # what the header scan does not answer exactly (gzip, ...): the whole reader
+    found = range_connections(plans[rank], rng)  # from the packet, IP and TCP headers only
+    seen: set | dict
+    if found is not None:
+        seen = found
+    else:  # what the header scan does not answer exactly (gzip, ...): the whole reader
         seen = set()
         add = seen.add
         try:
