@@ -726,7 +726,7 @@ PLAINTEXT = [c for c in CASES if not c.values[3].startswith("tls")]
 
 
 @pytest.fixture(scope="module")
-def spark():
+def session():
     pytest.importorskip("pyspark")
     import os
     import shutil
@@ -739,6 +739,19 @@ def spark():
     yield s
     if created:
         s.stop()
+
+
+@pytest.fixture(scope="module", params=["as-is", "split"])
+def spark(session, request):
+    """The session; with "split", every connection through spark-decode's split path (framed in one
+    task, each frame decoded in a chunk of its own: test_spark.SPLIT)."""
+    conf = {"spark.kwire.heavyConnectionBytes": "0", "spark.kwire.heavyChunkBytes": "1"} \
+        if request.param == "split" else {}
+    for k, v in conf.items():
+        session.conf.set(k, v)
+    yield session
+    for k in conf:
+        session.conf.unset(k)
 
 
 def _spark_text(out: Path, fmt: str, spark) -> str:

@@ -38,14 +38,35 @@ FILES = sorted(str(p.relative_to(ROOT)) for p in CAPS.glob("*.pcap"))
 ROTATED = sorted(str(p.relative_to(ROOT)) for p in (CAPS / "rotated").glob("*.pcap"))
 
 
+# every connection heavy, every frame a chunk of its own: the split path (``spark.split``) at its
+# most cut up, each response in another chunk than its request
+SPLIT = {"spark.kwire.heavyConnectionBytes": "0", "spark.kwire.heavyChunkBytes": "1"}
+
+
 @pytest.fixture(scope="module")
-def spark():
+def session():
     s, created = get_session("local[2]", [("spark.sql.shuffle.partitions", "2"), ("spark.ui.enabled", "false"),
                                           ("spark.default.parallelism", "2"), ("spark.driver.memory", "1g")],
                              progress=False)
     yield s
     if created:
         s.stop()
+
+
+@pytest.fixture(scope="module", params=["as-is", "split"])
+def spark(session, request):
+    """The module's session, its tests run twice: the job as it judges connections (none of the
+    fixtures' is heavy), and with every connection through the split path (``SPLIT``)."""
+    conf = SPLIT if request.param == "split" else {}
+    for k, v in conf.items():
+        session.conf.set(k, v)
+    yield session
+    for k in conf:
+        session.conf.unset(k)
+
+
+def split_mode(spark) -> bool:
+    return spark.conf.get("spark.kwire.heavyConnectionBytes", None) == "0"
 
 
 def test_the_worker_pipe_buffer_is_set_unless_given(spark):
@@ -93,16 +114,17 @@ def fixtures_jsonl(spark, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("spark") / "jsonl")
     os.chdir(ROOT)
     res = run(FILES, out, fmt="jsonl", spark=spark, partitions=3)
-    return out, res
+    return out, res, spark
 
 
 def test_rows_equal_kwire_pcap_over_each_file(fixtures_jsonl):
-    out, res = fixtures_jsonl
+    out, res, _ = fixtures_jsonl
     got, want = spark_lines(out), pcap_lines(*FILES)
     assert sum(want.values()) > 400
     assert got == want
     assert res.rows == sum(want.values()) == res.frames
     assert res.failures == []
+    assert (res.connections_split > 0) == split_mode(fixtures_jsonl[2])
     # partitioned by API name, every part under the directory of its own API
     for p in glob.glob(os.path.join(out, "api_name=*", "part-*")):
         api = Path(p).parent.name.split("=", 1)[1]
@@ -111,7 +133,7 @@ def test_rows_equal_kwire_pcap_over_each_file(fixtures_jsonl):
 
 
 def test_summary_equals_kwire_pcap_summary(fixtures_jsonl):
-    out, res = fixtures_jsonl
+    out, res, _ = fixtures_jsonl
     want = pcap_summary(*FILES)
     assert normal(res.summary) == want
     with open(os.path.join(out, "_kwire_summary.json")) as f:
@@ -190,8 +212,12 @@ def test_task_local_connections_skip_the_shuffle(spark, tmp_path):
     rot = str(CAPS.relative_to(ROOT) / "rotated")
     out = str(tmp_path / "o")
     res = run([rot], out, fmt="jsonl", spark=spark, partitions=2)
-    assert (res.connections_local, res.connections_shuffled) == (1, 1)
-    assert (res.tasks_local, res.tasks_shuffled) == (1, 2)  # rotated-0 both ways, rotated-1 only shuffled
+    if split_mode(spark):  # both connections split: no read task decodes or shuffles a connection
+        assert (res.connections_local, res.connections_shuffled, res.connections_split) == (0, 0, 2)
+        assert (res.tasks_local, res.tasks_shuffled) == (0, 0)
+    else:
+        assert (res.connections_local, res.connections_shuffled) == (1, 1)
+        assert (res.tasks_local, res.tasks_shuffled) == (1, 2)  # rotated-0 both ways, rotated-1 only shuffled
     want = pcap_dir_lines(rot)
     got = spark_lines(out)
     assert got == want and res.rows == sum(want.values())
@@ -202,7 +228,7 @@ def test_task_local_connections_skip_the_shuffle(spark, tmp_path):
     # every connection of its own file: no shuffle at all
     out2 = str(tmp_path / "o2")
     res2 = run(FILES[:3], out2, fmt="jsonl", spark=spark, partitions=2)
-    assert res2.connections_shuffled == res2.tasks_shuffled == 0 and res2.tasks_local == 3
+    assert res2.connections_shuffled == res2.tasks_shuffled == 0 and res2.tasks_local == (0 if split_mode(spark) else 3)
     assert spark_lines(out2) == pcap_lines(*FILES[:3])
     assert normal(res2.summary) == pcap_summary(*FILES[:3])
 
@@ -236,7 +262,7 @@ def test_topic_ids_answered_in_another_read_task(spark, tmp_path):
     assert len(fetch_rows) == 4 and all(v is not None for r in fetch_rows for v in r["topic_names"].values())
     out = str(tmp_path / "o")
     res = run([str(d)], out, fmt="jsonl", spark=spark, partitions=2)
-    assert res.tasks_local == 2 and res.connections_shuffled == 0
+    assert res.tasks_local == (0 if split_mode(spark) else 2) and res.connections_shuffled == 0
     assert res.decode_passes == 2
     assert spark_lines(out) == want
 
@@ -544,7 +570,7 @@ def test_filter_writes_the_rows_kwire_pcap_shows(spark, tmp_path):
 
 
 def test_jsonl_files_are_named_jsonl(fixtures_jsonl):
-    out, _ = fixtures_jsonl
+    out, _, _ = fixtures_jsonl
     parts = glob.glob(os.path.join(out, "api_name=*", "part-*"))
     assert parts and all(p.endswith(".jsonl") for p in parts)
 
@@ -559,3 +585,125 @@ def test_internal_topic_records_decode_as_kwire_pcap_decodes_them(spark, tmp_pat
     got, want = spark_lines(out), pcap_lines(str(cap))
     assert got == want and res.rows == sum(want.values())
     assert sum('"Internal":' in line for line in got) == 2
+
+
+# ------------------------------------------------------------------ heavy connections (spark.split)
+def _one_connection_capture(path: Path, frames: list, port: int = 41001) -> None:
+    """``frames`` (KafkaFrames, or (kind, data) pairs) on one connection, each in one segment."""
+    from capture_util import Conversation as TcpConv
+    from capture_util import write_pcap
+    c = TcpConv(client=("10.0.0.1", port), server=("10.0.0.2", 9092))
+    segs = c.handshake()
+    for f in frames:
+        kind, data = (f.kind, f.data) if hasattr(f, "kind") else f
+        segs += c.send(0 if kind == "request" else 1, struct.pack(">i", len(data)) + data)
+    path.write_bytes(write_pcap(segs))
+
+
+def test_spark_hash_partitioning_sends_each_key_to_its_partition(session):
+    """``split.partition_keys``: the value Spark's hash partitioning (Murmur3, seed 42, modulo the
+    partitions) sends to each partition, checked against Spark's own ``hash``."""
+    from kwire_cli.spark.split import partition_keys, spark_int_hash
+    for n in (1, 2, 3, 4, 7, 16, 40):
+        keys = partition_keys(n)
+        assert len(keys) == n
+        got = [r[0] for r in session.createDataFrame([(k,) for k in keys], "v int")
+               .selectExpr(f"pmod(hash(v), {n})").collect()]
+        assert got == list(range(n))
+    vals = [0, 1, -1, 42, 2**31 - 1, -2**31, 123456789]
+    want = [r[0] for r in session.createDataFrame([(v,) for v in vals], "v int").selectExpr("hash(v)").collect()]
+    assert [spark_int_hash(v) for v in vals] == want
+
+
+def test_topic_ids_named_across_chunks_of_one_connection(spark, tmp_path):
+    """The Metadata answer and the Fetches by topic id on one connection: split into chunks of one
+    frame, each chunk is told the names the connection's answers gave before it, so the first pass
+    names them (no second pass), as kwire pcap does; and, Fetches first, leaves them unnamed."""
+    md, fetch = _consume_frames()
+    for order, named in (((*md, *fetch), True), ((*fetch, *md), False)):
+        cap = tmp_path / f"one-{named}.pcap"
+        _one_connection_capture(cap, list(order))
+        want = pcap_lines(str(cap))
+        rows = [json.loads(line) for line in want if '"api_name":"Fetch"' in line]
+        assert len(rows) == 4 and all(all(v is not None for v in r["topic_names"].values()) == named for r in rows)
+        out = str(tmp_path / f"out-{named}")
+        res = run([str(cap)], out, fmt="jsonl", spark=spark, partitions=3)
+        assert spark_lines(out) == want
+        assert res.decode_passes == 1
+        assert res.connections_split == (1 if split_mode(spark) else 0)
+        assert normal(res.summary) == pcap_summary(str(cap))
+
+
+def test_a_request_that_does_not_decode_leaves_its_answer_without_a_client_id(spark, tmp_path):
+    """kwire pcap remembers a request (its client id, for the answer) only once it decodes: a
+    Produce request whose body is cut short, then its answer, in another chunk than the request,
+    and a second request with the same correlation id that does decode, answered too."""
+    frames = [f for f in iter_capture(str(CAPS / "kafka-python-produce.pcap")) if hasattr(f, "api_key")]
+    conn = next(f.conn for f in frames if f.api_key == 0 and f.kind == "request")
+    mine = [f for f in frames if f.conn == conn]
+    i = next(i for i, f in enumerate(mine) if f.api_key == 0 and f.kind == "request")
+    j = next(j for j in range(i + 1, len(mine)) if mine[j].kind == "response"
+             and mine[j].correlation_id == mine[i].correlation_id)
+    req, resp = mine[i], mine[j]
+    bad = ("request", bytes(req.data[:len(req.data) // 2]))  # the header reads, the body does not
+    seq = [*mine[:i], bad, resp, req, resp, *mine[i + 1:j], *mine[j + 1:]]
+    cap = tmp_path / "bad-request.pcap"
+    _one_connection_capture(cap, seq)
+    want = pcap_lines(str(cap))
+    answers = sorted((json.loads(line) for line in want if '"kind":"response"' in line
+                      and '"api_name":"Produce"' in line and f'"correlation_id":{req.correlation_id},' in line),
+                     key=lambda r: r["frame"])
+    assert len(answers) == 2 and answers[0]["client_id"] is None and answers[1]["client_id"]
+    out = str(tmp_path / "o")
+    res = run([str(cap)], out, fmt="jsonl", spark=spark, partitions=3)
+    assert spark_lines(out) == want
+    assert normal(res.summary) == pcap_summary(str(cap))
+
+
+def test_damaged_captures_split(spark, tmp_path):
+    """A capture that starts mid-stream and loses packets on the way (gaps): the same rows, damage
+    and counters as kwire pcap, whole and cut into byte ranges."""
+    src = CAPS / "kafkajs-produce.pcap"
+    data = src.read_bytes()
+    recs = _pcap_records(data)
+    big = [i for i, r in enumerate(recs) if len(r) > 16 + 200]  # records carrying payload
+    drop = set(big[:3]) | set(big[10::9])  # the first bytes of the capture (mid-stream), then gaps
+    keep = [r for i, r in enumerate(recs) if i not in drop]
+    cap = tmp_path / "damaged.pcap"
+    cap.write_bytes(data[:24] + b"".join(keep))
+    want = pcap_lines(str(cap))
+    summary = pcap_summary(str(cap))
+    assert summary["damage"] and want
+    for split in (64 << 20, 2000):
+        out = str(tmp_path / f"o{split}")
+        res = run([str(cap)], out, fmt="jsonl", spark=spark, partitions=2, split_size=split)
+        assert spark_lines(out) == want
+        assert normal(res.summary) == summary
+
+
+def test_heavy_connections_are_judged_by_their_bytes(session, tmp_path):
+    """With ``spark.kwire.heavyConnectionBytes`` set low, a connection is heavy when it carries at
+    least a quarter of the job's bytes (2 x parallelism 2); the rows are kwire pcap's. A bad value
+    is a one-line error."""
+    from kwire_cli.capture.headerscan import tcp_connections
+    f = "fixtures/captures/kafka-python-consume.pcap"  # three connections: 73%, 21% and 6% of the bytes
+    data = (ROOT / f).read_bytes()
+    counts: dict = {}
+    for (addr, sport, dport), n in tcp_connections(data, 0, len(data)).items():
+        h = len(addr) // 2
+        name = tuple(sorted([(addr[:h], sport), (addr[h:], dport)]))  # either direction
+        counts[name] = counts.get(name, 0) + n
+    heavy = sum(1 for n in counts.values() if n >= sum(counts.values()) / 4)
+    assert 1 <= heavy < len(counts)
+    session.conf.set("spark.kwire.heavyConnectionBytes", "1k")
+    try:
+        out = str(tmp_path / "o")
+        res = run([f], out, fmt="jsonl", spark=session, partitions=2, split_size=4000)  # several read tasks
+        assert res.connections_split == heavy
+        assert spark_lines(out) == pcap_lines(f)
+        assert normal(res.summary) == pcap_summary(f)
+        session.conf.set("spark.kwire.heavyConnectionBytes", "lots")
+        with pytest.raises(SparkJobError, match=r"^spark.kwire.heavyConnectionBytes: 'lots' is not a size"):
+            run([f], str(tmp_path / "o2"), fmt="jsonl", spark=session, partitions=2)
+    finally:
+        session.conf.unset("spark.kwire.heavyConnectionBytes")

@@ -45,6 +45,9 @@ WRITE_CONF = {"jsonl": {"spark.sql.optimizer.plannedWrite.enabled": "false",
                         "spark.sql.maxConcurrentOutputFileWriters": "64"},
               "parquet": {"spark.sql.optimizer.plannedWrite.enabled": "false",
                           "spark.sql.maxConcurrentOutputFileWriters": "16"}}
+# the Arrow batches the JVM hands to a chunk task: Spark's 10,000 rows a batch would be gigabytes of
+# frames of a megabyte
+FRAMES_CONF = {"spark.sql.execution.arrow.maxBytesPerBatch": str(64 << 20)}
 # a Parquet writer buffers a row group: 16 open writers of 32 MiB row groups hold at most 512 MiB a
 # task (Parquet's own memory manager shrinks row groups past 95% of the heap); past 16 APIs in a
 # task Spark sorts the task's remaining rows instead
@@ -123,6 +126,8 @@ class JobResult:
     tasks_shuffled: int = 0  # read tasks that sent packets of connections shared with other tasks to the shuffle
     connections_local: int | None = None  # connections decoded in their read task (None: one task, not counted)
     connections_shuffled: int = 0         # connections whose packets were in several read tasks
+    connections_split: int = 0            # heavy connections: framed in one task, decoded in chunks on several
+    split_bytes: int = 0                  # their captured TCP bytes (the pre-pass's)
     jvm_class_data: str = "not started here"  # the driver JVM's class data archive: used, writing, refused, off
     local_file_system: str = "not started here"  # local files written through: kwire (no chmod processes), hadoop
     master: str = ""         # the session's master (local[N], spark://..., yarn, ...)
@@ -318,9 +323,12 @@ def _decode_and_write(paths_used: dict, spark, plans, tasks, labels, out, fmt, p
     )
     sc = spark.sparkContext
     bplans = sc.broadcast((plans, tasks))
-    shared, local, shuffled, nlocal = _connections(spark, bplans, len(tasks))
-    paths_used.update(tasks_local=len(local), tasks_shuffled=len(shuffled), connections_local=nlocal,
-                      connections_shuffled=len(shared))
+    heavy_min, chunk_bytes = heavy_conf(spark)
+    cs = _connections(spark, bplans, len(tasks), heavy_min, sc.defaultParallelism)
+    shared, local, shuffled = cs.to_shuffle, cs.local, cs.shuffled
+    paths_used.update(tasks_local=len(local), tasks_shuffled=len(shuffled), connections_local=cs.nlocal,
+                      connections_shuffled=len(shared), connections_split=len(cs.heavy),
+                      split_bytes=sum(h[1] for h in cs.heavy))
     sc.setJobDescription("kwire: read, reassemble, decode, write")
     by_conn = None
     if shuffled:
@@ -329,6 +337,18 @@ def _decode_and_write(paths_used: dict, spark, plans, tasks, labels, out, fmt, p
             lambda it, b=bplans, sh=shared, q=quiet, w=shuffled: read_batches(it, b.value[1], b.value[0], sh, q, w),
             packet_schema_ddl())
         by_conn = packets.repartition(nparts, "h").sortWithinPartitions(*SORT_COLUMNS)
+    by_chunk = None
+    if cs.heavy:
+        from kwire_cli.spark.split import CHUNK_SORT_COLUMNS, frame_schema_ddl, heavy_batches, partition_keys
+        keys = partition_keys(nparts)
+        specs = [(c, holders, reports, max(1, chunk_bytes or -(-n // (CHUNKS_PER_PARTITION * nparts))))
+                 for c, n, holders, reports in cs.heavy]
+        frames = spark.range(len(specs), numPartitions=len(specs)).mapInArrow(
+            lambda it, b=bplans, sp=specs, keys=keys, base=nparts, sn=specs_name, ports=ports, kl=keylog,
+            rm=records_mode, ss=show_secrets, st=strict:
+            heavy_batches(it, sp, b.value[1], b.value[0], keys, base, sn, ports, limits, kl, rm, ss, st),
+            frame_schema_ddl())
+        by_chunk = frames.repartition(nparts, "p").sortWithinPartitions(*CHUNK_SORT_COLUMNS)
     schema = row_schema(fmt)
     names = None
     passes = 0
@@ -339,8 +359,9 @@ def _decode_and_write(paths_used: dict, spark, plans, tasks, labels, out, fmt, p
             bnames = sc.broadcast(names)
             rows = None
             if local:
+                not_local = cs.not_local  # their packets are decoded elsewhere: shared or heavy
                 rows = spark.range(len(local), numPartitions=len(local)).mapInArrow(
-                    lambda it, b=bplans, w=local, sh=shared, labels=labels, fmt=fmt, rm=records_mode, sn=specs_name,
+                    lambda it, b=bplans, w=local, sh=not_local, labels=labels, fmt=fmt, rm=records_mode, sn=specs_name,
                     acc=acc, ports=ports, bn=bnames, ss=show_secrets, kl=keylog, st=strict, fe=filter_expr:
                     local_batches(it, w, b.value[1], b.value[0], sh, labels, fmt, rm, sn, acc, ports, bn.value, limits,
                                   ss, kl, st, fe), schema)
@@ -350,7 +371,14 @@ def _decode_and_write(paths_used: dict, spark, plans, tasks, labels, out, fmt, p
                     bn=bnames, ss=show_secrets, kl=keylog, st=strict, fe=filter_expr:
                     decode_batches(it, labels, fmt, rm, sn, acc, ports, bn.value, limits, ss, kl, st, fe), schema)
                 rows = decoded if rows is None else rows.union(decoded)
-            _write(spark, rows, out, fmt)
+            if by_chunk is not None:
+                from kwire_cli.spark.split import chunk_batches
+                decoded = by_chunk.mapInArrow(
+                    lambda it, labels=labels, fmt=fmt, rm=records_mode, sn=specs_name, acc=acc, bn=bnames,
+                    ss=show_secrets, st=strict, fe=filter_expr:
+                    chunk_batches(it, labels, fmt, rm, sn, acc, bn.value, limits, ss, st, fe), schema)
+                rows = decoded if rows is None else rows.union(decoded)
+            _write(spark, rows, out, fmt, bool(cs.heavy))
             bnames.unpersist()
             tot = acc.value
             if names is not None or topics_agree(tot.learned, tot.topic_uses):
@@ -361,29 +389,104 @@ def _decode_and_write(paths_used: dict, spark, plans, tasks, labels, out, fmt, p
         bplans.unpersist()
 
 
-def _connections(spark, bplans, ntasks: int) -> tuple[frozenset, list[int], list[int], int | None]:
-    """The pre-pass (a job of one task per read task, when there are several): which connections
-    have packets in more than one read task (``shared``: their ids); the read tasks that decode
-    connections of their own (and report the task's damage and counters: every task with no shared
-    connection, packets or not), and those that send packets to the shuffle; how many connections
-    are decoded in their read task (None: not counted, one task)."""
-    if ntasks == 1:
-        return frozenset(), [0], [], None
+@dataclasses.dataclass
+class Connections:
+    """What the pre-pass decided (``_connections``)."""
+
+    shared: frozenset = frozenset()   # connections with packets in several read tasks, shuffled
+    local: list = dataclasses.field(default_factory=lambda: [0])  # read tasks that decode connections of their own
+    shuffled: list = dataclasses.field(default_factory=list)      # read tasks that send packets to the shuffle
+    nlocal: int | None = None         # connections decoded in their read task (None: one task, not counted)
+    heavy: list = dataclasses.field(default_factory=list)  # heavy connections: (id, bytes, holders, reported tasks)
+
+    @property
+    def not_local(self) -> frozenset:
+        return self.shared | {h[0] for h in self.heavy}
+
+    @property
+    def to_shuffle(self) -> frozenset:
+        return self.shared - {h[0] for h in self.heavy}
+
+
+def _connections(spark, bplans, ntasks: int, heavy_min: int | None = None, parallelism: int = 2) -> Connections:
+    """The pre-pass (a job of one task per read task, when there are several, or when every
+    connection is heavy): which connections have packets in more than one read task (``shared``:
+    their ids); the read tasks that decode connections of their own (and report the task's damage
+    and counters: every task with a connection that is neither shared nor heavy, or with none), and
+    those that send packets to the shuffle; how many connections are decoded in their read task.
+
+    ``heavy_min`` (``heavy_conf``): a connection whose captured TCP bytes are at least
+    max(``heavy_min``, all connections' bytes / (2 x ``parallelism``)) is *heavy* (0: every
+    connection; None: none): read, reassembled and framed in one task of its own, its frames decoded
+    in chunks on several (``split``); its read tasks are read by that task, which reports the
+    damage and counters of those that have no other part."""
+    if ntasks == 1 and heavy_min != 0:
+        return Connections()
     from kwire_cli.spark.stages import connection_batches
     spark.sparkContext.setJobDescription("kwire: find each read task's connections")
     found = spark.range(ntasks, numPartitions=ntasks).mapInArrow(
-        lambda it, b=bplans: connection_batches(it, b.value[1], b.value[0]), "task int, conn bigint")
+        lambda it, b=bplans: connection_batches(it, b.value[1], b.value[0]), "task int, conn bigint, bytes bigint")
     held: list[list[int]] = [[] for _ in range(ntasks)]
-    for t, c in collect_rows(found):
+    weight: dict[int, int] = {}
+    for t, c, n in collect_rows(found):
         held[t].append(c)
+        weight[c] = weight.get(c, 0) + n
     tasks_of: dict[int, int] = {}
     for ids in held:
         for c in ids:
             tasks_of[c] = tasks_of.get(c, 0) + 1
+    heavy_ids: set = set()
+    if heavy_min is not None:
+        bar = max(heavy_min, sum(weight.values()) // (2 * max(1, parallelism))) if heavy_min else 0
+        heavy_ids = {c for c, n in weight.items() if n >= bar}
     shared = frozenset(c for c, n in tasks_of.items() if n > 1)
-    local = [t for t, ids in enumerate(held) if not ids or any(c not in shared for c in ids)]
-    shuffled = [t for t, ids in enumerate(held) if any(c in shared for c in ids)]
-    return shared, local, shuffled, len(tasks_of) - len(shared)
+    local = [t for t, ids in enumerate(held)
+             if not ids or any(c not in shared and c not in heavy_ids for c in ids)]
+    shuffled = [t for t, ids in enumerate(held) if any(c in shared and c not in heavy_ids for c in ids)]
+    heavy = []
+    if heavy_ids:
+        order = sorted(heavy_ids, key=lambda c: (-weight[c], c))
+        others = set(local) | set(shuffled)
+        reporter = {}
+        for t, ids in enumerate(held):
+            if t not in others:
+                reporter[t] = min((c for c in ids if c in heavy_ids), key=order.index)
+        heavy = [(c, weight[c], [t for t, ids in enumerate(held) if c in ids],
+                  [t for t, r in reporter.items() if r == c]) for c in order]
+    nlocal = sum(1 for c in tasks_of if c not in shared and c not in heavy_ids)
+    return Connections(shared, local, shuffled, nlocal, heavy)
+
+
+HEAVY_CONF = "spark.kwire.heavyConnectionBytes"
+HEAVY_DEFAULT = 32 << 20
+CHUNK_CONF = "spark.kwire.heavyChunkBytes"
+CHUNKS_PER_PARTITION = 4  # a heavy connection's chunks per partition (round robin: an even share)
+
+
+def _conf_size(spark, key: str, default: int | None, words: dict) -> int | None:
+    """A byte count from Spark conf ``key`` (bytes, or a number with k, m, g or t: 1024-based)."""
+    text = spark.conf.get(key, None)
+    if text is None:
+        return default
+    t = str(text).strip().lower()
+    if t in words:
+        return words[t]
+    num = t.rstrip("b").rstrip("i")
+    shift = {"k": 10, "m": 20, "g": 30, "t": 40}.get(num[-1:], 0)
+    if shift:
+        num = num[:-1]
+    if not num.isdigit() or len(num) > 20:
+        raise SparkJobError(f"{key}: {str(text)!r} is not a size (bytes, or a number with k, m or g, as in 32m"
+                            + "".join(f"; {w}" for w in words) + ")")
+    return int(num) << shift
+
+
+def heavy_conf(spark) -> tuple[int | None, int | None]:
+    """``spark.kwire.heavyConnectionBytes`` (default 32m; 0: every connection is heavy; off: none)
+    and ``spark.kwire.heavyChunkBytes`` (frame bytes per chunk; default: a heavy connection's
+    bytes / (4 x partitions)), as (heavy_min, chunk_bytes)."""
+    return (_conf_size(spark, HEAVY_CONF, HEAVY_DEFAULT, {"off": None}),
+            _conf_size(spark, CHUNK_CONF, None, {}))
 
 
 def collect_rows(df) -> Iterable[tuple]:
@@ -393,9 +496,10 @@ def collect_rows(df) -> Iterable[tuple]:
         yield from zip(*(c.to_pylist() for c in batch.columns), strict=True)
 
 
-def _write(spark, df, out: str, fmt: str) -> None:
-    """Rows to ``out``, partitioned by api_name (jsonl: text files renamed .jsonl; parquet)."""
-    wconf = WRITE_CONF[fmt]  # one open file per api_name, not a sort by it first
+def _write(spark, df, out: str, fmt: str, frames: bool = False) -> None:
+    """Rows to ``out``, partitioned by api_name (jsonl: text files renamed .jsonl; parquet).
+    ``frames``: the job hands heavy connections' frames to the Python workers (``FRAMES_CONF``)."""
+    wconf = dict(WRITE_CONF[fmt], **(FRAMES_CONF if frames else {}))  # one open file per api_name, no sort first
     saved = {k: spark.conf.get(k, None) for k in wconf}
     for k, v in wconf.items():
         spark.conf.set(k, v)

@@ -92,40 +92,45 @@ def _conn_name(four: tuple) -> str:
     return "%s|%d|%s|%d" % (a + b if a <= b else b + a)
 
 
-def task_connections(task: tuple, plans: list[FilePlan]) -> list[int]:
-    """The pre-pass: the connections (``conn_id``) one read task's packets belong to. The driver
-    counts, per connection, the tasks that hold its packets: a connection of one task is
-    reassembled and decoded in that task (``local_batches``), the others go through the shuffle."""
+def task_connections(task: tuple, plans: list[FilePlan]) -> list[tuple[int, int]]:
+    """The pre-pass: the connections (``conn_id``) one read task's packets belong to, each with its
+    packets' captured TCP bytes in the task (the payload bytes where the reader answers). The driver
+    counts, per connection, the tasks that hold its packets: a connection of one task is reassembled
+    and decoded in that task (``local_batches``), the others go through the shuffle; and it adds up
+    their bytes: a heavy connection's frames are decoded on several cores (``heavy_batches``)."""
     rank, range_no, rng = task
-    found = range_connections(plans[rank], rng)  # from the packet, IP and TCP headers only
-    seen: set | dict
-    if found is not None:
-        seen = found
-    else:  # what the header scan does not answer exactly (gzip, ...): the whole reader
-        seen = set()
-        add = seen.add
+    seen = range_connections(plans[rank], rng)  # from the packet, IP and TCP headers only
+    if seen is None:  # what the header scan does not answer exactly (gzip, ...): the whole reader
+        seen = {}
         try:
             for item in read_range(plans[rank], rank, rng, range_no, CaptureStats()):
                 if item.__class__ is Packet:
-                    add(item[3:7])
+                    k = item[3:7]
+                    seen[k] = seen.get(k, 0) + len(item[10])
         except KwireError:
             pass  # reported by the read itself
-    return sorted({conn_id(_conn_name(t)) for t in seen})
+    ids: dict[int, int] = {}
+    for t, n in seen.items():
+        c = conn_id(_conn_name(t))
+        ids[c] = ids.get(c, 0) + n
+    return sorted(ids.items())
 
 
 def connection_batches(batches, tasks: list, plans: list[FilePlan]) -> Iterator[Any]:
     """The pre-pass in ``mapInArrow`` (as the read and decode stages are, so that the Python workers
     it starts are the ones those stages reuse: an RDD job's workers come from another daemon, which
     imports pyspark, pyarrow and kwire all over again): batches of task numbers -> Arrow batches of
-    (task, connection id), one row per connection of the task."""
+    (task, connection id, bytes), one row per connection of the task."""
     import pyarrow as pa
     for b in batches:
         for t in b.column(0).to_pylist():
-            ids = task_connections(tasks[t], plans)
-            if ids:
+            found = task_connections(tasks[t], plans)
+            if found:
                 yield pa.RecordBatch.from_arrays(
-                    [_int_array(pa, pa.int32(), "i", [t] * len(ids)), _int_array(pa, pa.int64(), "q", ids)],
-                    names=["task", "conn"])
+                    [_int_array(pa, pa.int32(), "i", [t] * len(found)),
+                     _int_array(pa, pa.int64(), "q", [c for c, _ in found]),
+                     _int_array(pa, pa.int64(), "q", [n for _, n in found])],
+                    names=["task", "conn", "bytes"])
 
 
 def boundary_batches(batches, probes: list, plans: list[FilePlan], cuts: dict) -> Iterator[Any]:
@@ -342,56 +347,135 @@ def _packets(batches) -> Iterator[tuple]:
         yield from zip(cols[1], cols[-1], map(make, zip(*cols[2:-1], strict=True)), strict=True)
 
 
+class TaskRows:
+    """What a decode task does with its frames and meta items, into its ``Totals``: each frame's row
+    (``frame``: the topic names learned elsewhere given to the conversation by position, the
+    codec's row, the names the conversation learns), each row named, counted into the partial
+    summary, filtered and batched (``row``); damage, counters and failures (``meta``). One per
+    task; ``start`` with each new conversation (``_decode``'s connections, ``split``'s chunks).
+
+    ``names``: every topic id the job learned (the second pass), or None: this task's own answers,
+    their uses recorded for ``topics_agree``."""
+
+    def __init__(self, labels: list[str], fmt: str, records_mode: str | None, names: dict | None,
+                 filter_expr: str | None) -> None:
+        from kwire_cli.capture.filter import compile_filter
+        self.keep = compile_filter(filter_expr) if filter_expr else None
+        self.labels = labels
+        self.tot = tot = Totals()
+        tot.executor_code.add(code_location())
+        self.summ = tot.summary  # positions: the sort key, kwire pcap's row order across all tasks
+        self.uses = None if names is not None else tot.topic_uses
+        self.learned = tot.learned if names is None else {}
+        self.known = names if names is not None else self.learned  # the answers a row may be named from
+        self.feed_names = records_mode is None  # internal topics' records are decoded with the names known
+        self.out = RowBatcher(fmt)
+        self.conv: Any = None
+        self.given: set = set()  # topic ids this conversation knows a name for
+        self.fed: list = [-1, []]  # len(known) when ``waiting`` was made; (position, id, name) not given yet
+        self.fresh: list = []  # (topic id, name) the conversation has just learned
+
+    def on_topic_name(self, tid: str, name: str) -> None:
+        """A conversation's ``on_topic_name``."""
+        self.fresh.append((tid, name))
+
+    def start(self, conv) -> None:
+        """A new conversation (made with ``on_topic_name=self.on_topic_name``)."""
+        self.conv = conv
+        self.given = set()
+        self.fed = [-1, []]
+
+    def row(self, rec: dict, k: tuple):
+        """A row at position ``k``: named, counted, filtered; an Arrow batch when one is full."""
+        pos = k[:4]
+        rec["file"] = self.labels[rec["file"]]
+        _name_topics(rec, pos, self.known, self.uses)
+        self.summ.add(rec, pos)
+        if self.keep is not None and not self.keep(rec):
+            return None
+        self.tot.rows += 1
+        return self.out.add(rec)
+
+    def meta(self, v: tuple, k: tuple) -> None:
+        tag = v[0]
+        tot = self.tot
+        if tag == "dmg":
+            d = v[1]
+            rank = d["file"]
+            d["file"] = self.labels[rank]
+            tot.add_damage((rank, d.pop("_pos"), k[3]), d)
+        elif tag == "stats":
+            tot.stats.merge(v[1])
+        elif tag == "fail":
+            tot.failures.append(v[1])
+
+    def feed(self, k: tuple) -> None:
+        """Give the conversation the answers learned before ``k`` that it lacks."""
+        known = self.known
+        if not (self.feed_names and known):
+            return
+        fed = self.fed
+        given = self.given
+        if len(known) != fed[0]:  # answers learned since: what this conversation lacks, by position
+            fed[0] = len(known)
+            fed[1] = sorted(((p, tid, nm) for tid, (p, nm) in known.items() if tid not in given), reverse=True)
+        waiting = fed[1]
+        if waiting and waiting[-1][0] < k:
+            new = []
+            while waiting and waiting[-1][0] < k:
+                _, tid, nm = waiting.pop()
+                if tid not in given:
+                    given.add(tid)
+                    new.append((tid, nm))
+            self.conv.learn_topic_names(new)
+            self.fresh.clear()  # learned elsewhere, not from this connection's answers
+
+    def learned_now(self, k: tuple) -> None:
+        """The names the conversation has just learned from an answer at ``k``."""
+        learned = self.learned
+        for tid, name in self.fresh:
+            self.given.add(tid)
+            if tid not in learned:
+                learned[tid] = (k, name)
+        self.fresh.clear()
+
+    def frame(self, ev: KafkaFrame, k: tuple):
+        """A Kafka frame at position ``k`` -> its row (``row``)."""
+        self.feed(k)
+        rec = self.conv.row(ev)
+        self.learned_now(k)
+        return self.row(rec, k)
+
+    def finish(self, acc, stats: CaptureStats | None = None) -> Iterator[Any]:
+        """The last batch; the task's totals (and ``stats``) to the accumulator."""
+        b = self.out.flush()
+        if b is not None:
+            yield b
+        if stats is not None:
+            self.tot.stats.merge(stats)
+        acc.add(self.tot)
+
+
+def task_index() -> int:
+    """The Spark partition of the running task (0 outside one)."""
+    from pyspark import TaskContext
+    ctx = TaskContext.get()
+    return ctx.partitionId() if ctx is not None else 0
+
+
 def _decode(items, labels, fmt, records_mode, acc, ports, names, limits, show_secrets, keylog, strict,
             filter_expr, index: int | None = None):
     """(connection, meta, packet) items -> Arrow batches of rows; ``index`` (default: the Spark
     partition's) orders the task's items after file and packet number (local tasks: negative)."""
-    from kwire_cli.capture.filter import compile_filter
-    keep = compile_filter(filter_expr) if filter_expr else None
     if index is None:
-        from pyspark import TaskContext
-        ctx = TaskContext.get()
-        index = ctx.partitionId() if ctx is not None else 0
-    tot = Totals()
-    tot.executor_code.add(code_location())
-    summ = tot.summary  # positions: the sort key, kwire pcap's row order across all tasks
-    uses = None if names is not None else tot.topic_uses
-    learned = tot.learned if names is None else {}
-    known = names if names is not None else learned  # the answers a row may be named from
-    feed_names = records_mode is None  # internal topics' records are decoded with the names known
-    out = RowBatcher(fmt)
+        index = task_index()
+    out = TaskRows(labels, fmt, records_mode, names, filter_expr)
     check = CodecCheck()  # resynchronisation confirmed by the codec, as in kwire pcap
     stats = CaptureStats()
     seq = 0
     cur = None
     first = 0
     asm: Any = None
-    conv: Any = None
-    given: set = set()  # topic ids this conversation knows a name for
-    fed: list = [-1, []]  # len(known) when ``waiting`` was made; (position, id, name) not given yet, latest first
-    fresh: list = []  # (topic id, name) the conversation has just learned
-
-    def row(rec, k):
-        pos = k[:4]
-        rec["file"] = labels[rec["file"]]
-        _name_topics(rec, pos, known, uses)
-        summ.add(rec, pos)
-        if keep is not None and not keep(rec):
-            return None
-        tot.rows += 1
-        return out.add(rec)
-
-    def meta(v, k):
-        tag = v[0]
-        if tag == "dmg":
-            d = v[1]
-            rank = d["file"]
-            d["file"] = labels[rank]
-            tot.add_damage((rank, d.pop("_pos"), k[3]), d)
-        elif tag == "stats":
-            tot.stats.merge(v[1])
-        elif tag == "fail":
-            tot.failures.append(v[1])
 
     def handle(events, pos):
         nonlocal seq
@@ -401,37 +485,16 @@ def _decode(items, labels, fmt, records_mode, acc, ports, names, limits, show_se
             seq += 1
             k = (ev.file, -1 if ev.packet is None else ev.packet, index, seq)
             if ev.__class__ is not KafkaFrame:
-                meta(("dmg", damage_item(ev, ev.file, pos)), k)
+                out.meta(("dmg", damage_item(ev, ev.file, pos)), k)
                 continue
-            if feed_names and known:
-                if len(known) != fed[0]:  # answers learned since: what this conversation lacks, by position
-                    fed[0] = len(known)
-                    fed[1] = sorted(((p, tid, nm) for tid, (p, nm) in known.items() if tid not in given),
-                                    reverse=True)
-                waiting = fed[1]
-                if waiting and waiting[-1][0] < k:
-                    new = []
-                    while waiting and waiting[-1][0] < k:
-                        _, tid, nm = waiting.pop()
-                        if tid not in given:
-                            given.add(tid)
-                            new.append((tid, nm))
-                    conv.learn_topic_names(new)
-                    fresh.clear()  # learned elsewhere, not from this connection's answers
-            rec = conv.row(ev)
-            for tid, name in fresh:
-                given.add(tid)
-                if tid not in learned:
-                    learned[tid] = (k, name)
-            fresh.clear()
-            b = row(rec, k)
+            b = out.frame(ev, k)
             if b is not None:
                 yield b
 
     for conn, m, pkt in items:
         if conn == META:
             seq += 1
-            meta(pickle.loads(m) if m.__class__ is bytes else m, (pkt[0], -1, index, seq))
+            out.meta(pickle.loads(m) if m.__class__ is bytes else m, (pkt[0], -1, index, seq))
             continue
         if conn != cur:
             if asm is not None:
@@ -440,18 +503,12 @@ def _decode(items, labels, fmt, records_mode, acc, ports, names, limits, show_se
             first = pkt[1]
             asm = StreamAssembler(broker_ports=ports or None, stats=stats,
                                   max_frame=limits[0] or DEFAULT_MAX_FRAME, check=check, keylog=keylog)
-            conv = Conversation(records_mode, on_topic_name=lambda tid, name: fresh.append((tid, name)),
-                                show_secrets=show_secrets, strict=strict)
-            given = set()
-            fed = [-1, []]
+            out.start(Conversation(records_mode, on_topic_name=out.on_topic_name, show_secrets=show_secrets,
+                                   strict=strict))
             feed = asm.feed
         ev = feed(pkt)
         if ev:
             yield from handle(ev, pkt[1])
     if asm is not None:
         yield from handle(asm.finish(), END + first)
-    b = out.flush()
-    if b is not None:
-        yield b
-    tot.stats.merge(stats)
-    acc.add(tot)
+    yield from out.finish(acc, stats)
