@@ -707,3 +707,7 @@ def test_heavy_connections_are_judged_by_their_bytes(session, tmp_path):
             run([f], str(tmp_path / "o2"), fmt="jsonl", spark=session, partitions=2)
     finally:
         session.conf.unset("spark.kwire.heavyConnectionBytes")
+    r = kwire("spark-decode", f, "--out", str(tmp_path / "o3"), "--conf", "spark.kwire.heavyChunkBytes=2x")
+    assert r.code == 1 and r.err.strip() == ("kwire: error: spark.kwire.heavyChunkBytes: '2x' is not a size (bytes, "
+                                             "or a number with k, m or g, as in 32m)")
+    assert not (tmp_path / "o3").exists()  # refused before Spark starts

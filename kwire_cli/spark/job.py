@@ -163,6 +163,10 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
         compile_filter(filter_expr)  # a FilterError now, not in every task
     if fmt not in ("parquet", "jsonl"):
         raise SparkJobError(f"unknown output format {fmt!r} (parquet or jsonl)")
+    conf = tuple(conf)
+    for k, v in conf:
+        if k in SIZE_WORDS:
+            conf_size(k, v)  # a bad value now, before Spark starts
     paths = expand_inputs(inputs, on_skip)
     if os.path.islink(out):
         raise SparkJobError(f"--out {out} is a symbolic link: give the directory itself (--overwrite would "
@@ -173,7 +177,6 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
     class_data = JobResult.jvm_class_data
     local_fs = JobResult.local_file_system
     if spark is None:
-        conf = tuple(conf)
         where = session_master(master)
         files = local_fs_conf(where, conf, java(), jvm_started())
         spark, created = get_session(master, conf + daemon_conf(where, conf, ship) + files, progress)
@@ -445,14 +448,18 @@ def _connections(spark, bplans, ntasks: int, heavy_min: int | None = None, paral
     shuffled = [t for t, ids in enumerate(held) if any(c in shared and c not in heavy_ids for c in ids)]
     heavy = []
     if heavy_ids:
-        order = sorted(heavy_ids, key=lambda c: (-weight[c], c))
+        order = sorted(heavy_ids, key=lambda c: (-weight[c], c))  # the heaviest first
+        rank = {c: i for i, c in enumerate(order)}
+        holders: dict[int, list[int]] = {c: [] for c in order}
+        reports: dict[int, list[int]] = {c: [] for c in order}
         others = set(local) | set(shuffled)
-        reporter = {}
         for t, ids in enumerate(held):
-            if t not in others:
-                reporter[t] = min((c for c in ids if c in heavy_ids), key=order.index)
-        heavy = [(c, weight[c], [t for t, ids in enumerate(held) if c in ids],
-                  [t for t, r in reporter.items() if r == c]) for c in order]
+            mine = [c for c in ids if c in heavy_ids]
+            for c in mine:
+                holders[c].append(t)
+            if t not in others:  # only heavy connections: the first of them reports the task
+                reports[min(mine, key=rank.__getitem__)].append(t)
+        heavy = [(c, weight[c], holders[c], reports[c]) for c in order]
     nlocal = sum(1 for c in tasks_of if c not in shared and c not in heavy_ids)
     return Connections(shared, local, shuffled, nlocal, heavy)
 
@@ -463,11 +470,19 @@ CHUNK_CONF = "spark.kwire.heavyChunkBytes"
 CHUNKS_PER_PARTITION = 4  # a heavy connection's chunks per partition (round robin: an even share)
 
 
-def _conf_size(spark, key: str, default: int | None, words: dict) -> int | None:
-    """A byte count from Spark conf ``key`` (bytes, or a number with k, m, g or t: 1024-based)."""
+SIZE_WORDS: dict[str, dict] = {HEAVY_CONF: {"off": None}, CHUNK_CONF: {}}
+
+
+def _conf_size(spark, key: str, default: int | None) -> int | None:
+    """A byte count from Spark conf ``key`` (``conf_size``), or ``default`` when it is not set."""
     text = spark.conf.get(key, None)
-    if text is None:
-        return default
+    return default if text is None else conf_size(key, text)
+
+
+def conf_size(key: str, text) -> int | None:
+    """The value of kwire's size setting ``key``: bytes, or a number with k, m, g or t (1024-based),
+    or one of the setting's words; else a one-line ``SparkJobError``."""
+    words = SIZE_WORDS[key]
     t = str(text).strip().lower()
     if t in words:
         return words[t]
@@ -485,8 +500,7 @@ def heavy_conf(spark) -> tuple[int | None, int | None]:
     """``spark.kwire.heavyConnectionBytes`` (default 32m; 0: every connection is heavy; off: none)
     and ``spark.kwire.heavyChunkBytes`` (frame bytes per chunk; default: a heavy connection's
     bytes / (4 x partitions)), as (heavy_min, chunk_bytes)."""
-    return (_conf_size(spark, HEAVY_CONF, HEAVY_DEFAULT, {"off": None}),
-            _conf_size(spark, CHUNK_CONF, None, {}))
+    return _conf_size(spark, HEAVY_CONF, HEAVY_DEFAULT), _conf_size(spark, CHUNK_CONF, None)
 
 
 def collect_rows(df) -> Iterable[tuple]:
