@@ -165,7 +165,8 @@ def spark(inputs: list[str], out: Path, fmt: str, master: str, conf: list[str] =
     fig.update(startup_s=res["startup_s"], job_s=res["job_s"], summary_s=res["summary_s"], frames=res["frames"],
                rows=res["rows"])
     fig.update({k: res[k] for k in ("decode_passes", "tasks_local", "tasks_shuffled", "connections_local",
-                                    "connections_shuffled", "jvm_class_data") if k in res})
+                                    "connections_shuffled", "connections_split", "split_bytes", "jvm_class_data")
+                if k in res})
     shutil.rmtree(out, ignore_errors=True)
     return fig
 

@@ -16,6 +16,17 @@ others ``--times`` times (the fixtures' small conversations: many small frames).
 N such files' worth as one file.
 
 writes OUT/cap-00.pcap, OUT/cap-01.pcap, ...
+
+``--heavy N``: one connection that carries most of the bytes (issue 18's heavy connection): the
+busiest connection of the ``--once`` captures (the bulk recording's producer: 224 frames, 12.1 MB)
+replayed N times over as one long TCP connection, after the other captures' connections replayed
+``--times`` times each; written as one file, or with ``--rotate MB`` as files of about that size, cut at packet
+boundaries as ``tcpdump -C`` rotates (the connection then runs through all of them):
+
+    python bench/make_spark_captures.py fixtures/captures/kafkajs-consume.pcap \
+        fixtures/captures/kafkajs-produce.pcap /tmp/kwire-heavy --once /tmp/bulk-kafkajs.pcap \
+        --heavy 36 --times 20                                      # one file, 449 MB, 96% one connection
+    python bench/make_spark_captures.py ... /tmp/kwire-heavy-rot ... --heavy 36 --times 20 --rotate 64
 """
 from __future__ import annotations
 
@@ -43,9 +54,15 @@ def main() -> None:
                     help="a capture replayed once per file (repeatable)")
     ap.add_argument("--merge", type=int, default=1, help="write this many files' worth into each file")
     ap.add_argument("--port", type=int, default=9092)
+    ap.add_argument("--heavy", type=int, default=0, metavar="N",
+                    help="the --once captures' busiest connection, replayed N times as one connection")
+    ap.add_argument("--rotate", type=int, default=0, metavar="MB", help="--heavy: files of about MB each")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
+    if a.heavy:
+        heavy(a, out)
+        return
     convs: list[list[tuple[int, bytes]]] = []
     for path in a.once:
         convs += list(conversations(path, a.port).values())
@@ -73,6 +90,72 @@ def main() -> None:
         total += os.path.getsize(path)
         print(f"{path}: {os.path.getsize(path)} bytes", flush=True)
     print(f"{a.files} files, {total} bytes")
+
+
+class Rotating:
+    """A pcap writer that starts a new file (OUT/cap-NN.pcap) past ``limit`` bytes, at a packet."""
+
+    def __init__(self, out: Path, limit: int) -> None:
+        self.out, self.limit, self.n, self.f, self.paths = out, limit, 0, None, []
+        self._open()
+
+    def _open(self) -> None:
+        if self.f is not None:
+            self.f.close()
+        path = self.out / f"cap-{self.n:02d}.pcap"
+        self.paths.append(path)
+        self.n += 1
+        self.f = open(path, "wb")  # noqa: SIM115 - closed by _open or close
+        self.w = PcapWriter(self.f)
+
+    def write(self, ts: float, frame: bytes) -> None:
+        if self.limit and self.f.tell() >= self.limit:
+            self._open()
+        self.w.write(ts, frame)
+
+    def close(self) -> None:
+        self.f.close()
+
+
+def heavy(a, out: Path) -> None:
+    """``--heavy N``: the busiest ``--once`` connection N times over as one connection (module doc)."""
+    busiest: list[tuple[int, bytes]] = []
+    for path in a.once:
+        for frames in conversations(path, a.port).values():
+            if sum(len(d) for _, d in frames) > sum(len(d) for _, d in busiest):
+                busiest = frames
+    small: list[list[tuple[int, bytes]]] = []
+    for path in a.captures:
+        small += list(conversations(path, a.port).values())
+    w = Rotating(out, a.rotate << 20)
+    ts = 1_700_000_000.0
+    heavy_bytes = 0
+    for n, frames in enumerate(small * a.times):
+        c = Conversation(client=("10.1.%d.%d" % (n // 250 % 250, n % 250 + 1), 20000 + n % 40000),
+                         server=("10.250.0.1", a.port))
+        for seg in c.handshake():
+            w.write(ts, ethernet_frame(seg))
+        for side, data in frames:
+            ts = emit(c, w, side, data, ts)
+        for side in (0, 1):
+            w.write(ts, ethernet_frame(c.fin(side)))
+            w.write(ts, ethernet_frame(c.ack(1 - side)))
+    hc = Conversation(client=("10.2.0.1", 40000), server=("10.250.0.1", a.port))
+    for seg in hc.handshake():
+        w.write(ts, ethernet_frame(seg))
+    for _ in range(a.heavy):
+        for side, data in busiest:
+            ts = emit(hc, w, side, data, ts)
+            heavy_bytes += len(data)
+    for side in (0, 1):
+        w.write(ts, ethernet_frame(hc.fin(side)))
+        w.write(ts, ethernet_frame(hc.ack(1 - side)))
+    w.close()
+    total = sum(os.path.getsize(p) for p in w.paths)
+    for p in w.paths:
+        print(f"{p}: {os.path.getsize(p)} bytes")
+    print(f"{len(w.paths)} files, {total} bytes; the heavy connection's frames: {heavy_bytes} bytes "
+          f"({len(busiest) * a.heavy} frames)")
 
 
 if __name__ == "__main__":
