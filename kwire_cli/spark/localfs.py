@@ -27,10 +27,9 @@ import shutil
 import subprocess
 import tempfile
 import zipfile
-import zlib
 from pathlib import Path
 
-from kwire_cli.spec.cache import cache_dir, private_dir
+from kwire_cli.spec.cache import cache_dir, key_digest, private_dir
 
 FS_CLASS = "kwire.spark.NioLocalFileSystem"
 SOURCE = Path(__file__).parent / "java" / "NioLocalFileSystem.java"
@@ -71,7 +70,7 @@ def local_fs_jar(java: str | None) -> Path | None:
         parts = [source, javac.encode(), str(os.stat(javac).st_mtime_ns).encode()]
         parts += [f"{j}:{os.stat(j).st_mtime_ns}".encode("utf-8", "surrogateescape") for j in jars]
         key = b"\0".join(parts)
-        path = d / f"localfs-{zlib.crc32(key):08x}{zlib.adler32(key):08x}.jar"
+        path = d / f"localfs-{key_digest(key)}.jar"
         d.mkdir(mode=0o700, parents=True, exist_ok=True)
         if not private_dir(d):
             return None

@@ -23,12 +23,11 @@ import re
 import shutil
 import sys
 import time
-import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
 from kwire_cli.errors import SparkJobError
-from kwire_cli.spec.cache import cache_dir, private_dir
+from kwire_cli.spec.cache import cache_dir, key_digest, private_dir
 
 DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:MetaspaceSize=256m"
 DRIVER_MEMORY = "2g"  # local mode runs the executors in the driver JVM
@@ -87,8 +86,7 @@ def class_data_options(conf: dict[str, str], options: str = DRIVER_JAVA_OPTIONS)
     key = _archive_key(conf, options)
     if d is None or key is None:
         return ""
-    b = key.encode("utf-8", "surrogateescape")
-    name = f"spark-{zlib.crc32(b):08x}{zlib.adler32(b):08x}.jsa"
+    name = f"spark-{key_digest(key)}.jsa"
     path = d / name
     try:
         d.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -44,11 +44,16 @@ def _key(folder: str) -> str | None:
     return "\0".join(parts)
 
 
+def key_digest(key: str | bytes) -> str:
+    """A cached file's name part for a key: two checksums, 16 hex digits (no hashlib: its import
+    costs more than the cache saves)."""
+    b = key if isinstance(key, bytes) else key.encode("utf-8", "surrogateescape")
+    return f"{zlib.crc32(b):08x}{zlib.adler32(b):08x}"
+
+
 def _name(key: str) -> str:
-    """The file name of a key: two checksums (no hashlib: its import costs more than the cache saves);
-    a collision is harmless, the file's own key is compared."""
-    b = key.encode("utf-8", "surrogateescape")
-    return f"specs-{zlib.crc32(b):08x}{zlib.adler32(b):08x}.pickle"
+    """The file name of a key (a collision is harmless: the file's own key is compared)."""
+    return f"specs-{key_digest(key)}.pickle"
 
 
 def private_dir(d: Path) -> bool:
