@@ -79,17 +79,22 @@ def main() -> None:
             w = PcapWriter(f)
             for n, frames in enumerate(convs):
                 client = ("10.%d.%d.%d" % (fno % 250, n // 250 % 250, n % 250 + 1), 20000 + n % 40000)
-                c = Conversation(client=client, server=("10.250.0.1", a.port))
-                for seg in c.handshake():
-                    w.write(ts, ethernet_frame(seg))
-                for side, data in frames:
-                    ts = emit(c, w, side, data, ts)
-                for side in (0, 1):
-                    w.write(ts, ethernet_frame(c.fin(side)))
-                    w.write(ts, ethernet_frame(c.ack(1 - side)))
+                ts = replay(Conversation(client=client, server=("10.250.0.1", a.port)), w, frames, ts)
         total += os.path.getsize(path)
         print(f"{path}: {os.path.getsize(path)} bytes", flush=True)
     print(f"{a.files} files, {total} bytes")
+
+
+def replay(c: Conversation, w, frames: list[tuple[int, bytes]], ts: float) -> float:
+    """One whole connection: handshake, ``frames`` (side, bytes) and both FINs; the last time."""
+    for seg in c.handshake():
+        w.write(ts, ethernet_frame(seg))
+    for side, data in frames:
+        ts = emit(c, w, side, data, ts)
+    for side in (0, 1):
+        w.write(ts, ethernet_frame(c.fin(side)))
+        w.write(ts, ethernet_frame(c.ack(1 - side)))
+    return ts
 
 
 class Rotating:
@@ -133,13 +138,7 @@ def heavy(a, out: Path) -> None:
     for n, frames in enumerate(small * a.times):
         c = Conversation(client=("10.1.%d.%d" % (n // 250 % 250, n % 250 + 1), 20000 + n % 40000),
                          server=("10.250.0.1", a.port))
-        for seg in c.handshake():
-            w.write(ts, ethernet_frame(seg))
-        for side, data in frames:
-            ts = emit(c, w, side, data, ts)
-        for side in (0, 1):
-            w.write(ts, ethernet_frame(c.fin(side)))
-            w.write(ts, ethernet_frame(c.ack(1 - side)))
+        ts = replay(c, w, frames, ts)
     hc = Conversation(client=("10.2.0.1", 40000), server=("10.250.0.1", a.port))
     for seg in hc.handshake():
         w.write(ts, ethernet_frame(seg))
