@@ -289,6 +289,20 @@ def test_parquet_typed_columns(spark, tmp_path):
         assert (json.loads(row["body"]) if row["body"] is not None else None) == w["body"]
         assert (json.loads(row["topic_names"]) if row["topic_names"] else None) == w.get("topic_names")
     assert normal(res.summary) == pcap_summary(f)
+    # compressed with zstd unless the user chose (spark.sql.parquet.compression.codec)
+    import pyarrow.parquet as pq
+
+    def codecs(d: str) -> set[str]:
+        parts = glob.glob(os.path.join(d, "api_name=*", "part-*.parquet"))
+        groups = [pq.ParquetFile(p).metadata.row_group(0) for p in parts]
+        return {g.column(i).compression for g in groups for i in range(g.num_columns)}
+    assert codecs(out) == {"ZSTD"}
+    spark.conf.set("spark.sql.parquet.compression.codec", "gzip")
+    try:
+        run([f], out + "-gzip", fmt="parquet", spark=spark, partitions=2)
+    finally:
+        spark.conf.unset("spark.sql.parquet.compression.codec")
+    assert codecs(out + "-gzip") == {"GZIP"}
 
 
 def _pcap_to_pcapng(src: Path, dest: Path, second_interface_at: int | None = None) -> None:

@@ -52,6 +52,12 @@ FRAMES_CONF = {"spark.sql.execution.arrow.maxBytesPerBatch": str(64 << 20)}
 # task (Parquet's own memory manager shrinks row groups past 95% of the heap); past 16 APIs in a
 # task Spark sorts the task's remaining rows instead
 PARQUET_ROW_GROUP = 32 << 20
+# Parquet's compression unless spark.sql.parquet.compression.codec is given: zstd, not Spark's
+# snappy: the rows' JSON bodies compress 6x smaller (577 MB of captures: 29 MB of Parquet against
+# 169 MB) for the same CPU (3 paired runs: the whole command 1.12x, 0.98x, 0.99x); read by Spark,
+# pyarrow, DuckDB, Trino
+PARQUET_CODEC = "zstd"
+PARQUET_CODEC_CONF = "spark.sql.parquet.compression.codec"
 
 
 # ------------------------------------------------------------------------------------ inputs
@@ -520,6 +526,9 @@ def _write(spark, df, out: str, fmt: str, frames: bool = False) -> None:
     try:
         w = df.write.mode("overwrite").partitionBy("api_name")
         if fmt == "parquet":
+            if not spark.sparkContext.getConf().contains(PARQUET_CODEC_CONF) \
+                    and spark.conf.get(PARQUET_CODEC_CONF, "snappy") == "snappy":  # not the user's choice
+                w = w.option("compression", PARQUET_CODEC)
             # bodies can be megabytes: check the page size after every row, not every 100
             w.option("parquet.page.size.row.check.min", "1") \
              .option("parquet.page.size.row.check.max", "100") \
