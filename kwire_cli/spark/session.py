@@ -40,6 +40,17 @@ CLASS_PATH_CONF = ("spark.driver.extraClassPath", "spark.jars", "spark.jars.pack
                    "spark.jars.ivy")
 
 
+def spark_home() -> str | None:
+    """Where Spark's jars are: SPARK_HOME, or the pyspark package's directory; None without pyspark."""
+    if os.environ.get("SPARK_HOME"):
+        return os.environ["SPARK_HOME"]
+    try:
+        import pyspark
+    except ImportError:
+        return None
+    return os.path.dirname(pyspark.__file__)
+
+
 def java() -> str | None:
     """The java binary Spark will start (JAVA_HOME's, or the PATH's), its real path."""
     home = os.environ.get("JAVA_HOME")
@@ -54,8 +65,7 @@ def _archive_key(conf: dict[str, str], options: str) -> str | None:
         return None
     try:
         import pyspark
-        spark_home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
-        jars = os.path.join(spark_home, "jars")
+        jars = os.path.join(spark_home() or "", "jars")
         parts = [java_bin, str(os.stat(java_bin).st_mtime_ns), os.path.realpath(jars), str(os.stat(jars).st_mtime_ns),
                  pyspark.__version__, options]
     except (ImportError, OSError):
