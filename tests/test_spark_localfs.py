@@ -108,8 +108,10 @@ def test_given_settings_a_cluster_or_turning_it_off_leave_hadoops_file_system(tm
     monkeypatch.delenv("KWIRE_SPARK_LOCAL_FS", raising=False)
     j = java()
     buffer = ((localfs.BUFFER_CONF, str(localfs.WRITE_BUFFER)),)
-    assert localfs.local_fs_conf("spark://127.0.0.1:7077", (), j) == ()
-    assert localfs.local_fs_conf("yarn", (), j) == ()
+    # a cluster's executors write through Hadoop's own streams: the larger buffer, not the class
+    assert localfs.local_fs_conf("spark://127.0.0.1:7077", (), j) == buffer
+    assert localfs.local_fs_conf("yarn", (), j) == buffer
+    assert localfs.local_fs_conf("yarn", ((localfs.BUFFER_CONF, "65536"),), j) == ()
     assert localfs.local_fs_conf("local[2]", (("spark.driver.extraClassPath", "/opt/x.jar"),), j) == buffer
     assert localfs.local_fs_conf("local[2]", (("spark.hadoop.fs.file.impl", "x.Y"),), j) == buffer
     mine = (("spark.hadoop.fs.file.impl", "x.Y"), (localfs.BUFFER_CONF, "4096"))

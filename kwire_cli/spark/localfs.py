@@ -17,8 +17,9 @@ compiler (a JRE), or when it fails, the session uses Hadoop's own file system as
 cluster: its executors' JVMs would not have the class. ``KWIRE_SPARK_LOCAL_FS=0`` turns it off,
 and so does giving ``spark.hadoop.fs.file.impl`` or ``spark.driver.extraClassPath``.
 
-A local session's output streams also get a larger buffer (``WRITE_BUFFER``, unless
-``spark.hadoop.io.file.buffer.size`` is given).
+Output streams also get a larger buffer (``WRITE_BUFFER``, unless
+``spark.hadoop.io.file.buffer.size`` is given), on any master: the executors of a cluster write
+through the same Hadoop output streams (its local file system, HDFS's client).
 """
 from __future__ import annotations
 
@@ -96,14 +97,12 @@ def local_fs_jar(java: str | None) -> Path | None:
 def local_fs_conf(master: str, conf: tuple, java: str | None, jvm_started: bool = False) -> tuple:
     """The settings of a local session's file writing: ``WRITE_BUFFER`` (unless given), and
     ``FS_CLASS`` unless turned off or given otherwise, the driver JVM already started (spark-submit:
-    its class path is set), or the class cannot be compiled; () for a cluster."""
-    if not master.startswith("local"):
-        return ()
+    its class path is set), or the class cannot be compiled; on a cluster, ``WRITE_BUFFER`` only."""
     given = {k for k, _ in conf}
     settings: tuple = ()
     if BUFFER_CONF not in given:
         settings += ((BUFFER_CONF, str(WRITE_BUFFER)),)
-    if (jvm_started or given & set(USER_CONF)
+    if (not master.startswith("local") or jvm_started or given & set(USER_CONF)
             or os.environ.get("KWIRE_SPARK_LOCAL_FS", "") in ("0", "off", "no", "false")):
         return settings
     jar = local_fs_jar(java)
