@@ -104,6 +104,21 @@ def _port_open(port: int) -> bool:
         return False
 
 
+def _executor_commands(tmp: Path, before: set[str]) -> list[str]:
+    """The command lines the worker started the executors of the applications run since ``before``
+    (the worker writes each into the executor's stderr in its work directory)."""
+    cmds = []
+    for app in sorted(set(glob.glob(str(tmp / "work" / "app-*"))) - before):
+        for err in glob.glob(os.path.join(app, "*", "stderr")):
+            cmds += [line for line in Path(err).read_text(errors="replace").splitlines()
+                     if line.startswith("Spark Executor Command:")]
+    return cmds
+
+
+def _apps(tmp: Path) -> set[str]:
+    return set(glob.glob(str(tmp / "work" / "app-*")))
+
+
 def _lines(out: Path) -> collections.Counter:
     lines = []
     for p in glob.glob(str(out / "api_name=*" / "part-*")):
@@ -127,6 +142,7 @@ def test_standalone_cluster_rows_equal_local(cluster, monkeypatch):
     assert probe.returncode != 0 and "No module named 'kwire_cli" in probe.stderr  # really not importable
     out = tmp / "out"
     env = {**LOOPBACK, "PYSPARK_PYTHON": sys.executable, "KWIRE_NO_PROGRESS": "1"}
+    apps = _apps(tmp)
     r = subprocess.run(
         [sys.executable, "-m", "kwire_cli", "spark-decode", *FILES, "--out", str(out), "--master", master,
          "--format", "jsonl", "--summary-format", "json", "--partitions", "3",
@@ -142,6 +158,9 @@ def test_standalone_cluster_rows_equal_local(cluster, monkeypatch):
     # the executors ran kwire from the zip the job shipped, not from this checkout
     assert result["executor_code"], result
     assert all(p.endswith(".zip") and "kwire_cli-" in p for p in result["executor_code"]), result["executor_code"]
+    # the executors' JVMs ran with kwire's options (EXECUTOR_JAVA_OPTIONS: nobody gave theirs)
+    cmds = _executor_commands(tmp, apps)
+    assert cmds and all('"-XX:TieredStopAtLevel=1"' in c for c in cmds), cmds
 
     # the same rows as the local job gives: kwire pcap's lines for each file (test_spark.py shows the
     # local job writes exactly those) and the capture library's reading of the rotated pair as one
@@ -154,8 +173,9 @@ def test_standalone_cluster_rows_equal_local(cluster, monkeypatch):
 
 def test_spark_submit_on_the_cluster(cluster, monkeypatch, tmp_path):
     """The same job through spark-submit (kwire_cli/cli/spark_submit.py as the application)."""
-    master, _ = cluster
+    master, tmp = cluster
     monkeypatch.chdir(ROOT)
+    apps = _apps(tmp)
     submit = subprocess.run([sys.executable, "-m", "kwire_cli.cli.spark_submit", "--path"], capture_output=True,
                             text=True, check=True).stdout.strip()
     out = tmp_path / "sub"
@@ -164,7 +184,8 @@ def test_spark_submit_on_the_cluster(cluster, monkeypatch, tmp_path):
     r = subprocess.run(
         [os.path.join(_spark_home(), "bin", "spark-submit"), "--master", master,
          "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.ui.enabled=false",
-         "--conf", "spark.executor.memory=1g", submit, f, "--out", str(out), "--format", "jsonl",
+         "--conf", "spark.executor.memory=1g", "--conf", "spark.executor.extraJavaOptions=-Dkwire.test=submit",
+         submit, f, "--out", str(out), "--format", "jsonl",
          "--summary-format", "none", "--partitions", "2"],
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-4000:]
@@ -172,3 +193,6 @@ def test_spark_submit_on_the_cluster(cluster, monkeypatch, tmp_path):
     assert _lines(out) == pcap_lines(f)
     with open(out / "_kwire_result.json") as fh:
         assert json.load(fh)["master"] == master  # spark-submit's master, not a local session
+    # the executors' JVM options given to spark-submit are theirs: kwire's do not replace them
+    cmds = _executor_commands(tmp, apps)
+    assert cmds and all('"-Dkwire.test=submit"' in c and "TieredStopAtLevel" not in c for c in cmds), cmds

@@ -89,6 +89,31 @@ def test_summary_files_are_not_written_through_a_planted_link(tmp_path):
     assert (out / "_kwire_result.json").read_text() == "{}\n"
 
 
+def test_a_clusters_executors_get_kwires_jvm_options_unless_someone_gave_theirs(tmp_path, monkeypatch):
+    """On a cluster the executors' JVMs get EXECUTOR_JAVA_OPTIONS, except where that would replace
+    options the user (--conf, PYSPARK_SUBMIT_ARGS) or the cluster's spark-defaults.conf gives."""
+    from kwire_cli.spark import session
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS", raising=False)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    mine = (("spark.executor.extraJavaOptions", "-Xss4m"),)
+    ours = ((session.EXECUTOR_OPTIONS_CONF, session.EXECUTOR_JAVA_OPTIONS),)
+    assert session.executor_conf("local[*]") == () and session.executor_conf("local[2]") == ()
+    assert session.executor_conf("spark://10.0.0.5:7077") == ours
+    assert session.executor_conf("yarn", (("spark.executor.memory", "4g"),)) == ours
+    assert session.executor_conf("yarn", mine) == ()
+    defaults = tmp_path / "spark-defaults.conf"
+    defaults.write_text("# spark.executor.extraJavaOptions -Xss2m\nspark.executor.memory 4g\n")
+    assert session.executor_conf("yarn") == ours  # a comment sets nothing
+    for line in ("spark.executor.extraJavaOptions  -XX:+UseG1GC", "spark.executor.extraJavaOptions=-Xss2m",
+                 "  spark.executor.extraJavaOptions:-Xss2m"):
+        defaults.write_text(f"spark.master yarn\n{line}\n")
+        assert session.executor_conf("yarn") == (), line
+    defaults.unlink()
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--conf spark.executor.extraJavaOptions=-Xss2m pyspark-shell")
+    assert session.executor_conf("yarn") == ()
+
+
 def test_local_sessions_fork_workers_from_kwires_daemon():
     """A local session's Python workers are forked from kwire_cli.spark.daemon (kwire imported
     once); not when kwire's code is shipped, on a cluster, or when the setting is given."""

@@ -32,7 +32,14 @@ from kwire_cli.capture.inputs import file_kind, files_under, rotation_order
 from kwire_cli.errors import SparkJobError
 from kwire_cli.spark.localfs import local_fs_conf, local_fs_status
 from kwire_cli.spark.reading import DEFAULT_SPLIT, FilePlan, nominal_ranges, plan_file, stitch
-from kwire_cli.spark.session import class_data_status, get_session, java, jvm_started, session_master
+from kwire_cli.spark.session import (
+    class_data_status,
+    executor_conf,
+    get_session,
+    java,
+    jvm_started,
+    session_master,
+)
 from kwire_cli.spark.shipping import ship_code
 from kwire_cli.spark.totals import Totals, totals_param
 
@@ -185,7 +192,8 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
     if spark is None:
         where = session_master(master)
         files = local_fs_conf(where, conf, java(), jvm_started())
-        spark, created = get_session(master, conf + daemon_conf(where, conf, ship) + files, progress)
+        spark, created = get_session(master, conf + daemon_conf(where, conf, ship) + files + executor_conf(where, conf),
+                                     progress)
         if created:
             class_data = class_data_status(spark)
             local_fs = local_fs_status(spark)
