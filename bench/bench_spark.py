@@ -97,8 +97,10 @@ def unseen_cpu(seen: dict[int, list]) -> float:
     return sum(max(0.0, reaped - ended.get(p, 0.0)) for p, (_, reaped, _, _) in seen.items())
 
 
-def run(cmds: list[list[str]], outs: list[str | None], env=None) -> dict:
-    """Run commands side by side: wall seconds of the slowest, CPU seconds of all their processes."""
+def run(cmds: list[list[str]], outs: list[str | None], env=None, executors_of: int | None = None) -> dict:
+    """Run commands side by side: wall seconds of the slowest, CPU seconds of all their processes
+    (and, with ``executors_of``, a standalone worker's pid, of the executors it starts meanwhile:
+    their JVM and Python workers, as ``executor java`` and ``executor python``)."""
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
     procs = []
@@ -120,6 +122,8 @@ def run(cmds: list[list[str]], outs: list[str | None], env=None) -> dict:
         sample += 1
         for p, _ in procs:
             _tree_cpu(p.pid, seen, names, sample)
+        if executors_of is not None:
+            _tree_cpu(executors_of, seen, names, sample)
         time.sleep(0.1)
     wall = time.perf_counter() - t0
     for t in threads:
@@ -130,12 +134,25 @@ def run(cmds: list[list[str]], outs: list[str | None], env=None) -> dict:
         if p.returncode != 0:
             sys.stderr.write(errs[p.pid].decode(errors="replace")[-3000:])
             raise SystemExit(f"failed: {' '.join(cmd)}")
+    if executors_of is not None:  # the worker's own CPU is the cluster's, not the job's
+        seen.pop(executors_of, None)
+        for pid in list(seen):
+            if names[pid] != "command" and _descends(pid, executors_of, seen):
+                names[pid] = f"executor {names[pid]}"
     by: dict[str, float] = {"unseen": unseen_cpu(seen)}
     for p, v in seen.items():
         by[names[p]] = by.get(names[p], 0.0) + v[0]
     return {"wall_s": round(wall, 2), "cpu_s": round(sum(by.values()), 2),
             "cpu_by_process": {k: round(v, 2) for k, v in sorted(by.items())},
             "load_before_after": [round(load0, 2), round(os.getloadavg()[0], 2)]}
+
+
+def _descends(pid: int, root: int, seen: dict[int, list]) -> bool:
+    while pid in seen:
+        pid = seen[pid][2]
+        if pid == root:
+            return True
+    return pid == root
 
 
 def halves(files: list[str]) -> tuple[list[str], list[str]]:
@@ -154,13 +171,13 @@ def halves(files: list[str]) -> tuple[list[str], list[str]]:
 
 
 def spark(inputs: list[str], out: Path, fmt: str, master: str, conf: list[str] = (), env=None,
-          extra: list[str] = ()) -> dict:
+          extra: list[str] = (), executors_of: int | None = None) -> dict:
     cmd = [sys.executable, "-m", "kwire_cli", "spark-decode", *inputs, "--out", str(out), "--overwrite",
            "--master", master, "--format", fmt, "--summary-format", "none",
            "--conf", "spark.ui.showConsoleProgress=false", *extra]
     for c in conf:
         cmd += ["--conf", c]
-    fig = run([cmd], [None], env=env)
+    fig = run([cmd], [None], env=env, executors_of=executors_of)
     res = json.loads((out / "_kwire_result.json").read_text())
     fig.update(startup_s=res["startup_s"], job_s=res["job_s"], summary_s=res["summary_s"], frames=res["frames"],
                rows=res["rows"])
@@ -259,55 +276,82 @@ def _alive_workers(ui_port: int) -> int:
         return 0
 
 
-def cluster_suite(inputs: list[str], scratch: Path, repeat: int, conf: list[str] = ()) -> dict:
+def cluster_suite(inputs: list[str], scratch: Path, repeat: int, conf: list[str] = (), pin: bool = False) -> dict:
     """A master and a 2-core worker from the pyspark wheel on 127.0.0.1; the jsonl job on 1 and on
     2 executor cores (spark.cores.max), ``repeat`` times each, alternating. The executors import
     kwire from this checkout (``--ship-code never``, their PYTHONPATH: the native decoders, as the
-    local runs)."""
+    local runs). Each run's CPU includes its executors' (their JVM and Python workers).
+
+    ``pin``: the worker (and so the executors it starts, JVM and Python workers) is started for
+    each run confined to as many CPUs as the executor has cores (``taskset``: the last ones; the
+    driver and the master are not confined), as a cluster manager that enforces an executor's cores
+    does (YARN's CPU cgroups, Kubernetes' CPU limits). Without it, a 1-core executor's JVM threads
+    run on the other core of this machine beside its one Python worker."""
     from pyspark.find_spark_home import _find_spark_home
     cls = os.path.join(_find_spark_home(), "bin", "spark-class")
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_MASTER_HOST": "127.0.0.1"}
     port, ui, wui = _free_port(), _free_port(), _free_port()
     logs = scratch / "cluster"
     logs.mkdir(exist_ok=True)
-    procs = []
-    try:
-        procs.append(subprocess.Popen(
-            [cls, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-             "--webui-port", str(ui)], stdout=open(logs / "master.log", "wb"), stderr=subprocess.STDOUT,  # noqa: SIM115 - the process keeps it
-            env=env, start_new_session=True))
+    cpus = sorted(os.sched_getaffinity(0))
+    taskset = shutil.which("taskset")
+    if pin and (taskset is None or len(cpus) < 2):
+        raise SystemExit("--pin needs taskset and at least 2 CPUs")
+
+    def start_worker(cores: int | None) -> subprocess.Popen:
+        confine = [str(taskset), "-c", ",".join(map(str, cpus[-cores:]))] if cores else []
+        w = subprocess.Popen(
+            [*confine, cls, "org.apache.spark.deploy.worker.Worker", "--cores", "2", "--memory", "4g", "--host",
+             "127.0.0.1", "--webui-port", str(wui), "--work-dir", str(logs / "work"), f"spark://127.0.0.1:{port}"],
+            stdout=open(logs / "worker.log", "ab"), stderr=subprocess.STDOUT, env=env,  # noqa: SIM115 - the process keeps it
+            start_new_session=True)
         end = time.monotonic() + 90
         while _alive_workers(ui) == 0 and time.monotonic() < end:
-            if len(procs) == 1 and urllib_ok(ui):
-                procs.append(subprocess.Popen(
-                    [cls, "org.apache.spark.deploy.worker.Worker", "--cores", "2", "--memory", "4g", "--host",
-                     "127.0.0.1", "--webui-port", str(wui), "--work-dir", str(logs / "work"),
-                     f"spark://127.0.0.1:{port}"], stdout=open(logs / "worker.log", "wb"),  # noqa: SIM115
-                    stderr=subprocess.STDOUT, env=env, start_new_session=True))
             time.sleep(0.5)
         if _alive_workers(ui) == 0:
-            raise SystemExit(f"the standalone cluster did not start (logs in {logs})")
+            raise SystemExit(f"the standalone worker did not start (logs in {logs})")
+        return w
+
+    def stop(p: subprocess.Popen) -> None:
+        p.terminate()
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+    master_proc = subprocess.Popen(
+        [cls, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+         "--webui-port", str(ui)], stdout=open(logs / "master.log", "wb"), stderr=subprocess.STDOUT,  # noqa: SIM115
+        env=env, start_new_session=True)
+    worker = None
+    try:
+        end = time.monotonic() + 90
+        while not urllib_ok(ui) and time.monotonic() < end:
+            time.sleep(0.5)
         master = f"spark://127.0.0.1:{port}"
-        fig: dict = {"cores_1": [], "cores_2": []}
+        fig: dict = {"pinned": pin, "cores_1": [], "cores_2": []}
         for _ in range(repeat):
             for cores in (1, 2):
+                if worker is None or pin:
+                    if worker is not None:
+                        stop(worker)
+                        while _alive_workers(ui):  # the master forgets it before the next one registers
+                            time.sleep(0.5)
+                    worker = start_worker(cores if pin else None)
                 f = spark(inputs, scratch / "spark", "jsonl", master,
                           [f"spark.cores.max={cores}", f"spark.executor.cores={cores}", "spark.executor.memory=2g",
                            "spark.driver.host=127.0.0.1", f"spark.executorEnv.PYTHONPATH={ROOT}", *conf],
-                          env=env, extra=["--ship-code", "never"])
-                print(f"   cluster, {cores} executor core(s): {f}", file=sys.stderr)
+                          env=env, extra=["--ship-code", "never"], executors_of=worker.pid)
+                print(f"   cluster, {cores} executor core(s){' pinned' if pin else ''}: {f}", file=sys.stderr)
                 fig[f"cores_{cores}"].append(f)
         best = {c: min(r["job_s"] for r in fig[f"cores_{c}"]) for c in (1, 2)}
         fig["job_speedup_2_over_1"] = round(best[1] / best[2], 2)
         return fig
     finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in reversed(procs):
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        for p in (worker, master_proc):
+            if p is not None:
+                stop(p)
 
 
 def urllib_ok(ui: int) -> bool:
@@ -325,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--formats", default="jsonl,parquet", help="spark-decode's output formats (default: both)")
     ap.add_argument("--cluster", action="store_true", help="the standalone-cluster scaling run instead")
     ap.add_argument("--repeat", type=int, default=1, help="--cluster: runs of each")
+    ap.add_argument("--pin", action="store_true",
+                    help="--cluster: confine the executors to as many CPUs as they have cores (taskset)")
     ap.add_argument("--out", help="scratch directory for the outputs (default: a temporary one)")
     ap.add_argument("--json", help="write the figures to this file")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
@@ -339,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         fig["warm_up"] = warm_up(scratch)
         if args.cluster:
-            fig["cluster"] = cluster_suite([args.dir], scratch, args.repeat, args.conf)
+            fig["cluster"] = cluster_suite([args.dir], scratch, args.repeat, args.conf, args.pin)
         else:
             formats = args.formats.split(",")
             fig["directory"] = local_suite(args.dir, [args.dir], files, scratch, formats, args.conf)
