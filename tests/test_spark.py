@@ -304,6 +304,21 @@ def test_parquet_typed_columns(spark, tmp_path):
         spark.conf.unset("spark.sql.parquet.compression.codec")
     assert codecs(out + "-gzip") == {"GZIP"}
 
+    # the body column without a dictionary (parquet.enable.dictionary#body), unless the user says
+    def body_dictionary(d: str) -> set[bool]:
+        parts = glob.glob(os.path.join(d, "api_name=*", "part-*.parquet"))
+        groups = [pq.ParquetFile(p).metadata.row_group(0) for p in parts]
+        return {any("DICTIONARY" in e for e in g.column(i).encodings)
+                for g in groups for i in range(g.num_columns) if g.column(i).path_in_schema == "body"}
+    assert body_dictionary(out) == {False}
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    hadoop.set("parquet.enable.dictionary#body", "true")
+    try:
+        run([f], out + "-dict", fmt="parquet", spark=spark, partitions=2)
+    finally:
+        hadoop.unset("parquet.enable.dictionary#body")
+    assert True in body_dictionary(out + "-dict")  # (where it would not be smaller, Parquet writes plain)
+
 
 def _pcap_to_pcapng(src: Path, dest: Path, second_interface_at: int | None = None) -> None:
     """Rewrite a pcap as pcapng (enhanced packet blocks), independently of kwire's reader; with
