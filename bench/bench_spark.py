@@ -2,6 +2,7 @@
 
     python bench/bench_spark.py DIR [--single FILE]          # local[2]: jsonl and parquet
     python bench/bench_spark.py DIR --cluster                # standalone cluster: 1 vs 2 executor cores
+    python bench/bench_spark.py DIR --cluster --pin          # the same, executors confined to their cores
     python bench/bench_spark.py DIR --json spark.json        # also write the figures as JSON
 
 The input is real client traffic (not committed; bench/data/ is ignored), >= 500 MB, e.g. a bulk
