@@ -33,7 +33,7 @@ DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:MetaspaceSiz
 DRIVER_MEMORY = "2g"  # local mode runs the executors in the driver JVM
 # a cluster's executor JVMs do the same little Java work per byte (Arrow batches in, files out):
 # the optimising tier of the just-in-time compiler costs them more than it wins (standalone cluster,
-# executors confined to their cores, 577 MB: 1 core 17.2 -> 11.2 s of the executor's JVM CPU, 2 cores
+# executors confined to their cores, 577 MB: 1 core 17.2 -> 11.3 s of the executor's JVM CPU, 2 cores
 # 19.8 -> 12.7 s; 2.3 GB, 2 cores: 48.7 -> 40.8 s, two runs each)
 EXECUTOR_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 EXECUTOR_OPTIONS_CONF = "spark.executor.extraJavaOptions"
@@ -206,7 +206,8 @@ def executor_conf(master: str, conf: Iterable[tuple[str, str]] = ()) -> tuple:
     if master.startswith("local") or any(k == EXECUTOR_OPTIONS_CONF for k, _ in conf):
         return ()
     if jvm_started():
-        from pyspark import SparkConf
+        from pyspark import SparkConf, SparkContext
+        SparkContext._ensure_initialized()  # (without the gateway SparkConf reads nothing of the JVM's)
         if SparkConf().contains(EXECUTOR_OPTIONS_CONF):  # spark-submit's --conf or its defaults file
             return ()
     elif EXECUTOR_OPTIONS_CONF in os.environ.get("PYSPARK_SUBMIT_ARGS", "") or _in_defaults_file(EXECUTOR_OPTIONS_CONF):
