@@ -26,9 +26,10 @@ the topic names learned go to the task's ``Totals`` (an accumulator).
 Topic ids (Fetch v13+, ...) are named from Metadata-like answers on any connection before the frame.
 A task knows the answers of its own connections: ``names=None`` names ids from those and records,
 per id, which answer each row used or that it found none (``Totals.topic_uses``); the driver then
-checks them against every answer of the job (``topics_agree``) and, in the rare capture where an
-answer on another task's connection came earlier, runs the stage again with all of them
-(``names``): the rows are those of the single pass kwire pcap makes.
+checks them against every answer of the job (``topics_agree``) and, where an answer on another
+task's connection came earlier, runs the stage again with all of them (``names``): the rows are
+those of the single pass kwire pcap makes. Not rare: with clients that fetch by topic id, the rows
+at the start of each file (or range) use ids answered in the one before (docs/spark.md).
 
 Every item carries a sort key whose first four parts order it as ``kwire pcap`` emits it: (file
 rank, packet number, partition, sequence).
