@@ -11,6 +11,15 @@ two files, and each file's packets come after the previous file's in time:
         --files 20 --times 150                                     # 577 MB, 197,040 frames
     python bench/make_spark_captures.py ... /tmp/kwire-spark-one --files 1 --merge 20   # the same, one file
 
+``--rotate MB`` writes the same packets as one capture cut into files of about MB each, at packet
+boundaries, as ``tcpdump -C`` rotates: the connections at each cut run through two files. With a
+client that fetches by topic id (librdkafka), the rows at the start of each file then use ids the
+file before answered (spark-decode's second decode pass, docs/spark.md):
+
+    python bench/make_spark_captures.py fixtures/captures/confluent-kafka-consume.pcap \
+        fixtures/captures/confluent-kafka-produce.pcap /tmp/kwire-topic-ids --files 1 --times 8000 \
+        --rotate 24                                                # 508 MB, 21 files, 1,272,000 frames
+
 ``--once`` captures are replayed once per file (a bulk recording: large Produce and Fetch frames), the
 others ``--times`` times (the fixtures' small conversations: many small frames). ``--merge N`` writes
 N such files' worth as one file.
@@ -31,6 +40,7 @@ boundaries as ``tcpdump -C`` rotates (the connection then runs through all of th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -56,7 +66,8 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=9092)
     ap.add_argument("--heavy", type=int, default=0, metavar="N",
                     help="the --once captures' busiest connection, replayed N times as one connection")
-    ap.add_argument("--rotate", type=int, default=0, metavar="MB", help="--heavy: files of about MB each")
+    ap.add_argument("--rotate", type=int, default=0, metavar="MB",
+                    help="write everything as one capture cut into files of about MB each, as tcpdump -C rotates")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -73,16 +84,22 @@ def main() -> None:
     convs = convs * a.merge
     ts = 1_700_000_000.0
     total = 0
+    rotating = Rotating(out, a.rotate << 20) if a.rotate else None
     for fno in range(a.files):
         path = out / f"cap-{fno:02d}.pcap"
-        with open(path, "wb") as f:
-            w = PcapWriter(f)
+        with open(path, "wb") if rotating is None else contextlib.nullcontext() as f:
+            w = PcapWriter(f) if rotating is None else rotating
             for n, frames in enumerate(convs):
                 client = ("10.%d.%d.%d" % (fno % 250, n // 250 % 250, n % 250 + 1), 20000 + n % 40000)
                 ts = replay(Conversation(client=client, server=("10.250.0.1", a.port)), w, frames, ts)
-        total += os.path.getsize(path)
-        print(f"{path}: {os.path.getsize(path)} bytes", flush=True)
-    print(f"{a.files} files, {total} bytes")
+        if rotating is None:
+            total += os.path.getsize(path)
+            print(f"{path}: {os.path.getsize(path)} bytes", flush=True)
+    if rotating is not None:
+        rotating.close()
+        total = sum(os.path.getsize(p) for p in rotating.paths)
+        print(f"{len(rotating.paths)} files of about {a.rotate} MB (rotated)", flush=True)
+    print(f"{a.files} files' worth, {total} bytes")
 
 
 def replay(c: Conversation, w, frames: list[tuple[int, bytes]], ts: float) -> float:
