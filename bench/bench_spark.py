@@ -8,9 +8,9 @@
 The input is real client traffic (not committed; bench/data/ is ignored), >= 500 MB, e.g. a bulk
 kafkajs recording and the kafkajs fixtures replayed as 20 files (bench/make_spark_captures.py says
 how), and the same traffic as one large file (``--merge 20``), which spark-decode cuts at record
-boundaries (``--split-size``, 64 MB). A client that fetches by topic id, in a rotated capture
-(librdkafka's fixtures replayed, ``--rotate``: bench/make_spark_captures.py), shows the second
-decode pass (``decode_passes`` in the figures; docs/spark.md, Topic names).
+boundaries (``--split-size``, 64 MB). A rotated capture of a client that fetches by topic id
+(librdkafka's fixtures replayed, ``--rotate``: bench/make_spark_captures.py) has topic ids answered
+in one file and used in the next (``decode_passes`` in the figures; docs/spark.md, Topic names).
 
 Each command is a subprocess writing its rows to files on the same disk; for each: wall seconds,
 and the CPU seconds of all its processes (the JVM, the Python driver and workers: user + system

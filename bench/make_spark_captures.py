@@ -13,8 +13,8 @@ two files, and each file's packets come after the previous file's in time:
 
 ``--rotate MB`` writes the same packets as one capture cut into files of about MB each, at packet
 boundaries, as ``tcpdump -C`` rotates: the connections at each cut run through two files. With a
-client that fetches by topic id (librdkafka), the rows at the start of each file then use ids the
-file before answered (spark-decode's second decode pass, docs/spark.md):
+client that fetches by topic id (librdkafka), topic ids are then answered in one file and used in
+the next (spark-decode's topic names across tasks, docs/spark.md):
 
     python bench/make_spark_captures.py fixtures/captures/confluent-kafka-consume.pcap \
         fixtures/captures/confluent-kafka-produce.pcap /tmp/kwire-topic-ids --files 1 --times 8000 \

@@ -498,13 +498,13 @@ def _consume_frames():
     return md, fetch
 
 
-def _exchange_capture(path: Path, first: list, second: list) -> None:
-    """Two connections (ports 41001, 41002) to one broker: ``first``'s frames on the first, then
+def _exchange_capture(path: Path, first: list, second: list, ports: tuple = (41001, 41002)) -> None:
+    """Two connections (client ports ``ports``) to one broker: ``first``'s frames on the first, then
     ``second``'s on the second, each frame in one segment."""
     from capture_util import Conversation as TcpConv
     from capture_util import write_pcap
     segs = []
-    for port, frames in ((41001, first), (41002, second)):
+    for port, frames in zip(ports, (first, second), strict=True):
         c = TcpConv(client=("10.0.0.1", port), server=("10.0.0.2", 9092))
         segs += c.handshake()
         for f in frames:
@@ -530,17 +530,55 @@ def test_topic_ids_are_named_from_answers_on_other_connections(spark, tmp_path):
         assert spark_lines(out) == want and res.decode_passes in (1, 2)
 
 
+def test_topic_ids_answered_again_in_each_file_are_named_in_one_pass(spark, tmp_path):
+    """Each file has a Metadata answer of its own before its Fetches by topic id (a client's metadata
+    refreshes, one per rotated file): the second file's rows are named from its own answer, later
+    than the first file's but giving the same name, so one pass gives kwire pcap's rows. (Split,
+    each connection is framed in a task of its own, its chunks told only its own answers: the
+    Fetches find no name, and the second pass names them from the earliest answer, which the
+    task that saw both answers must report, whichever connection it decoded first.)"""
+    md, fetch = _consume_frames()
+    d = tmp_path / "files"
+    d.mkdir()
+    _exchange_capture(d / "a.pcap", md, fetch)
+    _exchange_capture(d / "b.pcap", md, fetch, ports=(41003, 41004))
+    want = pcap_dir_lines(str(d))
+    rows = [json.loads(line) for line in want if '"api_name":"Fetch"' in line]
+    assert len(rows) == 8 and all(v is not None for r in rows for v in r["topic_names"].values())
+    out = str(tmp_path / "o")
+    res = run([str(d)], out, fmt="jsonl", spark=spark, partitions=2)
+    assert spark_lines(out) == want
+    assert res.decode_passes == (2 if split_mode(spark) else 1)
+
+
 def test_topic_names_agree_only_when_no_earlier_answer_was_missed():
     """The decode tasks name ids from their own connections' answers; the driver decides whether
     every row got the name all the job's answers give (else the stage runs again with them)."""
     from kwire_cli.spark.stages import topics_agree
     learned = {"t1": ((0, 5, 0, 1), "orders")}
-    assert topics_agree(learned, {})
-    assert topics_agree(learned, {"t1": [(0, 5, 0, 1), None]})           # used the earliest answer
-    assert topics_agree(learned, {"t1": [None, (0, 4, 1, 1)]})           # unnamed, before any answer
-    assert topics_agree(learned, {"t2": [None, (0, 9, 1, 1)]})           # an id nobody answered
-    assert not topics_agree(learned, {"t1": [None, (0, 9, 1, 1)]})       # unnamed after an answer
-    assert not topics_agree(learned, {"t1": [(0, 7, 1, 1), None]})       # a later answer than the first
+    assert topics_agree(learned, {})                       # every row named (by any answer: one name each)
+    assert topics_agree(learned, {"t1": (0, 4, 1, 1)})     # no name, before any answer
+    assert topics_agree(learned, {"t2": (0, 9, 1, 1)})     # an id nobody answered
+    assert not topics_agree(learned, {"t1": (0, 9, 1, 1)})  # no name, after an answer
+    assert not topics_agree(learned, {}, {"t1"})           # answers gave an id two names
+
+
+def test_totals_note_ids_that_answers_name_differently():
+    """The driver learns the earliest answer of each id, and which ids answers gave two names (a row
+    named from a later answer then may differ from kwire pcap's)."""
+    from kwire_cli.spark.totals import Totals
+    a, b, c = Totals(), Totals(), Totals()
+    a.learn("t1", ((0, 9, 0, 1), "orders"))
+    a.learn("t1", ((0, 5, 0, 1), "orders"))
+    b.learn("t1", ((1, 2, 1, 1), "orders"))
+    b.learn("t2", ((1, 3, 1, 1), "payments"))
+    c.learn("t2", ((0, 1, 2, 1), "payments-v2"))
+    assert not a.renamed and not b.renamed
+    merged = Totals().merge(a).merge(b)
+    assert merged.learned == {"t1": ((0, 5, 0, 1), "orders"), "t2": ((1, 3, 1, 1), "payments")}
+    assert not merged.renamed
+    merged.merge(c)
+    assert merged.learned["t2"] == ((0, 1, 2, 1), "payments-v2") and merged.renamed == {"t2"}
 
 
 def test_decoding_limits_apply_on_the_executors(spark, tmp_path):

@@ -405,7 +405,7 @@ def _decode_and_write(paths_used: dict, spark, plans, tasks, labels, out, fmt, p
             _write(spark, rows, out, fmt, bool(cs.heavy))
             bnames.unpersist()
             tot = acc.value
-            if names is not None or topics_agree(tot.learned, tot.topic_uses):
+            if names is not None or topics_agree(tot.learned, tot.topic_uses, tot.renamed):
                 return tot, passes
             names = tot.learned  # an earlier answer on another task's connection: once more, with all of them
             sc.setJobDescription("kwire: decode again, topic ids named from every connection")

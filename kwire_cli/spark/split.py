@@ -406,8 +406,6 @@ def chunk_batches(batches, labels: list[str], fmt: str, records_mode: str | None
                     out.meta(item[1], item[2])
                 else:  # NAMES
                     if names is None:
-                        mine = out.learned
                         for tid, pn in item[1].items():
-                            if tid not in mine or pn[0] < mine[tid][0]:
-                                mine[tid] = pn
+                            out.learn(tid, pn)
         yield from out.finish(acc)

@@ -25,11 +25,10 @@ the topic names learned go to the task's ``Totals`` (an accumulator).
 
 Topic ids (Fetch v13+, ...) are named from Metadata-like answers on any connection before the frame.
 A task knows the answers of its own connections: ``names=None`` names ids from those and records,
-per id, which answer each row used or that it found none (``Totals.topic_uses``); the driver then
-checks them against every answer of the job (``topics_agree``) and, where an answer on another
-task's connection came earlier, runs the stage again with all of them (``names``): the rows are
-those of the single pass kwire pcap makes. Not rare: with clients that fetch by topic id, the rows
-at the start of each file (or range) use ids answered in the one before (docs/spark.md).
+per id, the latest row that found no name (``Totals.topic_uses``); the driver then checks them
+against every answer of the job (``topics_agree``) and, where a row found no name that an answer
+on another task's connection gave earlier (or answers gave an id two names), runs the stage again
+with all of them (``names``): the rows are those of the single pass kwire pcap makes.
 
 Every item carries a sort key whose first four parts order it as ``kwire pcap`` emits it: (file
 rank, packet number, partition, sequence).
@@ -268,34 +267,38 @@ def damage_item(d: Damage, rank: int, pos) -> dict:
 
 def _name_topics(rec: dict, pos: tuple, names: dict, uses: dict | None) -> None:
     """Name the row's still unnamed topic ids from ``names`` learned before ``pos``; ``uses``
-    (the first pass, ``names`` this task's own): per id, the latest position of an answer a row
-    used, and the latest row that found none (``topics_agree`` checks them against all answers)."""
+    (the first pass, ``names`` this task's own): per id, the latest row that found no name
+    (``topics_agree`` checks them against all answers). A name the conversation gave (its
+    connection's own answers, or names given it before) is kept."""
     tn = rec.get("topic_names")
     if not tn:
         return
     for tid, name in tn.items():
+        if name is not None:
+            continue
         known = names.get(tid)
         if known is not None and known[0] < pos:
-            if name is None:
-                tn[tid] = known[1]
-            if uses is not None:
-                u = uses.setdefault(tid, [None, None])
-                if u[0] is None or known[0] > u[0]:
-                    u[0] = known[0]
+            tn[tid] = known[1]
         elif uses is not None:
-            u = uses.setdefault(tid, [None, None])
-            if u[1] is None or pos > u[1]:
-                u[1] = pos
+            u = uses.get(tid)
+            if u is None or pos > u:
+                uses[tid] = pos
 
 
-def topics_agree(learned: dict, uses: dict) -> bool:
+def topics_agree(learned: dict, uses: dict, renamed: frozenset | set = frozenset()) -> bool:
     """Did the first pass name every topic id as all the answers of the job name it? (``learned``:
-    ``{id: (position, name)}``, the earliest answer of each id; ``uses``: ``Totals.topic_uses``.)"""
-    for tid, (used, unnamed) in uses.items():
+    ``{id: (position, name)}``, the earliest answer of each id; ``uses``: ``Totals.topic_uses``, the
+    latest row of each id that found no name; ``renamed``: ids that answers gave more than one
+    name, ``Totals.renamed``.)
+
+    While every id has one name, a row named from any answer before it (its conversation's own, or
+    one its task learned) has the name kwire pcap gives it; only a row that found none, where an
+    answer came earlier, differs. Answers that name an id twice differently: not asked (False)."""
+    if renamed:
+        return False
+    for tid, missed in uses.items():
         first = learned.get(tid)
-        if first is None:
-            continue
-        if (used is not None and used > first[0]) or (unnamed is not None and unnamed > first[0]):
+        if first is not None and missed > first[0]:
             return False
     return True
 
@@ -373,7 +376,8 @@ class TaskRows:
         self.out = RowBatcher(fmt)
         self.conv: Any = None
         self.given: set = set()  # topic ids this conversation knows a name for
-        self.fed: list = [-1, []]  # len(known) when ``waiting`` was made; (position, id, name) not given yet
+        self.version = 0  # changes of ``learned`` (``learned_now``)
+        self.fed: list = [-1, []]  # ``version`` when ``waiting`` was made; (position, id, name) not given yet
         self.fresh: list = []  # (topic id, name) the conversation has just learned
 
     def on_topic_name(self, tid: str, name: str) -> None:
@@ -417,8 +421,8 @@ class TaskRows:
             return
         fed = self.fed
         given = self.given
-        if len(known) != fed[0]:  # answers learned since: what this conversation lacks, by position
-            fed[0] = len(known)
+        if self.version != fed[0]:  # answers learned since: what this conversation lacks, by position
+            fed[0] = self.version
             fed[1] = sorted(((p, tid, nm) for tid, (p, nm) in known.items() if tid not in given), reverse=True)
         waiting = fed[1]
         if waiting and waiting[-1][0] < k:
@@ -431,13 +435,24 @@ class TaskRows:
             self.conv.learn_topic_names(new)
             self.fresh.clear()  # learned elsewhere, not from this connection's answers
 
+    def learn(self, tid: str, pn: tuple) -> None:
+        """An answer's name learned elsewhere (the first pass: ``split``'s names before a chunk)."""
+        before = self.learned.get(tid)
+        self.tot.learn(tid, pn)
+        if self.learned.get(tid) is not before:
+            self.version += 1
+
     def learned_now(self, k: tuple) -> None:
         """The names the conversation has just learned from an answer at ``k``."""
         learned = self.learned
         for tid, name in self.fresh:
             self.given.add(tid)
-            if tid not in learned:
+            had = learned.get(tid)
+            if had is None or k < had[0]:  # the earliest (a task decodes connection after connection)
                 learned[tid] = (k, name)
+                self.version += 1
+            if had is not None and had[1] != name:
+                self.tot.renamed.add(tid)
         self.fresh.clear()
 
     def frame(self, ev: KafkaFrame, k: tuple):

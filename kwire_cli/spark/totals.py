@@ -20,7 +20,16 @@ class Totals:
         self.rows = 0
         self.executor_code: set[str] = set()
         self.learned: dict = {}     # topic id -> (position, name): the earliest answer naming it
-        self.topic_uses: dict = {}  # topic id -> [latest answer a row used, latest row that found none]
+        self.topic_uses: dict = {}  # topic id -> the latest row that found no name for it
+        self.renamed: set = set()   # topic ids that answers gave more than one name
+
+    def learn(self, tid: str, pn: tuple) -> None:
+        """An answer at ``pn[0]`` named ``tid`` ``pn[1]``: the earliest answer kept, another name noted."""
+        mine = self.learned.get(tid)
+        if mine is None or pn[0] < mine[0]:
+            self.learned[tid] = pn
+        if mine is not None and mine[1] != pn[1]:
+            self.renamed.add(tid)
 
     def add_damage(self, key: tuple, d: dict) -> None:
         k = self.damage_kinds.setdefault(d["kind"], [0, 0])
@@ -47,15 +56,12 @@ class Totals:
         self.rows += o.rows
         self.executor_code |= o.executor_code
         for tid, pn in o.learned.items():
-            mine = self.learned.get(tid)
-            if mine is None or pn[0] < mine[0]:
-                self.learned[tid] = pn
-        for tid, (used, unnamed) in o.topic_uses.items():
-            u = self.topic_uses.setdefault(tid, [None, None])
-            if used is not None and (u[0] is None or used > u[0]):
-                u[0] = used
-            if unnamed is not None and (u[1] is None or unnamed > u[1]):
-                u[1] = unnamed
+            self.learn(tid, pn)
+        self.renamed |= o.renamed
+        for tid, missed in o.topic_uses.items():
+            mine = self.topic_uses.get(tid)
+            if mine is None or missed > mine:
+                self.topic_uses[tid] = missed
         return self
 
 
