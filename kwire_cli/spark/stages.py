@@ -370,8 +370,7 @@ class TaskRows:
         tot.executor_code.add(code_location())
         self.summ = tot.summary  # positions: the sort key, kwire pcap's row order across all tasks
         self.uses = None if names is not None else tot.topic_uses
-        self.learned = tot.learned if names is None else {}
-        self.known = names if names is not None else self.learned  # the answers a row may be named from
+        self.known = names if names is not None else tot.learned  # the answers a row may be named from
         self.feed_names = records_mode is None  # internal topics' records are decoded with the names known
         self.out = RowBatcher(fmt)
         self.conv: Any = None
@@ -436,23 +435,19 @@ class TaskRows:
             self.fresh.clear()  # learned elsewhere, not from this connection's answers
 
     def learn(self, tid: str, pn: tuple) -> None:
-        """An answer's name learned elsewhere (the first pass: ``split``'s names before a chunk)."""
-        before = self.learned.get(tid)
+        """An answer's name (``Totals.learn``: the earliest of each id, whichever connection the task
+        decoded first; ``split``'s chunks are told those before them)."""
+        learned = self.tot.learned
+        before = learned.get(tid)
         self.tot.learn(tid, pn)
-        if self.learned.get(tid) is not before:
+        if learned.get(tid) is not before:
             self.version += 1
 
     def learned_now(self, k: tuple) -> None:
         """The names the conversation has just learned from an answer at ``k``."""
-        learned = self.learned
         for tid, name in self.fresh:
             self.given.add(tid)
-            had = learned.get(tid)
-            if had is None or k < had[0]:  # the earliest (a task decodes connection after connection)
-                learned[tid] = (k, name)
-                self.version += 1
-            if had is not None and had[1] != name:
-                self.tot.renamed.add(tid)
+            self.learn(tid, (k, name))
         self.fresh.clear()
 
     def frame(self, ev: KafkaFrame, k: tuple):
