@@ -375,7 +375,7 @@ class TaskRows:
         self.out = RowBatcher(fmt)
         self.conv: Any = None
         self.given: set = set()  # topic ids this conversation knows a name for
-        self.version = 0  # changes of ``learned`` (``learned_now``)
+        self.version = 0  # changes of the answers the task learned (``learn``)
         self.fed: list = [-1, []]  # ``version`` when ``waiting`` was made; (position, id, name) not given yet
         self.fresh: list = []  # (topic id, name) the conversation has just learned
 
