@@ -407,7 +407,7 @@ def _decode_and_write(paths_used: dict, spark, plans, tasks, labels, out, fmt, p
             tot = acc.value
             if names is not None or topics_agree(tot.learned, tot.topic_uses, tot.renamed):
                 return tot, passes
-            names = tot.learned  # an earlier answer on another task's connection: once more, with all of them
+            names = tot.learned  # a row missed an earlier answer (or an id has two names): once more, with all of them
             sc.setJobDescription("kwire: decode again, topic ids named from every connection")
     finally:
         bplans.unpersist()

@@ -437,11 +437,8 @@ class TaskRows:
     def learn(self, tid: str, pn: tuple) -> None:
         """An answer's name (``Totals.learn``: the earliest of each id, whichever connection the task
         decoded first; ``split``'s chunks are told those before them)."""
-        learned = self.tot.learned
-        before = learned.get(tid)
-        self.tot.learn(tid, pn)
-        if learned.get(tid) is not before:
-            self.version += 1
+        if self.tot.learn(tid, pn) and self.known is self.tot.learned:
+            self.version += 1  # (the second pass names from the job's answers: nothing to feed again)
 
     def learned_now(self, k: tuple) -> None:
         """The names the conversation has just learned from an answer at ``k``."""

@@ -23,13 +23,16 @@ class Totals:
         self.topic_uses: dict = {}  # topic id -> the latest row that found no name for it
         self.renamed: set = set()   # topic ids that answers gave more than one name
 
-    def learn(self, tid: str, pn: tuple) -> None:
-        """An answer at ``pn[0]`` named ``tid`` ``pn[1]``: the earliest answer kept, another name noted."""
+    def learn(self, tid: str, pn: tuple) -> bool:
+        """An answer at ``pn[0]`` named ``tid`` ``pn[1]``: the earliest answer kept (True when this
+        one is), another name noted."""
         mine = self.learned.get(tid)
-        if mine is None or pn[0] < mine[0]:
-            self.learned[tid] = pn
         if mine is not None and mine[1] != pn[1]:
             self.renamed.add(tid)
+        if mine is None or pn[0] < mine[0]:
+            self.learned[tid] = pn
+            return True
+        return False
 
     def add_damage(self, key: tuple, d: dict) -> None:
         k = self.damage_kinds.setdefault(d["kind"], [0, 0])
