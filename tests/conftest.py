@@ -51,6 +51,15 @@ SLOW_TESTS = {
         "test_a_bootstrap_by_another_name_lists_the_advertised_brokers",
     },
     "test_secrets.py": {"test_spark_decode_of_the_sasl_captures_hides_and_shows_secrets"},
+    # the proxy in front of a real tansu broker (and stunnel), with real clients
+    "test_proxy.py": {
+        "test_kafka_python_produces_and_consumes_in_a_group_through_the_proxy",
+        "test_confluent_kafka_through_the_proxy",
+        "test_kafkajs_through_the_proxy",
+        "test_listen_tls_a_tls_client_is_decoded_without_key_logs",
+        "test_broker_tls_to_a_tls_broker_behind_a_real_terminator",
+        "test_sasl_over_tls_passes_through_unchanged_decoded_and_redacted",
+    },
     "test_capture_midstream.py": {
         "test_cut_at_every_packet_every_capture",
         "test_cut_at_every_packet_secure_plaintext_fixtures",

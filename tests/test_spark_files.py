@@ -138,3 +138,66 @@ def test_daemon_preloads_without_threads():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["1", "False", "False", "True"]
+
+
+# ---------------------------------------------------------------- --out and --overwrite: nothing lost
+def _inputs_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "captures"
+    d.mkdir()
+    (d / "a.pcap").write_bytes(Path(CAPTURE).read_bytes())
+    (d / "notes.txt").write_text("mine")
+    return d
+
+
+def test_overwrite_into_the_input_directory_is_refused_and_nothing_deleted(tmp_path):
+    """--out equal to the input directory: Spark's overwrite mode would delete the captures (and the
+    directory's other files) before reading them, write nothing and exit 0."""
+    from cli_run import kwire
+    d = _inputs_dir(tmp_path)
+    before = sorted(os.listdir(d))
+    r = kwire("spark-decode", str(d), "--out", str(d), "--overwrite")
+    assert r.code == 2, r
+    assert r.err.count("\n") == 1 and "holds the input" in r.err and "Traceback" not in r.err
+    assert sorted(os.listdir(d)) == before and (d / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("how", ["parent", "file", "dot", "glob"])
+def test_out_holding_an_input_is_refused(tmp_path, how):
+    d = _inputs_dir(tmp_path)
+    given = {"parent": str(d), "file": str(d / "a.pcap"), "dot": str(d / "." / "a.pcap"),
+             "glob": str(d / "*.pcap")}[how]
+    with pytest.raises(job.UnsafeOutput, match="holds the input"):
+        job.run([given], str(tmp_path), overwrite=True)
+    with pytest.raises(job.UnsafeOutput, match="holds the input"):  # without --overwrite too
+        job.run([given], str(tmp_path) + "/")
+    assert (d / "a.pcap").read_bytes() == Path(CAPTURE).read_bytes() and (d / "notes.txt").exists()
+
+
+def test_overwrite_replaces_only_a_previous_output(tmp_path):
+    out = tmp_path / "out"
+    (out / "api_name=Produce").mkdir(parents=True)
+    (out / "api_name=Produce" / "part-00000-x.c000.jsonl").write_text("{}\n")
+    (out / "api_name=Produce" / ".part-00000-x.c000.jsonl.crc").write_bytes(b"crc")
+    for name in ("_SUCCESS", "._SUCCESS.crc", "_kwire_summary.json", "_kwire_result.json"):
+        (out / name).write_text("")
+    job.check_out(str(out), [CAPTURE], [CAPTURE], overwrite=True)  # a previous run's output: replaced
+    (out / "mine.csv").write_text("keep")
+    with pytest.raises(job.UnsafeOutput, match="mine.csv, which spark-decode did not write"):
+        job.run([CAPTURE], str(out), overwrite=True)
+    (out / "mine.csv").unlink()
+    (out / "api_name=Produce" / "mine.csv").write_text("keep")
+    with pytest.raises(job.UnsafeOutput, match="did not write"):
+        job.run([CAPTURE], str(out), overwrite=True)
+    assert (out / "api_name=Produce" / "mine.csv").read_text() == "keep"
+
+
+def test_out_link_with_a_trailing_slash_is_refused(tmp_path):
+    target = tmp_path / "precious"
+    target.mkdir()
+    (target / "keep.txt").write_text("mine")
+    link = tmp_path / "out"
+    link.symlink_to(target)
+    for given in (f"{link}/", f"{link}//", f"{link}/."):
+        with pytest.raises(SparkJobError, match="symbolic link"):
+            job.run([CAPTURE], given, overwrite=True)
+    assert link.is_symlink() and (target / "keep.txt").read_text() == "mine"

@@ -87,7 +87,7 @@ MASTER = re.compile(r"local(\[(\*|\d+)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]"
 @click.option("--split-size", type=click.IntRange(1, 1 << 20), default=64, show_default=True, metavar="MB",
               help="Files larger than this are read in ranges of this size, cut at record boundaries.")
 @click.option("--raw-records", is_flag=True, help="Keep records fields as hex instead of decoding batches.")
-@click.option("--overwrite", is_flag=True, help="Replace the output directory if it is not empty.")
+@click.option("--overwrite", is_flag=True, help="Replace a previous spark-decode output in the directory (refused when it holds other files or an input).")
 @click.option("--conf", "conf", multiple=True, metavar="KEY=VALUE", callback=_conf,
               help="A Spark configuration setting (repeatable), e.g. spark.executor.memory=4g.")
 @click.option("--ship-code", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
@@ -132,12 +132,16 @@ def spark_decode(inputs, out, fmt, master, ports, partitions, split_size, raw_re
     keylog = read_keylogs(tls_keylogs) if tls_keylogs else None
     from kwire_cli.cli.app import note_skipped
     from kwire_cli.spark.job import run
-    res = run(inputs, out, fmt=fmt, master=master, ports=ports, partitions=partitions,
-              split_size=split_size << 20, raw_records=raw_records, overwrite=overwrite, conf=conf,
-              progress=not os.environ.get("KWIRE_NO_PROGRESS"),
-              ship={"auto": None, "always": True, "never": False}[ship_code], limits=tuple(limits),
-              show_secrets=show_secrets, on_skip=note_skipped, keylog=keylog, strict=strict,
-              filter_expr=filter_expr)
+    from kwire_cli.spark.outdir import UnsafeOutput
+    try:
+        res = run(inputs, out, fmt=fmt, master=master, ports=ports, partitions=partitions,
+                  split_size=split_size << 20, raw_records=raw_records, overwrite=overwrite, conf=conf,
+                  progress=not os.environ.get("KWIRE_NO_PROGRESS"),
+                  ship={"auto": None, "always": True, "never": False}[ship_code], limits=tuple(limits),
+                  show_secrets=show_secrets, on_skip=note_skipped, keylog=keylog, strict=strict,
+                  filter_expr=filter_expr)
+    except UnsafeOutput as e:  # nothing deleted, nothing started: a usage error
+        raise KwireUsageError(str(e)) from None
     if summary_format == "table":
         from kwire_cli.render.summary import print_summary
         print_summary(res.summary)

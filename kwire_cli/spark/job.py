@@ -31,6 +31,7 @@ from collections.abc import Iterable
 from kwire_cli.capture.inputs import file_kind, files_under, rotation_order
 from kwire_cli.errors import SparkJobError
 from kwire_cli.spark.localfs import local_fs_conf, local_fs_status
+from kwire_cli.spark.outdir import UnsafeOutput, check_out
 from kwire_cli.spark.reading import DEFAULT_SPLIT, FilePlan, nominal_ranges, plan_file, stitch
 from kwire_cli.spark.session import (
     class_data_status,
@@ -43,7 +44,7 @@ from kwire_cli.spark.session import (
 from kwire_cli.spark.shipping import ship_code
 from kwire_cli.spark.totals import Totals, totals_param
 
-__all__ = ["JobResult", "SparkJobError", "default_partitions", "expand_inputs", "get_session", "run"]
+__all__ = ["JobResult", "SparkJobError", "UnsafeOutput", "check_out", "default_partitions", "expand_inputs", "get_session", "run"]
 
 # the partitioned writer keeps one open file per api_name (up to N per task) instead of sorting
 # every row by api_name first: the sort held each task's rows until its input ended, so the Python
@@ -187,10 +188,9 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
     for k, v in conf:
         if k in SIZE_WORDS:
             conf_size(k, v)  # a bad value now, before Spark starts
+    inputs = tuple(inputs)
     paths = expand_inputs(inputs, on_skip)
-    if os.path.islink(out):
-        raise SparkJobError(f"--out {out} is a symbolic link: give the directory itself (--overwrite would "
-                            "empty what it points to)")
+    check_out(out, inputs, paths, overwrite)
     if os.path.exists(out) and os.listdir(out) and not overwrite:
         raise SparkJobError(f"output directory {out} exists and is not empty (use --overwrite)")
     created = False
