@@ -182,7 +182,7 @@ def test_overwrite_replaces_only_a_previous_output(tmp_path):
         (out / name).write_text("")
     job.check_out(str(out), [CAPTURE], [CAPTURE], overwrite=True)  # a previous run's output: replaced
     (out / "mine.csv").write_text("keep")
-    with pytest.raises(job.UnsafeOutput, match="mine.csv, which spark-decode did not write"):
+    with pytest.raises(job.UnsafeOutput, match=r"mine\.csv, which spark-decode did not write"):
         job.run([CAPTURE], str(out), overwrite=True)
     (out / "mine.csv").unlink()
     (out / "api_name=Produce" / "mine.csv").write_text("keep")

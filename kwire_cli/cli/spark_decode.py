@@ -87,7 +87,8 @@ MASTER = re.compile(r"local(\[(\*|\d+)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]"
 @click.option("--split-size", type=click.IntRange(1, 1 << 20), default=64, show_default=True, metavar="MB",
               help="Files larger than this are read in ranges of this size, cut at record boundaries.")
 @click.option("--raw-records", is_flag=True, help="Keep records fields as hex instead of decoding batches.")
-@click.option("--overwrite", is_flag=True, help="Replace a previous spark-decode output in the directory (refused when it holds other files or an input).")
+@click.option("--overwrite", is_flag=True, help="Replace a previous spark-decode output in the directory "
+              "(refused when it holds other files or an input).")
 @click.option("--conf", "conf", multiple=True, metavar="KEY=VALUE", callback=_conf,
               help="A Spark configuration setting (repeatable), e.g. spark.executor.memory=4g.")
 @click.option("--ship-code", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,

@@ -44,7 +44,8 @@ from kwire_cli.spark.session import (
 from kwire_cli.spark.shipping import ship_code
 from kwire_cli.spark.totals import Totals, totals_param
 
-__all__ = ["JobResult", "SparkJobError", "UnsafeOutput", "check_out", "default_partitions", "expand_inputs", "get_session", "run"]
+__all__ = ["JobResult", "SparkJobError", "UnsafeOutput", "check_out",
+           "default_partitions", "expand_inputs", "get_session", "run"]
 
 # the partitioned writer keeps one open file per api_name (up to N per task) instead of sorting
 # every row by api_name first: the sort held each task's rows until its input ended, so the Python
