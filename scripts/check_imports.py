@@ -22,6 +22,10 @@ KW004  ``obj._name`` where ``_name`` is defined only in other packages (a method
 KW005  ``importlib.import_module("kwire_cli.x")`` / ``__import__`` with a constant name that goes
        up the layers of the "layers" contract in pyproject.toml (import-linter sees ``import``
        statements, including those inside functions, but not these)
+KW006  an import cycle between modules, imports inside functions and under ``TYPE_CHECKING``
+       included (an import inside a function hides a cycle from Python, not from the design).
+       An edge goes to the module named (``from pkg import sub`` to ``pkg.sub`` when ``sub`` is a
+       module); a package's ``__init__`` importing its own submodules is not an edge back from them.
 
 Python source generated at run time (strings exec'd by the codec) is not parsed.
 """
@@ -246,6 +250,93 @@ class Checker(ast.NodeVisitor):
             self.add(node, "KW005", f"imports {target} (a higher layer) at run time")
 
 
+class ImportEdges(ast.NodeVisitor):
+    """The kwire_cli modules one module imports, anywhere in it."""
+
+    def __init__(self, module: str, is_package: bool, modules: set[str]) -> None:
+        self.module, self.is_package, self.modules = module, is_package, modules
+        self.edges: dict[str, int] = {}  # target module -> first line
+
+    def add(self, target: str, line: int) -> None:
+        while target and target not in self.modules:
+            target = target.rpartition(".")[0]
+        if target and target != self.module and not (self.is_package and target.startswith(self.module + ".")):
+            self.edges.setdefault(target, line)
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for a in node.names:
+            if a.name.split(".")[0] == PACKAGE:
+                self.add(a.name, node.lineno)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        target = resolve_relative(self.module, self.is_package, node.level, node.module) if node.level \
+            else node.module or ""
+        if target.split(".")[0] != PACKAGE:
+            return
+        for a in node.names:
+            full = f"{target}.{a.name}"
+            self.add(full if full in self.modules else target, node.lineno)
+
+
+def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on.add(start)
+        while work:
+            node, it = work[-1]
+            nxt = next(it, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on.add(nxt)
+                    work.append((nxt, iter(sorted(graph.get(nxt, {})))))
+                elif nxt in on:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                comp = []
+                while True:
+                    m = stack.pop()
+                    on.discard(m)
+                    comp.append(m)
+                    if m == node:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return found
+
+
+def cycle_findings(trees: dict[Path, ast.Module], root: Path) -> list[Finding]:
+    names = {module_name(p, root): p for p in trees}
+    graph: dict[str, dict[str, int]] = {}
+    for module, path in names.items():
+        v = ImportEdges(module, path.name == "__init__.py", set(names))
+        v.visit(trees[path])
+        graph[module] = v.edges
+    findings = []
+    for comp in cycles(graph):
+        first = comp[0]
+        inside = [t for t in graph[first] if t in comp]
+        line = graph[first][inside[0]] if inside else 0
+        findings.append(Finding(str(names[first].relative_to(root)), line, "KW006",
+                                "import cycle: " + " <-> ".join(comp)))
+    return findings
+
+
 def python_files(root: Path) -> Iterator[Path]:
     yield from sorted((root / PACKAGE).rglob("*.py"))
 
@@ -274,6 +365,7 @@ def check(scope: str = "package", root: Path = ROOT) -> list[Finding]:
                     defined.get(here, set()), foreign)
         c.visit(tree)
         findings.extend(c.findings)
+    findings.extend(cycle_findings(trees, root))
     return findings
 
 

@@ -147,6 +147,20 @@ def test_check_imports_module_scope_also_flags_reach_ins_inside_a_package(tmp_pa
     assert inside == [("kwire_cli/records/decode.py", 2), ("kwire_cli/records/decode.py", 4)]
 
 
+def test_check_imports_finds_an_import_cycle_hidden_inside_a_function(tmp_path):
+    ci = load_check_imports()
+    write_package(tmp_path, {
+        "render/console.py": "from kwire_cli.render.plaintree import width\n",
+        "render/plaintree.py": "width = 1\ndef show():\n    from kwire_cli.render.console import x\n    return x\n",
+        "render/page.py": "from kwire_cli.render import console\n",   # one way only: no cycle
+        "inputs/forms/__init__.py": "from kwire_cli.inputs.forms import hexa\n",  # own submodule: no cycle
+        "inputs/forms/hexa.py": "from kwire_cli.inputs.forms import __name__ as n\n",
+    })
+    found = [(f.path, f.code, f.message) for f in ci.check("package", tmp_path)]
+    assert found == [("kwire_cli/render/console.py", "KW006",
+                      "import cycle: kwire_cli.render.console <-> kwire_cli.render.plaintree")], found
+
+
 def test_check_imports_passes_on_kwire_itself_or_names_each_finding():
     """The script's own exit status and output agree (the findings on kwire are counted by check.sh)."""
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "check_imports.py")], capture_output=True,

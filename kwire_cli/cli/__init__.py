@@ -87,7 +87,7 @@ def _use_record_specs(_ctx: click.Context, _param: click.Parameter, value: str |
 
 
 def _use_color(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
-    from kwire_cli.render.plaintree import set_color
+    from kwire_cli.render.page import set_color
     set_color(value)
     return value
 

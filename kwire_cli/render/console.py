@@ -8,7 +8,7 @@ import sys
 
 from rich.console import Console
 
-from kwire_cli.render.plaintree import color_mode, page_width
+from kwire_cli.render.page import color_mode, page_width
 
 
 class _Console(Console):

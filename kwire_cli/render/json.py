@@ -8,40 +8,13 @@ NaN and infinities become the strings ``"NaN"``, ``"Infinity"`` and ``"-Infinity
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 import yaml
 
+from kwire_cli.render.jsonable import json_default, to_jsonable
 from kwire_cli.render.jsonlines import LONG_TEXT, string_pieces
 from kwire_cli.render.safe import UNSAFE, json_text
-
-NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
-
-
-def _float(x: float) -> float | str:
-    if math.isfinite(x):
-        return x
-    if math.isnan(x):
-        return "NaN"
-    return "Infinity" if x > 0 else "-Infinity"
-
-
-def to_jsonable(value: Any) -> Any:
-    """A copy of `value` that json.dumps(allow_nan=False) and yaml.safe_dump accept."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return _float(value)
-    if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_jsonable(v) for v in value]
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).hex()
-    if hasattr(value, "to_json"):
-        return to_jsonable(value.to_json())
-    return str(value)
 
 
 def dumps_json(value: Any, *, indent: int | None = 2) -> str:
@@ -120,7 +93,6 @@ def _piece_encoder(careful: bool):
     floats in its own digits) or orjson refuses it (ints past 64 bits, non-str keys, surrogates)."""
     import orjson
 
-    from kwire_cli.render.jsonlines import json_default
     from kwire_cli.render.safe import json_bytes
     dumps = orjson.dumps
     opt = orjson.OPT_INDENT_2
@@ -243,7 +215,6 @@ def write_yaml(value: Any, write, *, big: int | None = None) -> None:
     if (type(value) is not dict and type(value) is not list) or _values_at_most(value, limit):
         write(dumps_yaml(value).encode("utf-8", "surrogatepass"))
         return
-    from kwire_cli.render.jsonlines import json_default
     flow = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(", ", ": "),
                             default=json_default).encode
     buf: list[str] = []

@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from kwire_cli.errors import KwireError
+from kwire_cli.render.jsonable import json_default, to_jsonable
 from kwire_cli.render.safe import json_bytes, json_text
 
 
@@ -32,17 +33,6 @@ def float_apis() -> frozenset:
                      if has_float(a.request.struct, set()) or has_float(a.response.struct, set()))
 
 
-def json_default(value: Any) -> Any:
-    """What to_jsonable does for values plain JSON has no type for."""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).hex()
-    if hasattr(value, "to_json"):
-        return value.to_json()
-    if isinstance(value, tuple):
-        return list(value)
-    return str(value)
-
-
 def line_encoder():
     """A function: output row -> one compact JSON line (UTF-8 bytes, no newline).
 
@@ -61,7 +51,6 @@ def line_encoder():
                            default=json_default).encode
 
     def careful(rec: dict) -> bytes:
-        from kwire_cli.render.json import to_jsonable  # imports yaml: only when needed
         return json_text(json.dumps(to_jsonable(rec), ensure_ascii=False, allow_nan=False,
                                     separators=(",", ":"))).encode()
 

@@ -16,6 +16,8 @@ import os
 import sys
 from typing import IO, Any
 
+from kwire_cli.render.page import color_mode, page_width
+
 # Rich's tree guides (rich.tree.Tree.TREE_GUIDES[0]: the default, unstyled guide)
 SPACE, CONTINUE, FORK, END = "    ", "│   ", "├── ", "└── "
 
@@ -107,25 +109,6 @@ def cells(text: str) -> int:
     return cell_len(text)
 
 
-def page_width() -> int:
-    """The page width kwire's Rich console uses off a terminal (render/console.py): COLUMNS, else 200."""
-    try:
-        return int(os.environ.get("COLUMNS", "")) or 200
-    except ValueError:
-        return 200
-
-
-#: ``kwire --color``: "auto" (styles on a terminal, unless NO_COLOR), "always", "never"
-COLOR_MODES = ("auto", "always", "never")
-color_mode = ["auto"]
-
-
-def set_color(mode: str) -> None:
-    if mode not in COLOR_MODES:
-        raise ValueError(mode)
-    color_mode[0] = mode
-
-
 def plain_ok(stream: IO[str]) -> bool:
     """Whether Rich would print to ``stream`` as to a plain file: not a terminal, no styles, UTF-8 guides."""
     if color_mode[0] == "always" or (hasattr(stream, "isatty") and stream.isatty()):
@@ -146,5 +129,5 @@ def print_tree(root: Node | Label, stderr: bool = False) -> None:
             stream.write("\n".join(lines) + "\n")
             stream.flush()  # as Rich does after each print: a tree shows before the next frame decodes
             return
-    from kwire_cli.render.console import print_renderable
+    from kwire_cli.render.console import print_renderable  # imports Rich: only when it prints
     print_renderable(root.to_rich(), stderr=stderr)

@@ -55,7 +55,7 @@ from kwire_cli.capture.stream import SASL_TOKEN
 from kwire_cli.errors import KwireError
 from kwire_cli.spark.reading import FilePlan, read_range
 from kwire_cli.spark.shipping import executor_setup
-from kwire_cli.spark.stages import END, TaskRows, _conn_name, _int_array, conn_id, damage_item
+from kwire_cli.spark.stages import END, TaskRows, conn_id, conn_name, damage_item, int_array
 
 # the item kinds (the first element of an item's pickled tuple)
 FRAME = 0  # a frame to decode: (FRAME, fields, position, number, candidates, fallback); data in ``data``
@@ -249,7 +249,7 @@ def heavy_items(conn: int, holders: list[int], reports: frozenset, tasks: list, 
                 if item.__class__ is Packet:
                     m = mine.get(item[3:7])
                     if m is None:
-                        m = mine[item[3:7]] = conn_id(_conn_name(item[3:7])) == conn
+                        m = mine[item[3:7]] = conn_id(conn_name(item[3:7])) == conn
                     if m:
                         if first is None:
                             first = item[1]
@@ -287,8 +287,8 @@ def _items_batch(pa, conn: int, start: int, rows: list):
     ps, chunks, datas, metas = zip(*rows, strict=True)
     n = len(rows)
     return pa.RecordBatch.from_arrays(
-        [_int_array(pa, pa.int32(), "i", list(ps)), _int_array(pa, pa.int64(), "q", [conn] * n),
-         _int_array(pa, pa.int64(), "q", list(range(start, start + n))), _int_array(pa, pa.int32(), "i", list(chunks)),
+        [int_array(pa, pa.int32(), "i", list(ps)), int_array(pa, pa.int64(), "q", [conn] * n),
+         int_array(pa, pa.int64(), "q", list(range(start, start + n))), int_array(pa, pa.int32(), "i", list(chunks)),
          _binary_array(pa, datas), _binary_array(pa, metas)],
         names=[c for c, _, _ in FRAME_COLUMNS])
 

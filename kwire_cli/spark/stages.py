@@ -86,7 +86,7 @@ def conn_id(conn: str) -> int:
     return int.from_bytes(hashlib.blake2b(conn.encode(), digest_size=8).digest(), "big", signed=True)
 
 
-def _conn_name(four: tuple) -> str:
+def conn_name(four: tuple) -> str:
     """The direction-free connection of a packet's (src ip, src port, dst ip, dst port)."""
     a, b = four[:2], four[2:]
     return "%s|%d|%s|%d" % (a + b if a <= b else b + a)
@@ -111,7 +111,7 @@ def task_connections(task: tuple, plans: list[FilePlan]) -> list[tuple[int, int]
             pass  # reported by the read itself
     ids: dict[int, int] = {}
     for t, n in seen.items():
-        c = conn_id(_conn_name(t))
+        c = conn_id(conn_name(t))
         ids[c] = ids.get(c, 0) + n
     return sorted(ids.items())
 
@@ -127,9 +127,9 @@ def connection_batches(batches, tasks: list, plans: list[FilePlan]) -> Iterator[
             found = task_connections(tasks[t], plans)
             if found:
                 yield pa.RecordBatch.from_arrays(
-                    [_int_array(pa, pa.int32(), "i", [t] * len(found)),
-                     _int_array(pa, pa.int64(), "q", [c for c, _ in found]),
-                     _int_array(pa, pa.int64(), "q", [n for _, n in found])],
+                    [int_array(pa, pa.int32(), "i", [t] * len(found)),
+                     int_array(pa, pa.int64(), "q", [c for c, _ in found]),
+                     int_array(pa, pa.int64(), "q", [n for _, n in found])],
                     names=["task", "conn", "bytes"])
 
 
@@ -143,7 +143,7 @@ def boundary_batches(batches, probes: list, plans: list[FilePlan], cuts: dict) -
             rank, i = probes[n]
             r = index_range(plans[rank], i, cuts[rank])
             values = [rank, r[0], -1 if r[1] is None else r[1], r[2], r[3], int(r[4])]
-            yield pa.RecordBatch.from_arrays([_int_array(pa, pa.int64(), "q", [v]) for v in values],
+            yield pa.RecordBatch.from_arrays([int_array(pa, pa.int64(), "q", [v]) for v in values],
                                              names=list(BOUNDARY_COLUMNS))
 
 
@@ -158,7 +158,7 @@ def boundaries_of(rows: Iterable[tuple]) -> dict[int, list[tuple]]:
     return by_file
 
 
-def _int_array(pa, typ, code: str, values: list[int]):
+def int_array(pa, typ, code: str, values: list[int]):
     """An Arrow integer array made from its buffer (``pa.array`` imports pandas, 0.7 s a worker)."""
     from array import array
     return pa.Array.from_buffers(typ, len(values), [None, pa.py_buffer(array(code, values))])
@@ -186,7 +186,7 @@ def read_task(task: tuple, plans: list[FilePlan], shared: frozenset | None = Non
             if item.__class__ is Packet:
                 hc = conns.get(item[3:7])
                 if hc is None:
-                    c = _conn_name(item[3:7])
+                    c = conn_name(item[3:7])
                     hc = conns[item[3:7]] = (_conn_hash(c), c, rank) \
                         if shared is None or conn_id(c) in shared else ()
                 if hc:
@@ -219,7 +219,7 @@ def local_items(task: tuple, plans: list[FilePlan], shared: frozenset) -> Iterat
             if item.__class__ is Packet:
                 mine = conns.get(item[3:7])
                 if mine is None:
-                    mine = conns[item[3:7]] = not shared or conn_id(_conn_name(item[3:7])) not in shared
+                    mine = conns[item[3:7]] = not shared or conn_id(conn_name(item[3:7])) not in shared
                 if mine:
                     yield LOCAL, None, item
             else:

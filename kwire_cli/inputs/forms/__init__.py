@@ -10,8 +10,8 @@ packet needs (``kwire_cli.capture``'s link layer walk) is imported when a packet
 """
 from __future__ import annotations
 
-from kwire_cli.inputs.dump import Recogniser, Text
 from kwire_cli.inputs.forms import base64text, bytelist, escaped, follow, nodebuffer, od, offsetdump, plainhex, tcpdump
+from kwire_cli.inputs.text import Recogniser, Text
 
 RECOGNISERS: tuple[Recogniser, ...] = (
     tcpdump.recognise,      # tcpdump -x, -xx, -X: header lines and "\t0x0000:  4500 004f ..." lines

@@ -14,8 +14,8 @@ import binascii
 import re
 
 from kwire_cli.errors import InputError
-from kwire_cli.inputs.dump import Block, Text
 from kwire_cli.inputs.forms.plainhex import SEPARATORS
+from kwire_cli.inputs.text import Block, Text
 
 FORM = "base64"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from kwire_cli.errors import InputError
-from kwire_cli.inputs.dump import Block, Text, find_packet, segment_direction
+from kwire_cli.inputs.text import Block, Text, find_packet, segment_direction
 
 FORM = "od"
 #: a '*' line never stands for more than this (a broker's largest frame)

@@ -14,7 +14,7 @@ import re
 from typing import NamedTuple
 
 from kwire_cli.errors import InputError
-from kwire_cli.inputs.dump import Block, Line, Text, find_packet, segment_direction
+from kwire_cli.inputs.text import Block, Line, Text, find_packet, segment_direction
 
 FORM = "offset-dump"
 #: the link type a dumped frame is taken to be (tshark -x prints the whole Ethernet frame)

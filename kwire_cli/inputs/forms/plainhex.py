@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from kwire_cli.errors import InputError
-from kwire_cli.inputs.dump import Block, Text
+from kwire_cli.inputs.text import Block, Text
 
 FORM = "hex"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from kwire_cli.errors import InputError
-from kwire_cli.inputs.dump import PACKET_LINKTYPES, Block, Text, find_packet, segment_direction
+from kwire_cli.inputs.text import PACKET_LINKTYPES, Block, Text, find_packet, segment_direction
 
 FORM = "tcpdump"
 #: raw IP first: -x and -X print the packet without its link-layer header
