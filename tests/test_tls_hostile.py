@@ -416,3 +416,48 @@ def test_looks_like_tls_record():
     assert looks_like_tls_record(b"\x17\x03\x03\x48\x01") is False      # 18433: over the limit
     assert looks_like_tls_record(b"\x00\x00\x01\x00\x00\x12") is False  # a Kafka frame
     assert looks_like_tls_record(b"\x15\x03") is None
+
+
+def _junk(kind: str, size: int) -> bytes:
+    """``size`` bytes of junk made of plausible TLS 1.2/1.3 record headers: "dense", a header every
+    5 bytes whose record is 16 KiB long (each one a candidate); "cycle", two small records that
+    chain, then a byte that is no header (a record found and lost again every 31 bytes)."""
+    rng = random.Random(11)
+    out = bytearray()
+    while len(out) < size:
+        if kind == "dense":
+            out += b"\x17\x03\x03\x40\x00"
+        else:
+            out += (b"\x17\x03\x03\x00\x0a" + rng.randbytes(10)) * 2 + b"\xff"
+    return bytes(out[:size])
+
+
+@pytest.mark.parametrize("kind,with_keys", [("dense", True), ("cycle", True), ("cycle", False)])
+def test_record_boundary_recovery_is_linear_in_a_segment(kind, with_keys):
+    """2 MB of junk of plausible record headers in one segment after a real handshake and its
+    records: the search for a record boundary walks the segment once (it took minutes when each
+    candidate searched the rest of the segment again, and a record found and lost again every
+    few bytes recursed until RecursionError). Generous time bound: 20 s (a fraction of one here)."""
+    import time
+
+    segments, keys, sent = _gen("1.3", None)
+    run = Run(keys if with_keys else KeyLog())
+    for d, data in segments:
+        run.feed(d, data)
+    end = sum(len(b) for d, b in segments if d == S2C)
+    junk = _junk(kind, 2_000_000)
+    t0 = time.process_time()
+    run.feed(S2C, junk)
+    run.finish()
+    elapsed = time.process_time() - t0
+    assert elapsed < 20, "%.1f s for 2 MB of junk" % elapsed
+    c = run.tc.counters[S2C]
+    assert c.fed == end + len(junk)
+    if with_keys:
+        assert b"".join(p[0] for p in run.plain(S2C)) == sent[S2C]   # nothing of the junk as plaintext
+        assert c.decrypted + c.plain == end
+    else:
+        assert run.plain(S2C) == []
+    if kind == "cycle":
+        resync = run.events(RESYNC)
+        assert resync and all(e.offset >= end for e in resync)

@@ -105,7 +105,7 @@ class TlsConnection:
         self.keys = keys
         self._sides = (Side(0), Side(1))
         self._hs = Handshake(keys, self._sides, label)
-        self._recovery = Recovery(self._hs, self._consume)
+        self._recovery = Recovery(self._hs)
         self._finished = False
 
     @property
@@ -184,6 +184,7 @@ class TlsConnection:
             s.c.skipped += len(s.buf)
             s.pos += len(s.buf) + nbytes
             s.buf = bytearray()
+            s.scan_wait = 0
             s.scan_lost += nbytes
             return out
         buf = s.buf
@@ -259,49 +260,64 @@ class TlsConnection:
         return self._sides[direction]
 
     def _consume(self, s: Side, data: bytes | memoryview, out: list[Item]) -> None:
+        """Walk ``data`` (the next bytes of ``s``): records, bytes to skip, and, while scanning,
+        the search for a record header; one pass, the parts handing a position to each other."""
+        if s.scanning and s.scan_wait and len(s.buf) + len(data) < s.scan_wait and not s.skip:
+            s.buf += data        # a candidate record found while scanning is still incomplete
+            return
         n = len(data)
         p = 0
         mv = data if isinstance(data, memoryview) else memoryview(data)
-        if s.skip:
-            k = min(s.skip, n)
-            s.skip -= k
-            s.c.skipped += k
-            s.pos += k
-            p = k
-            if p == n:
-                return
-        if s.scanning:
-            self._recovery.scan(s, mv[p:], out)
-            return
-        buf = s.buf
-        if buf:
-            # complete the buffered record first
-            if len(buf) < 5:
-                k = min(5 - len(buf), n - p)
-                buf += mv[p:p + k]
+        while p < n:
+            if s.skip:
+                k = min(s.skip, n - p)
+                s.skip -= k
+                s.c.skipped += k
+                s.pos += k
                 p += k
-                if len(buf) < 5:
-                    return
-                bad = self._bad_header(s, buf[0], buf[1], buf[2], buf[3] << 8 | buf[4])
-                if bad:
-                    rest = bytes(buf) + bytes(mv[p:])
+            elif s.scanning:
+                if s.buf:
+                    # bytes kept from the last search (at most a record) go before the new ones
+                    data = bytes(s.buf) + bytes(mv[p:])
                     s.buf = bytearray()
-                    self._bad(s, bad, out)
-                    self._recovery.scan(s, rest, out)
-                    return
-            total = 5 + (buf[3] << 8 | buf[4])
-            k = min(total - len(buf), n - p)
+                    mv = memoryview(data)
+                    n = len(data)
+                    p = 0
+                p = self._recovery.scan(s, mv, p, out)
+            elif s.buf:
+                p = self._complete(s, mv, p, out)
+            else:
+                p = self._records(s, data, mv, p, out)
+
+    def _complete(self, s: Side, mv: memoryview, p: int, out: list[Item]) -> int:
+        """Complete the record buffered in ``s.buf`` with ``mv[p:]``: where its bytes end."""
+        buf = s.buf
+        n = len(mv)
+        if len(buf) < 5:
+            k = min(5 - len(buf), n - p)
             buf += mv[p:p + k]
             p += k
-            if len(buf) < total:
-                return
-            s.buf = bytearray()      # the complete record is ours now: no copy
-            self._record(s, buf[0], buf[1] << 8 | buf[2], memoryview(buf)[5:], s.pos, out)
-            s.pos += total
-            if s.scanning or s.skip:   # the record changed the state (not expected, but be safe)
-                self._consume(s, mv[p:], out)
-                return
-        # records wholly inside ``data``: no copy
+            if len(buf) < 5:
+                return p
+            bad = self._bad_header(s, buf[0], buf[1], buf[2], buf[3] << 8 | buf[4])
+            if bad:
+                self._bad(s, bad, out)      # the search starts at buf[0]
+                return p
+        total = 5 + (buf[3] << 8 | buf[4])
+        k = min(total - len(buf), n - p)
+        buf += mv[p:p + k]
+        p += k
+        if len(buf) < total:
+            return p
+        s.buf = bytearray()      # the complete record is ours now: no copy
+        self._record(s, buf[0], buf[1] << 8 | buf[2], memoryview(buf)[5:], s.pos, out)
+        s.pos += total
+        return p
+
+    def _records(self, s: Side, data: bytes | memoryview, mv: memoryview, p: int, out: list[Item]) -> int:
+        """Records wholly inside ``data`` from ``p``, without a copy (the last, incomplete one is
+        buffered): where the walk stopped (a bad header, or a record that changed the state)."""
+        n = len(data)
         record = self._record
         while n - p >= 5:
             ctype = data[p]
@@ -310,8 +326,7 @@ class TlsConnection:
                 bad = self._bad_header(s, ctype, data[p + 1], data[p + 2], ln)
                 if bad:
                     self._bad(s, bad, out)
-                    self._recovery.scan(s, mv[p:], out)
-                    return
+                    return p
             end = p + 5 + ln
             if end > n:
                 break
@@ -320,11 +335,11 @@ class TlsConnection:
                 record(s, ctype, version, mv[p + 5:end], s.pos, out)
             s.pos += end - p
             p = end
-            if s.scanning or s.skip:
-                self._consume(s, mv[p:], out)
-                return
+            if s.scanning or s.skip:   # the record changed the state (not expected, but be safe)
+                return p
         if p < n:
             s.buf = bytearray(mv[p:])
+        return n
 
     def _fast(self, s: Side, version: int, body: memoryview, start: int, out: list[Item]) -> bool:
         """The common record: application data that decrypts under the expected sequence number.

@@ -9,7 +9,8 @@ number is tried under the next few (``retry``).
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from functools import cache
 
 from .events import RESYNC, TlsEvent
 from .handshake import Handshake
@@ -24,16 +25,25 @@ TRIAL_BYTES = 4 << 20             # bytes of trial decryption per record candida
 FAILS_BEFORE_QUIET = 4            # failed records after which no window is searched on failure
 RESYNC_CANDIDATES = 32            # plausible headers tried before a direction gives up decrypting
 
-Consume = Callable[[Side, "bytes | memoryview", list[Item]], None]
+
+assert frozenset(range(0x14, 0x19)) == TYPES
+
+
+@cache
+def _header_pattern(version: int | None) -> re.Pattern[bytes]:
+    """A record header's type and version bytes: any of TLS's content types (20-24), then 3, then
+    the direction's record version's minor byte once known."""
+    tail = re.escape(bytes((version & 0xFF,))) if version is not None else b""
+    return re.compile(rb"[\x14-\x18]\x03" + tail)
+
 
 
 class Recovery:
     """Finds records again for the sides of one connection (``hs``: its handshake, for the
-    keys); hands the bytes from a record found on to ``consume``, the record layer."""
+    keys and for naming the connection)."""
 
-    def __init__(self, hs: Handshake, consume: Consume):
+    def __init__(self, hs: Handshake):
         self.hs = hs
-        self._consume = consume
 
     def start(self, s: Side, lost: int, first_seq: int | None = None) -> None:
         if not s.scanning:
@@ -43,10 +53,11 @@ class Recovery:
             s.scan_seq = s.seq
             s.scan_first_seq = s.seq if first_seq is None else first_seq
             s.scan_tries = 0
+            s.scan_wait = 0
         else:
             s.scan_lost += lost
 
-    def _plausible(self, s: Side, b: bytes | bytearray, i: int) -> bool:
+    def _plausible(self, s: Side, b: bytes | bytearray | memoryview, i: int) -> bool:
         ctype = b[i]
         if ctype not in TYPES or b[i + 1] != 3:
             return False
@@ -66,63 +77,64 @@ class Recovery:
                 return False
         return True
 
-    def _find_header(self, s: Side, buf: bytearray) -> int:
-        """The first plausible record header in ``buf`` (-1: none), found with ``bytearray.find``
-        on the type and version bytes, checked by ``_plausible``."""
+    def _find_header(self, s: Side, buf: memoryview, i: int) -> int:
+        """The first plausible record header in ``buf[i:]`` (-1: none): one regular expression
+        search for the type and version bytes from where the last one stopped (linear in the
+        bytes searched), each match checked by ``_plausible``."""
         n = len(buf)
-        v = s.rec_version
-        pats = [bytes((t, 3, v & 0xFF)) if v is not None else bytes((t, 3)) for t in TYPES]
-        i = 0
+        pattern = _header_pattern(s.rec_version)
         while i + 5 <= n:
-            best = -1
-            for pat in pats:
-                j = buf.find(pat, i, n)
-                if j >= 0 and (best < 0 or j < best):
-                    best = j
-            if best < 0 or best + 5 > n:
+            m = pattern.search(buf, i)
+            if m is None:
                 return -1
-            if self._plausible(s, buf, best):
-                return best
-            i = best + 1
+            j = m.start()
+            if j + 5 > n:
+                return -1
+            if self._plausible(s, buf, j):
+                return j
+            i = j + 1
         return -1
 
-    def scan(self, s: Side, data: bytes | memoryview, out: list[Item]) -> None:
-        """Look for the next record in ``s.buf + data``; hand the rest to ``_consume`` once found."""
-        buf = s.buf
-        if data:
-            buf += data
+    def scan(self, s: Side, buf: memoryview, p: int, out: list[Item]) -> int:
+        """Look for the next record in ``buf[p:]`` (``buf[p]`` at stream offset ``s.pos``): where
+        the record found starts (``s.scanning`` is then False), or ``len(buf)`` with the bytes that
+        may still start one (at most a record) kept in ``s.buf``."""
+        n = len(buf)
         while True:
-            n = len(buf)
-            found = self._find_header(s, buf)
+            found = self._find_header(s, buf, p)
             if found < 0:
-                keep = min(n, 4)
-                s.c.skipped += n - keep
-                s.pos += n - keep
-                s.hole_bytes += n - keep
-                del buf[:n - keep]
-                return
-            if found:
-                s.c.skipped += found
-                s.pos += found
-                s.hole_bytes += found
-                del buf[:found]
-                n = len(buf)
-            total = 5 + (buf[3] << 8 | buf[4])
-            if n < total:
-                return         # wait for the whole candidate record (at most one record buffered)
-            ok = self._try_candidate(s, buf, total)
+                keep = max(p, n - 4)
+                s.c.skipped += keep - p
+                s.pos += keep - p
+                s.hole_bytes += keep - p
+                s.buf = bytearray(buf[keep:])
+                s.scan_wait = 0
+                return n
+            if found > p:
+                s.c.skipped += found - p
+                s.pos += found - p
+                s.hole_bytes += found - p
+                p = found
+            total = 5 + (buf[p + 3] << 8 | buf[p + 4])
+            if n - p < total:
+                # wait for the whole candidate record (at most one record buffered)
+                s.buf = bytearray(buf[p:])
+                s.scan_wait = total
+                return n
+            ok = self._try_candidate(s, buf, p, total)
             if ok is None:     # cannot tell yet (need the next header): wait
-                return
+                s.buf = bytearray(buf[p:])
+                s.scan_wait = total + 5
+                return n
             if not ok:
                 s.c.skipped += 1
                 s.pos += 1
                 s.hole_bytes += 1
-                del buf[:1]
+                p += 1
                 continue
-            # found: hand the candidate and everything after it back to the record parser
+            # found: the record parser goes on from the candidate
             s.scanning = False
-            rest = bytes(buf)
-            s.buf = bytearray()
+            s.scan_wait = 0
             skipped = s.pos - s.scan_from
             msg = "%s: records found again at offset %d after %d bytes skipped from offset %d" % (
                 self.hs.where(s), s.pos, skipped, s.scan_from)
@@ -131,18 +143,17 @@ class Recovery:
                 if lost:
                     msg += " (%d records lost, sequence numbers %d-%d)" % (lost, s.scan_first_seq, s.seq - 1)
             out.append(TlsEvent(RESYNC, msg, s.d, s.pos, skipped, False))
-            self._consume(s, rest, out)
-            return
+            return p
 
-    def _try_candidate(self, s: Side, buf: bytearray, total: int) -> bool | None:
-        """Is the record at buf[0:total] a real one? With keys: it decrypts (the sequence number
-        and keys are updated); without: the next header (if any) is plausible too."""
+    def _try_candidate(self, s: Side, buf: memoryview, p: int, total: int) -> bool | None:
+        """Is the record at buf[p:p + total] a real one? With keys: it decrypts (the sequence
+        number and keys are updated); without: the next header (if any) is plausible too."""
         if s.mode == ENC and s.cipher is not None:
-            body = bytes(buf[5:total])
-            ctype = buf[0]
-            version = buf[1] << 8 | buf[2]
+            ctype = buf[p]
+            version = buf[p + 1] << 8 | buf[p + 2]
             if s.tls13_phase and ctype != APPLICATION_DATA:
-                return self._chain_ok(s, buf, total)
+                return self._chain_ok(s, buf, p, total)
+            body = bytes(buf[p + 5:p + total])
             found = self._search(s, ctype, version, body, self._seq_candidates(s, len(body)))
             if found is not None:
                 s.seq = found[0]
@@ -152,14 +163,14 @@ class Recovery:
                 # plausible records that do not decrypt under any nearby sequence number: give up
                 # decrypting this direction, keep walking its records to count them
                 s.mode = FAILED
-                return self._chain_ok(s, buf, total)
+                return self._chain_ok(s, buf, p, total)
             return False
-        return self._chain_ok(s, buf, total)
+        return self._chain_ok(s, buf, p, total)
 
-    def _chain_ok(self, s: Side, buf: bytearray, total: int) -> bool | None:
-        n = len(buf)
+    def _chain_ok(self, s: Side, buf: memoryview, p: int, total: int) -> bool | None:
+        n = len(buf) - p
         if n >= total + 5:
-            return self._plausible(s, buf, total)
+            return self._plausible(s, buf, p + total)
         if n == total:
             return True        # a record that ends where the bytes end (as records end segments)
         return None

@@ -23,7 +23,8 @@ class Side:
 
     __slots__ = ("d", "pos", "buf", "skip", "mode", "cipher", "seq", "hs", "hs_skip", "pending",
                  "secret", "app_secret", "tls13_phase", "rec_version", "scanning", "scan_from",
-                 "scan_lost", "scan_seq", "scan_first_seq", "scan_tries", "broken", "hole_from", "hole_bytes", "fails",
+                 "scan_lost", "scan_seq", "scan_first_seq", "scan_tries", "scan_wait", "broken", "hole_from",
+                 "hole_bytes", "fails",
                  "failed_records", "failed_bytes", "c", "nokey_reason", "enc_records")
 
     def __init__(self, d: int):
@@ -47,6 +48,7 @@ class Side:
         self.scan_seq = 0            # the sequence number the next record had when the search began
         self.scan_first_seq = 0      # ... and of the first record lost (reported)
         self.scan_tries = 0
+        self.scan_wait = 0           # bytes s.buf needs before a waiting candidate is tried again
         self.broken = False          # the plaintext has a hole that no Plaintext has followed yet
         self.hole_from = 0
         self.hole_bytes = 0
