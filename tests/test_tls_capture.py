@@ -185,3 +185,21 @@ def test_tshark_with_the_same_key_log_finds_the_same_requests(name):
     frames, *_ = read(cap, port, keys_of(f))
     ours = Counter((fr.api_key, fr.correlation_id) for fr in frames if fr.kind == "request")
     assert ours == theirs and sum(ours.values()) > 0
+
+
+def test_a_key_log_of_any_size_is_read_whole(tmp_path):
+    """A key log over 64 MiB (it grows for the life of a process) whose capture's secrets are at
+    its end: read whole, the capture decrypts; the file is made sparse (a 70 MB hole, which reads
+    as one line too long), so the test takes no time to write it."""
+    f = TLS["tls13-chacha20-kafkajs"]
+    cap = str(SECURE / f["files"]["capture"])
+    big = tmp_path / "sslkeylog.log"
+    with big.open("wb") as out:
+        out.truncate(70 << 20)
+        out.seek(70 << 20)
+        out.write(b"\n" + (SECURE / f["files"]["keylog"]).read_bytes())
+    r = kwire("pcap", cap, "--port", "9093", "--tls-keylog", str(big), "--summary", "--format", "json")
+    assert r.code == 0, r
+    tls = json.loads(r.out)["tls"]
+    assert tls["connections"] == tls["decrypted"] == 4
+    assert r.err.count("\n") == 1 and "1 lines not read" in r.err and "line 1: line longer than" in r.err

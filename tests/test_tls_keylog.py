@@ -172,3 +172,33 @@ def test_fixture_dsb_holds_the_key_log(name):
     for cr in b.client_randoms():
         for label in b.counts:
             assert a.get(label, cr) == b.get(label, cr)
+
+
+@pytest.mark.parametrize("size", [1, 7, 64, 1000, 1 << 20])
+def test_a_key_log_read_in_pieces_reads_as_whole(size):
+    """add_chunks with the key log cut anywhere (inside a line, a label, a CRLF) reads the same
+    secrets, counts and problems, with the same line numbers, as add_text."""
+    raw = b"".join((SECURE / fx["files"]["keylog"]).read_bytes()
+                   for fx in manifest()["fixtures"].values() if "keylog" in fx.get("files", {}))
+    raw += b"\r\nnot a key log line\n" + b"X" * (5 * MAX_LINE) + b"\nCLIENT_RANDOM 12\n# last"
+    whole, pieces = KeyLog(), KeyLog()
+    expected = whole.add_text(raw, "k")
+    got = pieces.add_chunks((raw[i:i + size] for i in range(0, len(raw), size)), "k")
+    assert got == expected and len(expected) == 3
+    n = raw.count(b"\n")
+    assert [p.line for p in expected] == [n - 2, n - 1, n]
+    assert pieces.counts == whole.counts and pieces.comments == whole.comments
+    assert pieces.client_randoms() == whole.client_randoms()
+    for cr in whole.client_randoms():
+        for label in whole.counts:
+            assert pieces.get(label, cr) == whole.get(label, cr)
+
+
+def test_a_line_of_any_length_is_not_held():
+    """A 'line' of 64 MiB without a newline (a file that is not a key log): one problem, and the
+    lines after it are read."""
+    keys = KeyLog()
+    chunk = b"\x00" * (1 << 20)
+    problems = keys.add_chunks([*(chunk for _ in range(64)), b"\nCLIENT_RANDOM %s %s\n" % (CR.encode(), MASTER.encode())])
+    assert [(p.line, p.reason) for p in problems] == [(1, "line longer than %d characters, not read" % MAX_LINE)]
+    assert keys.get("CLIENT_RANDOM", bytes.fromhex(CR)) == Secret(bytes.fromhex(MASTER))

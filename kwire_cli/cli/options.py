@@ -273,10 +273,10 @@ def read_keylogs(paths: tuple[str, ...]) -> Any:
     for path in paths:
         try:
             with open(path, "rb") as f:
-                text = f.read(64 << 20)
+                # read whole, a block at a time: a key log grows for the life of a process
+                problems = keylog.add_chunks(iter(lambda f=f: f.read(1 << 20), b""), source=path)
         except OSError as e:
             raise KwireUsageError(f"--tls-keylog: cannot read {path}: {e.strerror or e}") from None
-        problems = keylog.add_text(text, source=path)
         if problems:
             diagnostic("warning", f"--tls-keylog {path}: {len(problems)} lines not read ({problems[0]})")
     return keylog

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Iterable
 from typing import NamedTuple
 
 DSB_BLOCK_TYPE = 0x0000000A
@@ -136,12 +137,47 @@ class KeyLog:
     def add_text(self, text: bytes | str, source: str = "key log") -> list[KeyLogProblem]:
         """Read every line of a key log; return the problems found (line numbers from 1)."""
         data = text.encode("utf-8", "replace") if isinstance(text, str) else bytes(text)
+        return self.add_chunks((data,), source)
+
+    def add_chunks(self, chunks: Iterable[bytes], source: str = "key log") -> list[KeyLogProblem]:
+        """Read a key log given in pieces of any size and number (a file read block by block, so
+        that one of any size is read whole): lines are read as they complete; what is held is one
+        piece, one line (a line over ``MAX_LINE`` is reported, not kept) and the secrets (a later
+        line for the same label and client random replaces the earlier one). Returns the problems
+        found (line numbers from 1)."""
         problems: list[KeyLogProblem] = []
         more = self.more_problems
-        for no, line in enumerate(data.split(b"\n"), 1):
-            p = self.add_line(line, no, source)
-            if p is not None:
-                problems.append(p)
+        no = 0
+        tail = b""          # the start of a line not complete yet
+        long_line = False   # the current line is over MAX_LINE: dropped up to its end
+        cap = 4 * MAX_LINE  # a line longer than this is too long even with spaces around it
+        for chunk in chunks:
+            lines = chunk.split(b"\n")
+            if tail:
+                lines[0] = tail + lines[0]
+            last = lines.pop()
+            for line in lines:
+                no += 1
+                if long_line:
+                    long_line = False
+                    p: KeyLogProblem | None = self._problem(
+                        KeyLogProblem(source, no, "line longer than %d characters, not read" % MAX_LINE))
+                else:
+                    p = self.add_line(line, no, source)
+                if p is not None:
+                    problems.append(p)
+            if long_line or len(last) > cap:
+                long_line = True
+                tail = b""
+            else:
+                tail = last
+        no += 1
+        if long_line:
+            p = self._problem(KeyLogProblem(source, no, "line longer than %d characters, not read" % MAX_LINE))
+        else:
+            p = self.add_line(tail, no, source)
+        if p is not None:
+            problems.append(p)
         if self.more_problems > more:
             # the last problem says how many more there were (kept even past the cap)
             p = KeyLogProblem(source, 0, "%d more lines not read" % (self.more_problems - more))
