@@ -116,15 +116,19 @@ def test_without_its_key_a_connection_is_reported_once_and_never_framed():
     f = TLS[NO_KEY[0]]
     frames, damage, notes, stats = read(SECURE / f["files"]["capture"], f["port"], KeyLog())
     assert frames == []
-    nokey = [d for d in damage if d.kind == "tls-no-key"]
-    assert sorted(client_port(d.conn) for d in nokey) == sorted(c["client_port"] for c in f["connections"])
-    assert all(d.bytes > 0 and "no key" in d.detail for d in nokey)
-    assert not [d for d in damage if d.kind in ("oversize-frame", "resync-skip", "partial-frame")]
+    # not damage: the records are whole, only their keys are missing
+    assert damage == []
+    nokey = [n for n in notes if n.kind == "tls-no-key"]
+    assert sorted(client_port(n.conn) for n in nokey) == sorted(c["client_port"] for c in f["connections"])
+    assert all("no key" in n.detail and "bytes not decrypted" in n.detail for n in nokey)
     assert stats.tls_connections == 6 and stats.tls_decrypted == 0 and stats.reconcile()["ok"]
-    # the client random is public and named; no other damage, no frames invented from ciphertext
+    assert stats.tls_not_decrypted == {"TLS 1.3 on 127.0.0.1:%d" % f["port"]: 6}
+    # the client random is public and named; no frames invented from ciphertext
     for c in f["connections"]:
-        assert any(c["client_random"][:8] in d.detail for d in nokey)
-    assert len(notes) == len(f["connections"])  # the handshakes are still readable
+        assert any(c["client_random"][:8] in n.detail for n in nokey)
+    # the handshakes are still readable, named once (the connection is the note's own)
+    hs = [n for n in notes if n.kind == "tls"]
+    assert len(hs) == len(f["connections"]) and all(n.conn not in n.detail for n in notes)
 
 
 def test_kwire_pcap_tls_keylog_rows_and_summary():
@@ -146,11 +150,11 @@ def test_kwire_pcap_tls_keylog_rows_and_summary():
     assert tls["sessions"] == {"TLSv1.3 TLS_CHACHA20_POLY1305_SHA256": 4}
     t = kwire("pcap", cap, "--port", "9093", "--tls-keylog", key, "--summary")
     assert "TLS connections 4, decrypted 4 (TLSv1.3 TLS_CHACHA20_POLY1305_SHA256 4)" in t.out
-    # without the key log: one line per connection, no frame
+    # without the key log: no frame, no damage, the connections counted per server
     n = kwire("pcap", cap, "--port", "9093", "--summary", "--format", "json")
     summ = json.loads(n.out)
-    assert summ["frames"] == 0 and summ["damage"]["tls-no-key"]["events"] == 4
-    assert "oversize-frame" not in summ["damage"]
+    assert summ["frames"] == 0 and summ["tls"]["not_decrypted"] == {"TLS 1.3 on 127.0.0.1:9093": 4}
+    assert not summ.get("damage")
 
 
 def test_bad_key_log_arguments_are_one_line():
@@ -203,3 +207,32 @@ def test_a_key_log_of_any_size_is_read_whole(tmp_path):
     tls = json.loads(r.out)["tls"]
     assert tls["connections"] == tls["decrypted"] == 4
     assert r.err.count("\n") == 1 and "1 lines not read" in r.err and "line 1: line longer than" in r.err
+
+
+def test_a_tls_capture_without_its_keys_says_so_on_stderr(tmp_path):
+    """No key log: one note per TLS version and server saying which option gives the keys, no
+    damage warning; with a key log that lacks them: that their client randoms are not in it."""
+    for name, port, ver, n in (("tls12-ecdhe-rsa-chacha20-kafkajs", 9093, "TLS 1.2", 4),
+                               ("tls13-nokey-kafka-python", 9093, "TLS 1.3", 6)):
+        cap = str(SECURE / TLS[name]["files"]["capture"])
+        r = kwire("pcap", cap)
+        assert r.code == 0, r
+        assert r.err == ("kwire: note: %s on 127.0.0.1:%d: %d connections not decrypted; give --tls-keylog FILE "
+                         "(the client's SSLKEYLOGFILE)\n" % (ver, port, n))
+    other = str(SECURE / TLS["tls12-ecdhe-rsa-chacha20-kafkajs"]["files"]["keylog"])
+    cap = str(SECURE / TLS["tls13-chacha20-kafkajs"]["files"]["capture"])
+    r = kwire("pcap", cap, "--tls-keylog", other)
+    assert r.code == 0 and r.err == ("kwire: note: TLS 1.3 on 127.0.0.1:9093: 4 connections not decrypted: "
+                                     "their client randoms are not in the key log\n")
+    # the summary's handshake lines name the connection once
+    s = kwire("pcap", cap, "--summary")
+    lines = [x for x in s.out.splitlines() if "TLSv1.3 TLS_CHACHA20_POLY1305_SHA256" in x and "->" in x]
+    assert len(lines) == 4 and all(x.count("->") == 1 for x in lines)
+    # damage lines too: a key log whose traffic secrets are wrong
+    wrong = tmp_path / "wrong.keylog"
+    good = (SECURE / TLS["tls13-chacha20-kafkajs"]["files"]["keylog"]).read_text()
+    wrong.write_text("\n".join(" ".join((*x.split()[:2], "ff" * 32)) if "TRAFFIC_SECRET_0" in x else x
+                               for x in good.splitlines()))
+    s = kwire("pcap", cap, "--tls-keylog", str(wrong), "--summary")
+    failed = [x for x in s.out.splitlines() if "tls-decrypt-failed:" in x]
+    assert failed and all(x.count("->") == 1 for x in failed)

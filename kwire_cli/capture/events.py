@@ -107,7 +107,7 @@ UNANSWERED_REQUEST = "unanswered-request"  # requests still open when their conn
 NON_KAFKA = "non-kafka"             # connection skipped because it is not Kafka (strict mode)
 AFTER_CLOSE = "after-close"         # payload after FIN/RST or beyond the FIN sequence: ignored
 # TLS (kwire_cli.tls): a connection's records that gave no plaintext, kind "tls-" + the TLS event's
-TLS_NO_KEY = "tls-no-key"           # a TLS connection whose secrets are not in the key log: not decrypted
+TLS_NO_KEY = "tls-no-key"           # a Note: a TLS connection whose secrets are not in the key log (not damage)
 TLS_PREFIX = "tls-"                 # tls-decrypt-failed, tls-bad-record, tls-resync, tls-truncated, ...
 # packet-level skips (counted in CaptureStats.skipped; events only with report_skipped=True)
 NON_IP = "non-ip"
@@ -189,6 +189,7 @@ class CaptureStats:
     tls_bytes: int = 0          # delivered bytes that were TLS records (given to kwire_cli.tls)
     tls_plaintext: int = 0      # application data decrypted from them (given to the framer)
     tls_sessions: dict = field(default_factory=dict)  # "TLSv1.3 TLS_AES_128_GCM_SHA256" -> connections
+    tls_not_decrypted: dict = field(default_factory=dict)  # "TLS 1.2 on 127.0.0.1:9093" -> connections without keys
     damage_bytes: dict = field(default_factory=dict)  # kind -> bytes
 
     def add_damage(self, kind: str, nbytes: int) -> None:

@@ -31,8 +31,9 @@ Per connection and direction:
   request could start, goes through a ``kwire_cli.tls.TlsConnection`` with the assembler's key log:
   the in-order bytes of each direction are TLS records, their decrypted application data is the
   Kafka byte stream that framing reads. A gap in the records is a hole in the plaintext (framing
-  resynchronises); a connection without secrets in the key log is one ``tls-no-key`` damage event
-  (its bytes counted, nothing framed); handshakes, alerts and key updates are ``Note`` events.
+  resynchronises); a connection without secrets in the key log is one ``tls-no-key`` ``Note``
+  (not damage: its records are whole; nothing framed; counted per TLS version and server in
+  ``CaptureStats.tls_not_decrypted``); handshakes, alerts and key updates are ``Note`` events.
 * KIP-43 legacy SASL: after a SaslHandshake v0 answer without error, the client and the broker
   exchange raw size-prefixed tokens, not Kafka frames: as many each way as the mechanism's rounds
   (PLAIN and OAUTHBEARER 1, SCRAM 2; a PLAIN broker's token is empty: size 0). They come out as
@@ -61,6 +62,7 @@ from kwire_cli.tls import (
     ALERT,
     HANDSHAKE,
     KEY_UPDATE,
+    NO_KEY,
     KeyLog,
     Plaintext,
     TlsConnection,
@@ -82,6 +84,7 @@ from .events import (
     RESYNC_SKIP,
     RST,
     SYN,
+    TLS_NO_KEY,
     TLS_PREFIX,
     UNANSWERED_REQUEST,
     UNPAIRED_RESPONSE,
@@ -538,8 +541,6 @@ class StreamAssembler:
         cd, bd = conn.dirs[1 - b], conn.dirs[b]
         cd.is_request, cd.src, cd.dst = True, cl, br
         bd.is_request, bd.src, bd.dst = False, br, cl
-        if conn.tls is not None:
-            conn.tls.label = conn.label
         if self.strict and reason in ("syn", "lower-port"):
             conn.kafka = False
             self._damage(file, packet, conn, NON_KAFKA, 0,
@@ -776,6 +777,13 @@ class StreamAssembler:
             self._out.append(Note(file, packet, conn.label, "tls", ev.message, ts))
         elif kind in (ALERT, KEY_UPDATE):
             self._out.append(Note(file, packet, conn.label, "tls-" + kind, ev.message, ts))
+        elif kind == NO_KEY:
+            # not damage: the records are whole, there is no key for them (said once per server)
+            ver = ev.handshake.version.replace("v", " ") if ev.handshake is not None else "TLS"
+            server = endpoint(*conn.ends[conn.broker]) if conn.broker is not None else conn.label
+            key = f"{ver} on {server}"
+            st.tls_not_decrypted[key] = st.tls_not_decrypted.get(key, 0) + 1
+            self._out.append(Note(file, packet, conn.label, TLS_NO_KEY, ev.message, ts))
         elif kind != TLS_GAP:  # (a TCP gap is reported as such already)
             self._damage(file, packet, conn, TLS_PREFIX + kind, ev.nbytes, ev.message, ts)
         if ev.breaks_stream and ev.direction is not None:

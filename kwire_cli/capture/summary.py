@@ -31,14 +31,30 @@ def note_entry(n: Note, file: Any = None) -> dict:
             "detail": n.detail}
 
 
+def tls_not_decrypted_notes(not_decrypted: dict[str, int], have_keys: bool) -> list[str]:
+    """One line per TLS version and server whose connections were not decrypted for want of keys
+    (``CaptureStats.tls_not_decrypted``), saying what to give: ``have_keys``, a key log was read."""
+    out = []
+    for where, n in sorted(not_decrypted.items()):
+        conns = "1 connection" if n == 1 else f"{n} connections"
+        if have_keys:
+            why = "its client random is not in the key log" if n == 1 else "their client randoms are not in the key log"
+            out.append(f"{where}: {conns} not decrypted: {why}")
+        else:
+            out.append(f"{where}: {conns} not decrypted; give --tls-keylog FILE (the client's SSLKEYLOGFILE)")
+    return out
+
+
 def tls_section(stats: dict, notes: list[dict] | None) -> dict | None:
     """The summary's ``tls`` section: TLS connections, how many were decrypted, the versions and
-    cipher suites, and each connection's handshake (from the capture counters and the notes)."""
+    cipher suites, the connections not decrypted for want of keys per version and server, and each
+    connection's handshake (from the capture counters and the notes)."""
     if not stats.get("tls_connections"):
         return None
     out: dict[str, Any] = {"connections": stats["tls_connections"], "decrypted": stats.get("tls_decrypted", 0),
                            "record_bytes": stats.get("tls_bytes", 0), "plaintext_bytes": stats.get("tls_plaintext", 0),
-                           "sessions": dict(sorted((stats.get("tls_sessions") or {}).items()))}
+                           "sessions": dict(sorted((stats.get("tls_sessions") or {}).items())),
+                           "not_decrypted": dict(sorted((stats.get("tls_not_decrypted") or {}).items()))}
     if notes is not None:
         out["handshakes"] = [{"conn": n["conn"], "detail": n["detail"]} for n in notes if n["kind"] == "tls"][:200]
     return out

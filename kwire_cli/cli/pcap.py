@@ -200,9 +200,9 @@ def pcap(files: tuple[str, ...], fmt: str, fields: tuple[str, ...], field_layout
     ACK of later bytes still fills its hole (held 0.2 s or 64 packets) instead of being a gap.
 
     TLS connections are recognised by their ClientHello on any port and decrypted with the secrets
-    of --tls-keylog files and of the pcapng's Decryption Secrets Blocks; a connection without its
-    secrets is reported once (tls-no-key, its bytes counted), and the summary shows each
-    connection's TLS version and cipher suite.
+    of --tls-keylog files and of the pcapng's Decryption Secrets Blocks; connections without their
+    secrets are not damage: a note per TLS version and server says so (and which option gives
+    them), and the summary shows each connection's TLS version and cipher suite.
     """
     if field_layout and not fields:
         raise KwireUsageError("-E lays out -e fields: give the fields with -e FIELD")
@@ -473,5 +473,8 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
         left = f" ({conv.skipped} more, left out by --filter, were not decoded)" if conv.skipped else ""
         diagnostic("warning", f"{bad} of {result['frames']} frames did not decode{left}; {dmg} damage events "
                               "(see --summary)")
+    from kwire_cli.capture.summary import tls_not_decrypted_notes
+    for note in tls_not_decrypted_notes(stats.tls_not_decrypted, keylog is not None and len(keylog) > 0):
+        diagnostic("note", note)
     if failures or (strict and (bad or dmg)):
         sys.exit(1)

@@ -131,5 +131,7 @@ def print_tls(tls: dict, con: Console) -> None:
     con.print(Text(escape(f"TLS connections {tls['connections']}, decrypted {tls['decrypted']} ({sessions}); "
                           f"{tls['record_bytes']} bytes of TLS records gave {tls['plaintext_bytes']} bytes "
                           "of plaintext")))
+    for where, n in (tls.get("not_decrypted") or {}).items():
+        con.print(Text(escape(f"  not decrypted (no keys): {where}: {n} connection{'s' if n != 1 else ''}")))
     for h in tls.get("handshakes") or []:
         con.print(Text(escape(f"  {h['conn']}: {h['detail']}")))
