@@ -274,7 +274,7 @@ def read_keylogs(paths: tuple[str, ...]) -> Any:
         try:
             with open(path, "rb") as f:
                 # read whole, a block at a time: a key log grows for the life of a process
-                problems = keylog.add_chunks(iter(lambda f=f: f.read(1 << 20), b""), source=path)
+                problems = keylog.add_chunks(iter(functools.partial(f.read, 1 << 20), b""), source=path)
         except OSError as e:
             raise KwireUsageError(f"--tls-keylog: cannot read {path}: {e.strerror or e}") from None
         if problems:
