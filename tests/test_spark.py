@@ -378,7 +378,7 @@ def test_bad_files_are_reported_and_the_rest_completes(spark, tmp_path):
     (d / "e-zipped.pcap.gz").write_bytes(gzip.compress((CAPS / "kafkajs-consume.pcap").read_bytes()))
     files = sorted(str(p) for p in d.iterdir())
     out = str(tmp_path / "o")
-    res = run([str(d)], out, fmt="jsonl", spark=spark, split_size=3000, partitions=2)
+    res = run(files, out, fmt="jsonl", spark=spark, split_size=3000, partitions=2)  # named: each is read
     assert len(res.failures) == 2
     assert any(m.startswith(str(d / "b-notes.txt") + ": not a pcap or pcapng file") for m in res.failures)
     assert any(m.startswith(str(d / "c-empty.pcap") + ": not a capture file: only 0 bytes")
@@ -407,10 +407,12 @@ def test_cli_local_session(spark, tmp_path):
     # an output directory that is not empty is refused unless --overwrite
     r2 = kwire("spark-decode", "fixtures/captures/kafkajs-produce.pcap", "--out", out)
     assert r2.code == 1 and "exists and is not empty" in r2.err and "--overwrite" in r2.err
-    r3 = kwire("spark-decode", "fixtures/captures", "--out", out, "--overwrite", "--strict",
+    r3 = kwire("spark-decode", "fixtures/captures", "--out", out, "--overwrite",
                "--summary-format", "none", "--partitions", "2")
-    assert r3.code == 1  # manifest.json is not a capture
-    assert "manifest.json: not a pcap or pcapng file" in r3.err
+    assert r3.code == 0  # manifest.json is not a capture: skipped with a note, not a failed file
+    assert ("kwire: note: skipped 1 file that is not a capture: fixtures/captures/manifest.json "
+            "(not a pcap or pcapng file)") in r3.err
+    assert "failed files 0" in r3.err
     # the job still ran and wrote (parquet by default) everything it could read
     assert glob.glob(os.path.join(out, "api_name=Produce", "part-*.parquet"))
     assert not glob.glob(os.path.join(out, "api_name=*", "part-*.txt"))
@@ -420,7 +422,8 @@ def test_cli_local_session(spark, tmp_path):
 
 
 def test_missing_input_is_one_line_error(spark, tmp_path):
-    with pytest.raises(SparkJobError, match="no such file"):
+    from kwire_cli.inputs import SourceError
+    with pytest.raises(SourceError, match="no such file"):
         run(["fixtures/captures/nope-*.pcap"], str(tmp_path / "x"), spark=spark)
 
 

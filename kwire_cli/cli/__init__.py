@@ -1,8 +1,9 @@
 """The `kwire` command: a Click group whose subcommands live one per module in this package.
 
 Subcommands load lazily (a `kwire decode` never imports PySpark). Every `KwireError` becomes one
-line on stderr and exit code 1; Click's usage errors exit 2; nothing prints a traceback unless
-KWIRE_DEBUG=1 is set.
+line on stderr and exit code 1; Click's usage errors and inputs that cannot be read at all (a
+missing file, a directory where a file is wanted: ``SourceError``) exit 2; nothing prints a
+traceback unless KWIRE_DEBUG=1 is set.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import click
 
 from kwire_cli import __version__
 from kwire_cli.errors import FilterError, KwireError
+from kwire_cli.inputs.source import SourceError
 
 # command name -> (module, attribute); a module that does not exist yet is left out of the list
 COMMANDS = {
@@ -141,6 +143,9 @@ def main(argv: list[str] | None = None) -> None:
                 msg += f" (see {ctx.command_path} --help)"
             diagnostic("error", msg)
         sys.exit(e.exit_code)
+    except SourceError as e:  # an input that cannot be read at all (missing, a directory): usage, in every command
+        diagnostic("error", e)
+        sys.exit(2)
     except FilterError as e:  # a --filter that does not parse or names what does not exist: usage
         diagnostic("error", e)
         sys.exit(2)

@@ -158,6 +158,29 @@ def read_text_source(arg: str | None, what: str = "FILE") -> tuple[str, str]:
     return src.text(), src.name
 
 
+def expand_captures(specs: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """Capture FILES as read (``kwire_cli.inputs.paths.expand_paths``): a directory or glob stands
+    for the captures in it, what is not a capture there skipped with one note; a file named on the
+    command line as given (its errors are the reader's); a name that does not exist, a usage error."""
+    from kwire_cli.inputs.paths import expand_paths, not_a_capture
+    found = expand_paths(specs, on_skip=note_skipped, accept=not_a_capture)
+    note_refused(found.refused)
+    if not found.paths:
+        raise KwireUsageError("FILES: the directories given hold no " + ("captures" if found.refused else "files"))
+    return tuple(found.paths)
+
+
+def note_refused(refused: list[tuple[str, str]], what: str = "capture") -> None:
+    """One note for the files of directories and globs that are not ``what`` (skipped), naming
+    the first few and why."""
+    if not refused:
+        return
+    n = len(refused)
+    shown = ", ".join(f"{p} ({why})" for p, why in refused[:3]) + (f" and {n - 3} more" if n > 3 else "")
+    diagnostic("note", f"skipped {n} file{'s' if n > 1 else ''} that "
+                       + (f"are not {what}s" if n > 1 else f"is not a {what}") + f": {shown}")
+
+
 def note_skipped(path: str, what: str) -> None:
     """A file of a directory that is not read (a FIFO, socket or device), named on stderr."""
     shown = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in path)

@@ -256,13 +256,15 @@ def limit_options(capture: bool = False) -> Callable:
 
 # --------------------------------------------------------------------------- secrets
 
-def tls_keylog_option() -> Callable:
+def tls_keylog_option(dsb: bool = True) -> Callable:
     """Decorator: --tls-keylog FILE (repeatable), handed to the command as ``tls_keylogs``; read
-    them with ``read_keylogs``."""
+    them with ``read_keylogs``. ``dsb``: the command also reads pcapng Decryption Secrets Blocks."""
     return click.option(
         "--tls-keylog", "tls_keylogs", multiple=True, metavar="FILE",
         help="Decrypt TLS with the secrets of this NSS key log (SSLKEYLOGFILE, as Wireshark reads; "
-             "repeatable). Decryption Secrets Blocks of pcapng files are read without it.")
+             "repeatable). " + ("Decryption Secrets Blocks of pcapng files are read without it." if dsb else
+                                "Decryption Secrets Blocks of pcapng files are not read here: give their "
+                                "secrets as a key log (tshark -r F.pcapng --export-tls-session-keys keys.txt)."))
 
 
 def read_keylogs(paths: tuple[str, ...]) -> Any:

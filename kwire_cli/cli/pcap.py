@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from kwire_cli.cli.app import KwireUsageError, diagnostic, note_skipped, std_binary
+from kwire_cli.cli.app import KwireUsageError, diagnostic, expand_captures, note_skipped, std_binary
 from kwire_cli.cli.options import DecodeLimits, limit_options, read_keylogs, show_secrets_option, tls_keylog_option
 from kwire_cli.errors import FilterError, KwireError
 from kwire_cli.render.jsonlines import gc_tuned, line_writer
@@ -218,13 +218,7 @@ def pcap(files: tuple[str, ...], fmt: str, fields: tuple[str, ...], field_layout
         fmt = "records"
     live = _live_input(files, follow)
     if live is None:
-        missing = [f for f in files if f != "-" and not os.path.lexists(f)]
-        if missing:  # before any output: nothing of the run depends on a name that is not there
-            raise KwireUsageError(f"FILES: no such file: {missing[0]}"
-                                  + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
-        files = _expand(files)
-        if not files:
-            raise KwireUsageError("FILES: the directories given hold no files")
+        files = expand_captures(files)  # before any output: a name that is not there is a usage error
     keylog = read_keylogs(tls_keylogs)
     with gc_tuned(), limits.apply():
         _pcap(files, fmt, summary, filter_expr, ports, raw_records, strict, limits.frame_size(), show_secrets,
@@ -303,13 +297,6 @@ class _Interrupts:
 def threading_main() -> bool:
     import threading
     return threading.current_thread() is threading.main_thread()
-
-
-def _expand(specs: tuple[str, ...]) -> tuple[str, ...]:
-    """FILES as read: a directory stands for its regular files (rotation order; FIFOs, sockets and
-    devices in it are skipped with a note)."""
-    from kwire_cli.capture.inputs import files_under
-    return tuple(f for spec in specs for f in (files_under(spec, note_skipped) if os.path.isdir(spec) else [spec]))
 
 
 def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | None, ports: tuple[int, ...],

@@ -37,8 +37,10 @@ Spark's progress bars go to stderr (KWIRE_NO_PROGRESS=1 turns them off), then on
 files, packets, frames, decoded, undecodable, rows written, failed files, elapsed.
 
 \b
-Exit codes: 0 the job ran (files that are not captures are reported on stderr and skipped;
-with --strict they, undecodable frames and damage give 1), 1 the job could not run, 2 usage."""
+Exit codes: 0 the job ran (files named on the command line that are not captures are reported
+on stderr as failed files; with --strict they, undecodable frames and damage give 1), 1 the job
+could not run, 2 usage (an input that does not exist is one). In a directory or glob, files that
+are not captures (a manifest.json) are skipped with one note."""
 
 
 def require_pyspark() -> None:
@@ -103,7 +105,7 @@ MASTER = re.compile(r"local(\[(\*|\d+)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]"
               help="Write only the rows this display filter keeps (kwire pcap's filter language: api, topic, "
                    "partition, group, key, header, error...); the summary counts every frame.")
 @limit_options(capture=True)
-@tls_keylog_option()
+@tls_keylog_option(dsb=False)
 @show_secrets_option()
 def spark_decode(inputs, out, fmt, master, ports, partitions, split_size, raw_records, overwrite, conf,
                  ship_code, summary_format, strict, filter_expr, tls_keylogs, limits, show_secrets):
@@ -131,7 +133,7 @@ def spark_decode(inputs, out, fmt, master, ports, partitions, split_size, raw_re
             raise KwireUsageError(str(e)) from None
     require_pyspark()
     keylog = read_keylogs(tls_keylogs) if tls_keylogs else None
-    from kwire_cli.cli.app import note_skipped
+    from kwire_cli.cli.app import note_refused, note_skipped
     from kwire_cli.spark.job import run
     from kwire_cli.spark.outdir import UnsafeOutput
     try:
@@ -139,7 +141,8 @@ def spark_decode(inputs, out, fmt, master, ports, partitions, split_size, raw_re
                   split_size=split_size << 20, raw_records=raw_records, overwrite=overwrite, conf=conf,
                   progress=not os.environ.get("KWIRE_NO_PROGRESS"),
                   ship={"auto": None, "always": True, "never": False}[ship_code], limits=tuple(limits),
-                  show_secrets=show_secrets, on_skip=note_skipped, keylog=keylog, strict=strict,
+                  show_secrets=show_secrets, on_skip=note_skipped, on_refused=note_refused, keylog=keylog,
+                  strict=strict,
                   filter_expr=filter_expr)
     except UnsafeOutput as e:  # nothing deleted, nothing started: a usage error
         raise KwireUsageError(str(e)) from None

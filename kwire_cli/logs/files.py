@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from kwire_cli.errors import KwireError
+from kwire_cli.inputs.source import SourceError
 
 KINDS = {".log": "segment", ".index": "offset-index", ".timeindex": "time-index", ".checkpoint": "snapshot",
          ".snapshot": "producer-snapshot", ".txnindex": "txn-index"}
@@ -79,5 +80,5 @@ def log_files(args: list[str], topic: str | None = None) -> list[LogFile]:
         elif os.path.exists(arg):
             out.append(_log_file(arg, topic))
         else:
-            raise KwireError(f"{arg}: no such file or directory")
+            raise SourceError(f"{arg}: no such file or directory")  # an input that cannot be read: exit 2
     return out

@@ -28,8 +28,9 @@ import os
 import time
 from collections.abc import Iterable
 
-from kwire_cli.capture.inputs import file_kind, files_under, rotation_order
+from kwire_cli.capture.inputs import file_kind
 from kwire_cli.errors import SparkJobError
+from kwire_cli.inputs.paths import expand_paths, not_a_capture
 from kwire_cli.spark.localfs import local_fs_conf, local_fs_status
 from kwire_cli.spark.outdir import UnsafeOutput, check_out
 from kwire_cli.spark.reading import DEFAULT_SPLIT, FilePlan, nominal_ranges, plan_file, stitch
@@ -77,39 +78,26 @@ PARQUET_DICTIONARY = "parquet.enable.dictionary"
 
 
 # ------------------------------------------------------------------------------------ inputs
-def expand_inputs(inputs: Iterable[str], on_skip=None) -> list[str]:
-    """Files named by DIR (recursively; hidden files skipped), FILE or GLOB, in a stable order
-    (rotation order: ``cap2`` before ``cap10``). In a directory or a glob, what is not a regular
-    file (a FIFO, socket or device: a range reader would block on it) is skipped and reported to
-    ``on_skip(path, what)``; named explicitly, it is an error (Spark reads files by byte range)."""
-    out: list[str] = []
-    seen = set()
+def expand_inputs(inputs: Iterable[str], on_skip=None, on_refused=None) -> list[str]:
+    """Files named by DIR (recursively; hidden files skipped), FILE or GLOB, each once, in a stable
+    order (rotation order: ``cap2`` before ``cap10``): ``kwire_cli.inputs.paths.expand_paths``. In a
+    directory or a glob, what is not a regular file (a FIFO, socket or device: a range reader would
+    block on it) is skipped and reported to ``on_skip(path, what)``, and files that are not captures
+    (a manifest.json) are skipped and listed to ``on_refused([(path, why), ...])``; named
+    explicitly, a FIFO is an error (Spark reads files by byte range), a file that is not a capture
+    a failed file. A name that does not exist is a ``SourceError``."""
+    inputs = list(inputs)
     for spec in inputs:
-        if os.path.isdir(spec):
-            paths = files_under(spec, on_skip)
-        elif os.path.exists(spec):
-            what = file_kind(spec)
-            if what is not None:
-                raise SparkJobError(f"{spec}: a {what}, not a regular file: spark-decode reads files by "
-                                    "byte range (kwire pcap reads a FIFO as a stream)")
-            paths = [spec]
-        else:
-            paths = []
-            for p in glob.glob(spec, recursive=True):
-                what = file_kind(p)
-                if what is None and os.path.isfile(p):
-                    paths.append(p)
-                elif what not in (None, "directory") and on_skip is not None:
-                    on_skip(p, what)
-            paths = rotation_order(paths)
-            if not paths:
-                raise SparkJobError(f"{spec}: no such file, directory or matching files")
-        for p in paths:
-            if os.path.isfile(p) and os.path.realpath(p) not in seen:
-                seen.add(os.path.realpath(p))
-                out.append(p)
+        what = file_kind(spec) if os.path.lexists(spec) else None
+        if what not in (None, "directory"):
+            raise SparkJobError(f"{spec}: a {what}, not a regular file: spark-decode reads files by "
+                                "byte range (kwire pcap reads a FIFO as a stream)")
+    found = expand_paths(inputs, what="INPUTS", on_skip=on_skip, accept=not_a_capture, unique=True)
+    if found.refused and on_refused is not None:
+        on_refused(found.refused)
+    out = [p for p in found.paths if os.path.isfile(p)]
     if not out:
-        raise SparkJobError("no input files")
+        raise SparkJobError("no input files" + (" (no captures among them)" if found.refused else ""))
     return out
 
 
@@ -164,12 +152,12 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
         ports: Iterable[int] = (), partitions: int | None = None, split_size: int = DEFAULT_SPLIT,
         raw_records: bool = False, overwrite: bool = False, conf: Iterable[tuple[str, str]] = (),
         spark=None, progress: bool = True, ship: bool | None = None,
-        limits: tuple = (None, None, None), show_secrets: bool = False, on_skip=None,
+        limits: tuple = (None, None, None), show_secrets: bool = False, on_skip=None, on_refused=None,
         keylog=None, strict: bool = False, filter_expr: str | None = None) -> JobResult:
     """Decode captures with Spark; write rows to ``out`` (partitioned by api_name) and the summary.
 
     ``on_skip(path, what)``: told about each FIFO, socket or device found in a directory or glob
-    (skipped).
+    (skipped); ``on_refused([(path, why), ...])``: the files there that are not captures (skipped).
 
     ``limits``: the largest frame reassembled, and per frame the decompressed bytes and the records
     and headers decoded (kwire pcap's --max-frame-size, --max-decompressed, --max-records; None:
@@ -190,7 +178,7 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
         if k in SIZE_WORDS:
             conf_size(k, v)  # a bad value now, before Spark starts
     inputs = tuple(inputs)
-    paths = expand_inputs(inputs, on_skip)
+    paths = expand_inputs(inputs, on_skip, on_refused)
     check_out(out, inputs, paths, overwrite)
     if os.path.exists(out) and os.listdir(out) and not overwrite:
         raise SparkJobError(f"output directory {out} exists and is not empty (use --overwrite)")
