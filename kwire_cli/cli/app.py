@@ -87,15 +87,30 @@ def read_input(arg: str | None, *, binary: bool | None = None, what: str = "INPU
         raise
 
 
+def join_hex_words(_ctx: click.Context, _param: click.Parameter, words: tuple[str, ...]) -> str | None:
+    """INPUT given as several arguments (``kwire decode 00 00 00 1d ...``: bytes the shell split at
+    spaces) as one, joined by spaces; a file (``@FILE``, ``-``) is one argument alone."""
+    if not words:
+        return None
+    if len(words) > 1:
+        odd = next((w for w in words if w == "-" or w.startswith("@")), None)
+        if odd is not None:
+            raise KwireUsageError(f"INPUT: {odd} names a file: give it alone (bytes may be several arguments)")
+    return " ".join(words)
+
+
 def read_frames(arg: str | None, *, binary: bool | None = None, what: str = "INPUT",
-                chained: bool = True) -> list[Frame]:
+                chained: bool = True, empty: bool = False) -> list[Frame]:
     """The Kafka frames of INPUT (``kwire_cli.inputs.frames``): one, or several when the dump
-    holds several messages; errors name the file."""
-    from kwire_cli.inputs.frames import split_frames
+    holds several messages; errors name the file. ``empty``: an input with no bytes (``''``, an
+    empty file) is one empty frame (a bare body of no fields), not an error."""
+    from kwire_cli.inputs.frames import Frame, split_frames
 
     if binary and arg is not None and arg != "-" and not arg.startswith("@"):
         raise KwireUsageError("--binary needs @FILE or - (stdin)")
     src = open_source(arg, what=what, forms="hex, @FILE or - (stdin)")
+    if empty and not src.data.strip():
+        return [Frame(b"", (Block(b"", 1, 1, "binary" if binary else "hex"),))]
     try:
         blocks = argument_blocks(arg or "", what)[0] if src.origin == "argument" else None
         if blocks is None:

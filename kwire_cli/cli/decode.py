@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from kwire_cli.cli.app import diagnostic, read_frames
+from kwire_cli.cli.app import diagnostic, join_hex_words, read_frames
 from kwire_cli.cli.options import (
     FORMATS,
     complete_api,
@@ -22,7 +22,7 @@ from kwire_cli.errors import DecodeError, KwireError, TrailingBytes
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("input", required=False, metavar="[INPUT]", shell_complete=complete_input)
+@click.argument("input", nargs=-1, metavar="[INPUT]", shell_complete=complete_input, callback=join_hex_words)
 @click.option("--api", "api_name", metavar="NAME|KEY", shell_complete=complete_api,
               help="API of a response or bare body, by name (Metadata) or key (3).")
 @click.option("--version", "api_version", type=int, metavar="N", shell_complete=complete_version,
@@ -52,12 +52,15 @@ def decode(input, api_name, api_version, kind, request_input, no_header, size_pr
            partial, strict, fmt, limits, show_secrets):
     """Decode Kafka requests and responses from hex or any dump of them.
 
-    INPUT is hex (spaces, colons, newlines, quotes and 0x prefixes are fine), @FILE or - for
-    stdin; a file or stdin may also hold xxd, hexdump -C, od, tshark -x (any link type),
-    tcpdump -x/-xx/-X or Follow TCP Stream output, byte literals (Go, Java, C / xxd -i, Python,
-    Node), base64, or raw bytes. The 4-byte size prefix is detected. A request names its API
-    and version in its header; a response needs --api and --version, or --request with the
-    request it answers.
+    INPUT is hex (spaces, colons, newlines, quotes and 0x prefixes are fine; bytes given as
+    separate arguments, 00 00 00 1d ..., are joined), @FILE or - for stdin; a file or stdin may
+    also hold xxd, hexdump -C, od, tshark -x (any link type), tcpdump -x/-xx/-X or Follow TCP
+    Stream output, byte literals (Go, Java, C / xxd -i, Python, Node; a byte string's content
+    without its quotes), base64, or raw bytes. A captured packet in hex (Wireshark's Copy as Hex
+    Stream) is cut to its TCP payload. The 4-byte size prefix is detected. A request names its
+    API and version in its header; a response needs --api and --version, or --request with the
+    request it answers. With --no-header, an empty INPUT ('') is an empty body (a message with no
+    fields at its version).
 
     Several frames in one input (a conversation, a log of hex lines, frames back to back) are
     decoded one after another, each response with the request it answers when the input holds
@@ -80,12 +83,15 @@ def decode(input, api_name, api_version, kind, request_input, no_header, size_pr
       kwire decode @fixtures/hex/produce-response-v9.hex --api Produce --version 9
       kwire decode @fixtures/hex/produce-response-v9.hex --request @fixtures/hex/produce-request-v9.hex
       kwire decode ffffffff --api Metadata --version 1 --kind request --no-header
+      kwire decode '' --api ListGroups --version 2 --kind request --no-header
+      kwire decode 00 00 00 0a 00 12 00 00 00 00 00 07 ff ff
       kwire decode @fixtures/hex/dumps/kafkajs-produce.follow-tcp-hex.txt
       kwire decode @fixtures/hex/dumps/kafkajs-packets-4-9.tcpdump-X.txt --format json
     """
     from kwire_cli.codec.secrets import redact_message
 
-    frames = read_frames(input, binary=binary, chained=not no_header and size_prefix is not False)
+    frames = read_frames(input, binary=binary, chained=not no_header and size_prefix is not False,
+                         empty=no_header)
     target = resolve_target(api_name, api_version, kind, request_input, no_header, size_prefix,
                             input_on_stdin=input in (None, "-"), strict=strict)
     if len(frames) > 1:

@@ -7,7 +7,16 @@ from typing import Any
 import click
 
 from kwire_cli.cli.app import KwireUsageError, argument_blocks, open_source, read_text_source, source_blocks
-from kwire_cli.cli.options import FORMATS, check_version, complete_api, complete_version, emit, resolve_api
+from kwire_cli.cli.options import (
+    FORMATS,
+    check_version,
+    complete_api,
+    complete_api_versions,
+    complete_input,
+    complete_version,
+    emit,
+    resolve_api,
+)
 from kwire_cli.cli.target import decode_frames, resolve_target
 from kwire_cli.inputs import InputError
 from kwire_cli.inputs.frames import split_frames
@@ -15,7 +24,7 @@ from kwire_cli.render.safe import escape
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("args", nargs=-1, metavar="API V1 V2 | MESSAGE...")
+@click.argument("args", nargs=-1, metavar="API V1 V2 | MESSAGE...", shell_complete=complete_api_versions)
 @click.option("--kind", type=click.Choice(["request", "response"]),
               help="Only the request or the response schema (default: both); for --what-if-tagged, "
                    "the kind of hex MESSAGEs.")
@@ -28,7 +37,7 @@ from kwire_cli.render.safe import escape
               help="API of hex response MESSAGEs (--what-if-tagged).")
 @click.option("--version", "api_version", type=int, metavar="N", shell_complete=complete_version,
               help="Version of hex response MESSAGEs.")
-@click.option("--request", "request_input", metavar="HEX|@FILE",
+@click.option("--request", "request_input", metavar="HEX|@FILE", shell_complete=complete_input,
               help="The request a hex response MESSAGE answers (gives API and version).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="pretty", show_default=True,
               help="Output: tables (pretty), JSON or YAML.")

@@ -115,6 +115,24 @@ def complete_version(ctx: click.Context, _param: click.Parameter, incomplete: st
     return [CompletionItem(str(v)) for v in range(valid.lo, valid.hi + 1) if str(v).startswith(incomplete)]
 
 
+def complete_api_versions(ctx: click.Context, param: click.Parameter, incomplete: str) -> list:
+    """Shell completion of ``API V1 V2`` arguments (``kwire diff``): API names first, then the
+    versions of the API given; a MESSAGE file (``@FILE``) completes as ``complete_input`` does."""
+    from click.shell_completion import CompletionItem
+
+    from kwire_cli.spec.registry import registry
+    if incomplete.startswith("@") or (ctx.params.get("what_if") is not None):
+        return complete_input(ctx, param, incomplete)
+    given = ctx.params.get(param.name or "") or ()
+    if not given:
+        return complete_api(ctx, param, incomplete)
+    try:
+        valid = registry().api(given[0]).request.valid_versions
+    except KwireError:
+        return []
+    return [CompletionItem(str(v)) for v in range(valid.lo, valid.hi + 1) if str(v).startswith(incomplete)]
+
+
 def complete_input(_ctx: click.Context, _param: click.Parameter, incomplete: str) -> list:
     """Shell completion of a MESSAGE/INPUT argument: ``@FILE`` completes the file's path after the @
     (the shell cannot: the word starts with @), ``-`` is stdin; anything else is left to the shell's

@@ -14,6 +14,7 @@ import click
 from kwire_cli.cli.app import KwireUsageError, diagnostic, expand_captures, note_skipped, std_binary
 from kwire_cli.cli.options import DecodeLimits, limit_options, read_keylogs, show_secrets_option, tls_keylog_option
 from kwire_cli.errors import FilterError, KwireError
+from kwire_cli.render.damage import damage_warning
 from kwire_cli.render.jsonlines import gc_tuned, line_writer
 from kwire_cli.render.safe import escape, json_text
 
@@ -456,10 +457,9 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
                               "value text (--max-decompressed raises it)")
     bad = result["undecodable"]
     dmg = sum(v["events"] for v in (result.get("damage") or {}).values())
-    if bad or dmg:
-        left = f" ({conv.skipped} more, left out by --filter, were not decoded)" if conv.skipped else ""
-        diagnostic("warning", f"{bad} of {result['frames']} frames did not decode{left}; {dmg} damage events "
-                              "(see --summary)")
+    warning = damage_warning(result, skipped=conv.skipped)
+    if warning:
+        diagnostic("warning", warning)
     from kwire_cli.capture.summary import tls_not_decrypted_notes
     for note in tls_not_decrypted_notes(stats.tls_not_decrypted, keylog is not None and len(keylog) > 0):
         diagnostic("note", note)

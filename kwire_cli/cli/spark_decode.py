@@ -11,6 +11,7 @@ import click
 from kwire_cli.cli.app import KwireUsageError, diagnostic
 from kwire_cli.cli.options import limit_options, read_keylogs, show_secrets_option, tls_keylog_option
 from kwire_cli.errors import KwireError
+from kwire_cli.render.damage import damage_warning
 from kwire_cli.render.safe import escape
 
 EPILOG = """\b
@@ -156,9 +157,9 @@ def spark_decode(inputs, out, fmt, master, ports, partitions, split_size, raw_re
     for msg in res.failures:
         diagnostic("error", msg)
     dmg = sum(v["events"] for v in (res.summary.get("damage") or {}).values())
-    if res.undecodable or dmg:
-        diagnostic("warning", f"{res.undecodable} of {res.frames} frames did not decode; "
-                              f"{dmg} damage events (see {out}/_kwire_summary.json)")
+    warning = damage_warning(res.summary, see=f"{out}/_kwire_summary.json")
+    if warning:
+        diagnostic("warning", warning)
     click.echo(escape(res.line()), err=True)
     if strict and (res.failures or res.undecodable or dmg):
         sys.exit(1)

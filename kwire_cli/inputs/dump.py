@@ -23,7 +23,7 @@ import re
 
 from kwire_cli.errors import InputError
 from kwire_cli.inputs.forms import RECOGNISERS, not_hex
-from kwire_cli.inputs.text import Block, Text, normalize
+from kwire_cli.inputs.text import Block, Text, find_packet, normalize, segment_direction
 
 __all__ = ["Block", "NotADump", "Text", "bytes_from_source", "is_text", "message_bytes", "normalize",
            "parse_hex", "read_blocks", "recognise", "tcp_payload"]
@@ -48,15 +48,35 @@ def recognise(text: str) -> tuple[list[Block], str]:
     if _PLAIN_HEX.fullmatch(one) and not len(one) % 2:  # the fast path: one run of hex digits
         first = len(text) - len(text.lstrip())
         line = text.count("\n", 0, first) + 1
-        return [Block(bytes.fromhex(one), line, line, "hex")], "plainhex"
+        return [as_packet(Block(bytes.fromhex(one), line, line, "hex"))], "plainhex"
     t = Text(text)
     if not t.lines:
         raise InputError("empty input: no hex digits")
     for recogniser in RECOGNISERS:
         blocks = recogniser(t)
         if blocks is not None:
-            return blocks, recogniser.__module__.rsplit(".", 1)[-1]
+            form = recogniser.__module__.rsplit(".", 1)[-1]
+            if form == "plainhex" and len(blocks) == 1:
+                blocks = [as_packet(blocks[0])]
+            return blocks, form
     raise NotADump(not_hex(t))
+
+
+def as_packet(block: Block) -> Block:
+    """A block of plain hex that is a whole captured packet (Wireshark's "Copy as Hex Stream" of a
+    packet: Ethernet, IP and TCP headers, then the Kafka bytes) marked as one (its link type and
+    direction), so that it is cut to its TCP payload as a tcpdump -x packet is; else ``block``.
+    Only a packet whose IP length is exactly the bytes and that carries a payload counts (a Kafka
+    frame whose size prefix fits never does)."""
+    if block.linktype is not None or len(block.data) < 40:
+        return block
+    found = find_packet(block.data)
+    if found is None:
+        return block
+    lt, seg = found
+    if not seg.payload or seg.wire_len != len(seg.payload):
+        return block
+    return Block(block.data, block.first_line, block.last_line, block.form, block.label, lt, segment_direction(seg))
 
 
 def message_bytes(blocks: list[Block]) -> bytes:

@@ -25,9 +25,10 @@ def print_summary(s: dict, console: Console | None = None) -> None:
         con.print(Text(escape(text)))
 
     cap = s.get("capture") or {}
+    # reconciled: every frame is counted as decoded or undecodable; said only when it is not so (a bug)
     line(f"files {cap.get('files', '?')}  packets {cap.get('packets', '?')}  frames {s['frames']}  "
-         f"decoded {s['decoded']}  undecodable {s['undecodable']}  "
-         f"reconciled {'yes' if s['reconciled'] else 'NO'}")
+         f"decoded {s['decoded']}  undecodable {s['undecodable']}"
+         + ("" if s["reconciled"] else "  NOT RECONCILED: decoded and undecodable do not add up to the frames"))
     if s["undecodable_by_reason"]:
         line("undecodable by reason: " + ", ".join(f"{k} {v}" for k, v in s["undecodable_by_reason"].items()))
     if s.get("violations_by_rule"):
@@ -76,8 +77,10 @@ def print_summary(s: dict, console: Console | None = None) -> None:
     else:
         line("negotiation audit: no ApiVersions answer in the capture")
     w = s["what_if_tagged_error_fields"]
-    line(f"what-if ErrorCode/ErrorMessage tagged: {w['applicable']} of {w['responses']} responses apply; "
-         f"{w['bytes_now']} bytes now, {w['bytes_tagged']} tagged, saving {w['saving']} bytes")
+    if w["applicable"]:  # the protocol proposal kwire diff --what-if-tagged weighs, on this capture's answers
+        line(f"if ErrorCode/ErrorMessage were tagged fields (kwire diff --what-if-tagged): {w['applicable']} of "
+             f"{w['responses']} responses would shrink, {w['bytes_now']} bytes to {w['bytes_tagged']} "
+             f"(saving {w['saving']})")
     rb = s.get("record_batches") or {}
     if rb.get("batches"):
         codecs = ", ".join(f"{c} {n}" for c, n in rb["compression"].items())

@@ -8,7 +8,9 @@ Escapes: ``\\xNN``, ``\\NNN`` (octal), ``\\uNNNN`` (up to 00FF), ``\\n \\r \\t \
 by ``+``, make one value (as in the languages); a value ends at the end of a line outside
 parentheses, or at ``;``. One block per value. The text is this form only when every token is a
 literal (or ``name =``, ``bytes(``, ``bytearray(``, ``+``, ``(``, ``)``, ``,``, ``;``) and a literal has a
-``b`` prefix or an escape: ``"0000001d..."`` (hex in quotes) is plain hex.
+``b`` prefix or an escape: ``"0000001d..."`` (hex in quotes) is plain hex. A literal's content
+pasted without its quotes (one line, ``\\x00\\x00\\x00\\x1d...kwire\\x00``) is read too when it
+holds an escape and a character plain hex would not read (escapes alone are plain hex, read alike).
 """
 from __future__ import annotations
 
@@ -32,10 +34,14 @@ class _Value:
         self.marked = False     # a b prefix or an escape: this is a byte literal, not quoted text
 
 
+#: escapes only (``\x00\x1d...``): plain hex reads these the same, and reads spaces between them
+_ESCAPES_ONLY = re.compile(r"(?:\s*\\[xX][0-9A-Fa-f]{2})+\s*")
+
+
 def recognise(text: Text) -> list[Block] | None:
     src = text.text
     if "'" not in src and '"' not in src:
-        return None
+        return _bare(text)
     values: list[_Value] = []
     current: _Value | None = None
     depth = 0
@@ -141,3 +147,20 @@ def _literal(src: str, pos: int, quote: str, is_bytes: bool, raw: bool, value: _
         else:
             return None
     return None
+
+
+def _bare(text: Text) -> list[Block] | None:
+    """A byte string's content pasted without its quotes (``\\x00\\x00\\x1d\\x00\\x12...kwire``,
+    copied from inside ``b'...'``): one line holding an escape and a character that is neither
+    hex nor an escape (text made of escapes only is plain hex, read alike)."""
+    if len(text.lines) != 1:
+        return None
+    number, line = text.lines[0]
+    body = line.strip()
+    if "\\" not in body or _ESCAPES_ONLY.fullmatch(body):
+        return None
+    value = _Value(number)
+    end = _literal(body + "\n", 0, "\n", False, False, value, number)
+    if end is None or not value.marked:
+        return None
+    return [Block(bytes(value.data), number, number, FORM)]
