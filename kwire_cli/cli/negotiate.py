@@ -36,9 +36,20 @@ def _complete_client(_ctx: click.Context, _param: click.Parameter, incomplete: s
 @click.option("--bootstrap", "bootstraps", multiple=True, metavar="HOST:PORT",
               help="Ask live brokers: ApiVersions to this one, Metadata for the others, then "
                    "ApiVersions to each (as kafka-broker-api-versions.sh does). Repeatable. "
-                   "Plaintext TCP; TLS and SASL options are coming.")
+                   "Plaintext TCP unless --tls; SASL with --sasl-mechanism.")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True, metavar="SECONDS",
               help="--bootstrap: how long to wait for a connection and for each answer.")
+@click.option("--tls", is_flag=True, help="--bootstrap: talk TLS to the brokers (SSL and SASL_SSL listeners).")
+@click.option("--ca", type=click.Path(exists=True, dir_okay=False), metavar="FILE",
+              help="--tls: CA certificates (PEM) the brokers' are checked against (default: the system's).")
+@click.option("--insecure", is_flag=True, help="--tls: do not check the brokers' certificates (testing only).")
+@click.option("--sasl-mechanism", type=click.Choice(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
+                                                    case_sensitive=False),
+              help="--bootstrap: authenticate with SASL (SASL_PLAINTEXT, or SASL_SSL with --tls) before asking.")
+@click.option("--sasl-username", metavar="NAME", help="--sasl-mechanism: the user.")
+@click.option("--sasl-password", metavar="PASSWORD", envvar="KWIRE_SASL_PASSWORD",
+              help="--sasl-mechanism: the password (also read from KWIRE_SASL_PASSWORD, which keeps it out "
+                   "of the process list).")
 @click.option("--client", "client_file", metavar="FILE|NAME", cls=ClientOption, shell_complete=_complete_client,
               help="The client's ranges (default: what kwire's specs can speak): a file in any "
                    "broker-answer form")
@@ -50,8 +61,9 @@ def _complete_client(_ctx: click.Context, _param: click.Parameter, incomplete: s
               show_default=True)
 @click.option("--all", "show_all", is_flag=True,
               help="Table: also list the APIs that no broker advertises.")
-def negotiate(brokers: tuple[str, ...], bootstraps: tuple[str, ...], timeout: float, client_file: str | None,
-              require_file: str | None, fmt: str, show_all: bool) -> None:
+def negotiate(brokers: tuple[str, ...], bootstraps: tuple[str, ...], timeout: float, tls: bool, ca: str | None,
+              insecure: bool, sasl_mechanism: str | None, sasl_username: str | None, sasl_password: str | None,
+              client_file: str | None, require_file: str | None, fmt: str, show_all: bool) -> None:
     """Intersect what brokers advertise with what a client supports.
 
     Each BROKER is a file (or `-` for stdin, or inline hex) holding one or more ApiVersions
@@ -62,8 +74,11 @@ def negotiate(brokers: tuple[str, ...], bootstraps: tuple[str, ...], timeout: fl
     api-versions; pasted indented, quoted or cut off too), the Java client's DEBUG lines
     (Recorded API versions for node ...), librdkafka debug=feature log lines, YAML/JSON with
     ApiKeys (as `kwire decode` writes it), or a pcap/pcapng capture, gzip-compressed or not (its
-    ApiVersions answers, one per broker address). With --bootstrap, kwire asks the brokers
-    themselves instead (plaintext only for now: TLS and SASL options are coming).
+    ApiVersions answers, one per broker address). A BROKER is read as decode's INPUT is: -
+    for stdin, @FILE or a path that exists for a file, else the text itself. With --bootstrap,
+    kwire asks the brokers themselves instead: over TLS with --tls (--ca, --insecure), after a
+    SASL PLAIN or SCRAM-SHA-256/512 exchange with --sasl-mechanism, --sasl-username and
+    --sasl-password (or KWIRE_SASL_PASSWORD).
 
     For each API: the client's range, each broker's, the range common to all brokers (the max
     of the mins, the min of the maxes) and the version chosen (the highest both sides hold), or
@@ -76,19 +91,21 @@ def negotiate(brokers: tuple[str, ...], bootstraps: tuple[str, ...], timeout: fl
     Examples:
       kwire negotiate --bootstrap localhost:9092
       kwire negotiate --client librdkafka --bootstrap kafka-1:9092 --bootstrap kafka-2:9092
+      KWIRE_SASL_PASSWORD=... kwire negotiate --bootstrap kafka-1:9094 --tls --ca ca.pem \\
+          --sasl-mechanism SCRAM-SHA-512 --sasl-username alice
       kwire negotiate broker1.hex broker2.hex --client java-4.1
       kwire negotiate versions.txt --require features.yaml --format json
       kwire negotiate fixtures/captures/kafkajs-produce.pcap --client kafkajs
     """
     from kwire_cli.cli.app import KwireUsageError
+    from kwire_cli.inputs import SourceError
     from kwire_cli.negotiation import (
         NegotiationError,
         kwire_api_names,
         kwire_client_ranges,
-        load_broker_file,
         load_client_file,
         load_requirements,
-        parse_broker_input,
+        read_broker_argument,
         unique_addresses,
     )
     from kwire_cli.negotiation import negotiate as run
@@ -110,6 +127,14 @@ def negotiate(brokers: tuple[str, ...], bootstraps: tuple[str, ...], timeout: fl
             raise KwireUsageError(f"--require: no such file: {require_file}")
     if sum(1 for b in brokers if b == "-") + (client_file == "-") + (require_file == "-") > 1:
         raise KwireUsageError("standard input (-) can be used only once")
+    if (tls or ca or insecure or sasl_mechanism or sasl_username or sasl_password) and not bootstraps:
+        raise KwireUsageError("--tls, --ca, --insecure and --sasl-* go with --bootstrap")
+    if (ca or insecure) and not tls:
+        raise KwireUsageError("--ca and --insecure go with --tls")
+    if sasl_mechanism and (sasl_username is None or sasl_password is None):
+        raise KwireUsageError("--sasl-mechanism needs --sasl-username and --sasl-password (or KWIRE_SASL_PASSWORD)")
+    if (sasl_username or sasl_password) and not sasl_mechanism:
+        raise KwireUsageError("--sasl-username and --sasl-password go with --sasl-mechanism")
     if bootstraps:
         from kwire_cli.negotiation.live import parse_address
         for b in bootstraps:
@@ -120,17 +145,15 @@ def negotiate(brokers: tuple[str, ...], bootstraps: tuple[str, ...], timeout: fl
 
     answers = []
     for i, b in enumerate(brokers, start=1):
-        if os.path.isdir(b):
-            raise KwireUsageError(f"broker {i}: {b} is a directory (give the files in it)")
-        if b == "-" or os.path.isfile(b):
-            answers.extend(load_broker_file(b))
-        elif not os.path.exists(b) and _looks_inline(b):
-            answers.extend(parse_broker_input(b, source=f"argument {i}"))
-        else:
-            raise KwireUsageError(f"broker {i}: no such file: {b} (and not inline hex)")
+        try:
+            answers.extend(read_broker_argument(b, what=f"broker {i}", source=f"argument {i}"))
+        except SourceError as e:  # an input that cannot be read: a usage error
+            raise KwireUsageError(str(e)) from None
     if bootstraps:
         from kwire_cli.negotiation.live import ConnectOptions, ask_brokers
-        answers.extend(ask_brokers(list(bootstraps), ConnectOptions(timeout=timeout)))
+        answers.extend(ask_brokers(list(bootstraps), ConnectOptions(
+            timeout=timeout, tls=_tls_context(ca, insecure) if tls else None,
+            sasl=(sasl_mechanism.upper(), sasl_username or "", sasl_password or "") if sasl_mechanism else None)))
     unique_addresses(answers)
     names = kwire_api_names()
     client = load_client_file(client_path) if client_path is not None else kwire_client_ranges()
@@ -145,7 +168,17 @@ def negotiate(brokers: tuple[str, ...], bootstraps: tuple[str, ...], timeout: fl
         render_table(result, file=sys.stdout, show_all=show_all)
 
 
-def _looks_inline(arg: str) -> bool:
-    from kwire_cli.negotiation.forms import is_hex_text
+def _tls_context(ca: str | None, insecure: bool) -> Any:
+    """The TLS client context of --tls: the brokers' certificates checked against --ca (else the
+    system's CAs) and their host names, unless --insecure."""
+    import ssl
 
-    return len(arg.strip()) >= 12 and is_hex_text(arg)
+    from kwire_cli.cli.app import KwireUsageError
+    try:
+        ctx = ssl.create_default_context(cafile=ca)
+    except (ssl.SSLError, OSError) as e:
+        raise KwireUsageError(f"--ca: cannot read {ca}: {getattr(e, 'strerror', None) or e}") from None
+    if insecure:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from kwire_cli.errors import InputError
 from kwire_cli.inputs.dump import Block, NotADump, bytes_from_source, is_text, message_bytes, parse_hex, read_blocks
-from kwire_cli.inputs.source import Source, SourceError, read_file, read_source, read_stdin
+from kwire_cli.inputs.source import Source, SourceError, locate_source, read_file, read_source, read_stdin
 
 __all__ = ["Block", "InputError", "NotADump", "Source", "SourceError", "bytes_from_source", "is_text",
-           "message_bytes", "parse_hex", "read_blocks", "read_file", "read_source", "read_stdin"]
+           "locate_source", "message_bytes", "parse_hex", "read_blocks", "read_file", "read_source", "read_stdin"]

@@ -16,16 +16,20 @@ turns ``Block``s (``kwire_cli.inputs.dump``) into ``Frame``s, the bytes of one m
 
 ``pair_frames`` then decodes them one after another: a frame that decodes as a request is one,
 a frame whose correlation id answers an earlier request (of the same connection, the other way)
-is decoded as that request's response; the rest go to a fallback (``--api``/``--version``) or
-are reported unpaired. Errors stay with their frame; nothing stops at the first.
+is decoded as that request's response; the rest go to a fallback (a ``Decoder``: the command's
+``--api``/``--version`` target, ``kwire_cli.inputs.decoding.Target``) or are reported unpaired.
+Errors stay with their frame; nothing stops at the first. ``kwire_cli.inputs.decoding`` is the
+policy over this: when pairing applies, and how one frame is decoded.
 """
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from kwire_cli.codec import decode_request, decode_response
+from kwire_cli.codec.framing import has_size_prefix
 from kwire_cli.errors import InputError, KwireError
 from kwire_cli.inputs.dump import Block
 
@@ -102,8 +106,7 @@ def _payload(block: Block) -> bytes:
     """The bytes of ``block`` as a stream carries them: the TCP payload of a whole packet."""
     if block.linktype is None or block.direction is None:
         return block.data
-    from kwire_cli.capture.linklayer import tcp_segment
-    from kwire_cli.codec.framing import has_size_prefix
+    from kwire_cli.capture.linklayer import tcp_segment  # a dumped packet only: the capture package is not cheap
 
     if has_size_prefix(block.data):
         return block.data
@@ -201,8 +204,6 @@ class Decoded:
 
 def correlation_id(data: bytes) -> int | None:
     """The correlation id a response frame starts with (after its size prefix, when it has one)."""
-    from kwire_cli.codec.framing import has_size_prefix
-
     at = 4 if has_size_prefix(data) else 0
     if len(data) < at + 4:
         return None
@@ -219,14 +220,20 @@ def _reverse(direction: str) -> str:
     return " > ".join(reversed(direction.split(" > ", 1)))
 
 
+class Decoder(Protocol):
+    """What decodes a frame nothing in the input pairs: the command's --api/--version target."""
+
+    def decode(self, data: bytes, records: str | None = None) -> Any: ...
+
+
 def pair_frames(frames: Sequence[Frame], *, records: str | None = None,
-                unpaired: Callable[[bytes], Any] | None = None) -> list[Decoded]:
+                unpaired: Decoder | None = None) -> list[Decoded]:
     """``iter_pair_frames`` as a list."""
     return list(iter_pair_frames(frames, records=records, unpaired=unpaired))
 
 
 def iter_pair_frames(frames: Sequence[Frame], *, records: str | None = None,
-                     unpaired: Callable[[bytes], Any] | None = None) -> Iterator[Decoded]:
+                     unpaired: Decoder | None = None) -> Iterator[Decoded]:
     """Decode ``frames`` one after another, responses with the API and version of the request
     they answer (by correlation id, within one connection when the dump gives directions); each
     is yielded as soon as it is decoded, and only the API, version and direction of requests
@@ -237,18 +244,20 @@ def iter_pair_frames(frames: Sequence[Frame], *, records: str | None = None,
     is tried as that request's response first; any other frame as a request, unless it goes the
     way responses go. What is neither goes to ``unpaired`` (the ``--api``/``--version`` of the
     command line) when given; else its error says what it would need."""
-    from kwire_cli.codec import decode_request, decode_response
-
     # (connection, correlation id) -> (index, api key, api version, direction) of the request
     pending: dict[tuple[frozenset[str] | None, int], tuple[int, int, int, str | None]] = {}
     response_ways: set[str] = set()
     for index, frame in enumerate(frames):
         d = Decoded(frame)
-        _pair_one(d, index, pending, response_ways, records, unpaired, decode_request, decode_response)
+        _pair_one(d, index, pending, response_ways, records, unpaired)
         yield d
 
 
-def _pair_one(d, index, pending, response_ways, records, unpaired, decode_request, decode_response) -> None:
+_Pending = dict[tuple[frozenset[str] | None, int], tuple[int, int, int, str | None]]
+
+
+def _pair_one(d: Decoded, index: int, pending: _Pending, response_ways: set[str], records: str | None,
+              unpaired: Decoder | None) -> None:
     """``iter_pair_frames``' work on one frame: decode it into ``d``."""
     frame = d.frame
     conn = _connection(frame.direction)
@@ -288,7 +297,7 @@ def _pair_one(d, index, pending, response_ways, records, unpaired, decode_reques
         return  # the answer to a request that does not decode at its version: that error
     if unpaired is not None:
         try:
-            d.message = unpaired(frame.data)
+            d.message = unpaired.decode(frame.data, records=records)
         except KwireError as e:
             d.error = e
         return

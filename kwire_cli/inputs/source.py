@@ -49,15 +49,26 @@ def read_source(arg: str | None, *, what: str = "INPUT",
     with the default ``paths="@"``) the argument is the input's text itself. ``what`` names the
     argument in errors (``INPUT: file x.hex does not exist``).
     """
-    if arg is None or arg == "-":
+    origin, name = locate_source(arg, paths=paths)
+    if origin == "stdin":
         return Source(read_stdin(), STDIN, "stdin")
+    if origin == "argument":
+        return Source(name.encode("utf-8", errors="surrogateescape"), what, "argument")
+    return Source(read_file(name, what), name, "file")
+
+
+def locate_source(arg: str | None, *, paths: Literal["@", "any", "existing"] = "@"
+                  ) -> tuple[Literal["file", "stdin", "argument"], str]:
+    """Where ``read_source`` reads the input an argument names, without reading it: ("stdin",
+    "<stdin>"), ("file", PATH) or ("argument", the text itself). A reader that streams a file
+    (a capture) opens the path itself."""
+    if arg is None or arg == "-":
+        return "stdin", STDIN
     if arg.startswith("@"):
-        path = str(Path(arg[1:]))
-    elif paths == "any" or (paths == "existing" and _is_file(arg)):
-        path = str(Path(arg))
-    else:
-        return Source(arg.encode("utf-8", errors="surrogateescape"), what, "argument")
-    return Source(read_file(path, what), path, "file")
+        return "file", str(Path(arg[1:]))
+    if paths == "any" or (paths == "existing" and _is_file(arg)):
+        return "file", str(Path(arg))
+    return "argument", arg
 
 
 def read_file(path: str | os.PathLike[str], what: str | None = None, *, limit: int | None = None) -> bytes:

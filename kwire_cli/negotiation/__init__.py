@@ -16,14 +16,14 @@
 from kwire_cli.errors import NegotiationError
 from kwire_cli.negotiation.apiversions import answer_from_body, decode_api_versions_bytes
 from kwire_cli.negotiation.client import kwire_api_names, kwire_client_ranges, load_client_file, load_requirements
-from kwire_cli.negotiation.forms import detect_form, load_broker_file, parse_broker_input
+from kwire_cli.negotiation.forms import detect_form, load_broker_file, parse_broker_input, read_broker_argument
 from kwire_cli.negotiation.kafka_broker_api_versions import parse_kafka_broker_api_versions
 from kwire_cli.negotiation.librdkafka import parse_librdkafka_log
 from kwire_cli.negotiation.model import BrokerAnswer, unique_addresses
 from kwire_cli.negotiation.negotiate import common_range, intersect, negotiate
 from kwire_cli.negotiation.yaml_answers import parse_yaml_answers
 
-__all__ = ["BrokerAnswer", "NegotiationError", "answer_from_body", "common_range",
+__all__ = ["BrokerAnswer", "NegotiationError", "answer_from_body", "common_range", "read_broker_argument",
            "decode_api_versions_bytes", "detect_form", "intersect", "kwire_api_names",
            "kwire_client_ranges", "load_broker_file", "load_client_file", "load_requirements",
            "negotiate", "parse_broker_input", "parse_kafka_broker_api_versions",

@@ -9,7 +9,15 @@ from __future__ import annotations
 from typing import Any
 
 from kwire_cli.errors import KwireError, NegotiationError
-from kwire_cli.negotiation.model import API_VERSIONS_KEY, BrokerAnswer, add_range, default_address, field_of, to_int
+from kwire_cli.negotiation.model import (
+    API_VERSIONS_KEY,
+    BrokerAnswer,
+    add_range,
+    default_address,
+    field_of,
+    last_answers,
+    to_int,
+)
 from kwire_cli.spec.error_codes import UNSUPPORTED_VERSION, error_name
 
 
@@ -110,13 +118,7 @@ def answers_from_frames(frames: list, source: str, form: str = "hex") -> list[Br
     if not found:
         raise NegotiationError(f"{source}: none of the {len(frames)} Kafka frames in the dump is an ApiVersions "
                                "answer")
-    answers = []
-    for items in found.values():
-        ans = items[-1]
-        if len(items) > 1:
-            ans.notes.append(f"{len(items)} ApiVersions answers from this broker in the dump; the last one is used")
-        answers.append(ans)
-    return answers
+    return last_answers(found, who="broker", where="dump")
 
 
 def frames_lines(d: Any, frames: list) -> str:

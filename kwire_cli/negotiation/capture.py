@@ -8,7 +8,7 @@ from typing import Any
 
 from kwire_cli.errors import KwireError, NegotiationError
 from kwire_cli.negotiation.apiversions import answer_from_body, decode_api_versions_bytes
-from kwire_cli.negotiation.model import API_VERSIONS_KEY, BrokerAnswer
+from kwire_cli.negotiation.model import API_VERSIONS_KEY, BrokerAnswer, last_answers
 
 
 def answers_from_capture(data: bytes | str | Path, source: str) -> list[BrokerAnswer]:
@@ -21,7 +21,8 @@ def answers_from_capture(data: bytes | str | Path, source: str) -> list[BrokerAn
     from kwire_cli.capture import KafkaFrame, iter_capture
 
     src = io.BytesIO(data) if isinstance(data, bytes) else str(data)
-    found: dict[str, list[tuple[KafkaFrame, BrokerAnswer]]] = {}
+    found: dict[str, list[BrokerAnswer]] = {}
+    packets: dict[int, int] = {}  # id of an answer -> the packet it was read from
     unpaired = 0
     for ev in iter_capture(src, file_label=source):
         if not isinstance(ev, KafkaFrame) or ev.kind != "response":
@@ -33,18 +34,11 @@ def answers_from_capture(data: bytes | str | Path, source: str) -> list[BrokerAn
             continue
         where = f"{source} frame {ev.packet}"
         ans = _decode_paired(ev, where)
-        found.setdefault(ev.src, []).append((ev, ans))
-    answers = []
-    for address, items in found.items():
-        ev, ans = items[-1]
-        ans.address = address
-        ans.form = "capture"
-        if len(items) > 1:
-            ans.notes.append(f"{len(items)} ApiVersions answers from this broker in the capture; the "
-                             f"last one (frame {ev.packet}) is used")
-            if any(a.ranges != ans.ranges for _, a in items[:-1]):
-                ans.notes.append("earlier answers from this broker listed other ranges")
-        answers.append(ans)
+        ans.address, ans.form = ev.src, "capture"
+        packets[id(ans)] = ev.packet
+        found.setdefault(ev.src, []).append(ans)
+    answers = last_answers(found, who="broker", where="capture", compare=True,
+                           which=lambda a: f" (frame {packets[id(a)]})")
     if not answers:
         extra = f" ({unpaired} responses could not be paired with a request)" if unpaired else ""
         raise NegotiationError(f"{source}: the capture holds no ApiVersions answer{extra}")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kwire_cli.errors import NegotiationError
-from kwire_cli.inputs import read_file, read_stdin
+from kwire_cli.inputs import read_source
 from kwire_cli.negotiation.forms import load_broker_file
 from kwire_cli.negotiation.model import Range, to_int
 
@@ -95,7 +95,7 @@ def load_requirements(path: str | Path, api_names: dict[int, str] | None = None
 
     from kwire_cli.inputs.yamlsafe import safe_load
 
-    data = read_stdin() if str(path) == "-" else read_file(path)
+    data = read_source(str(path), what="--require", paths="any").data
     try:
         doc = safe_load(data.decode("utf-8"))
     except UnicodeDecodeError:

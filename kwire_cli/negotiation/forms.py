@@ -19,25 +19,42 @@ Forms, detected from the content (never from the file name), in this order:
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from kwire_cli.errors import NegotiationError
-from kwire_cli.inputs import InputError, NotADump, read_blocks, read_file, read_stdin
+from kwire_cli.inputs import InputError, NotADump, SourceError, locate_source, read_blocks, read_file, read_stdin
 from kwire_cli.negotiation.model import BrokerAnswer, default_address
 
 
-def load_broker_file(path: str | Path) -> list[BrokerAnswer]:
+def read_broker_argument(arg: str, *, what: str, source: str) -> list[BrokerAnswer]:
+    """The answers a BROKER argument gives, read through ``kwire_cli.inputs.locate_source``: ``-``
+    standard input, ``@FILE`` or a path that exists a file (a capture streamed, never whole), else
+    the argument's own text when it reads as a dump (at least 12 characters); anything else is a
+    ``SourceError`` (exit code 2) naming ``what`` (``broker 1``). ``source`` names inline text in
+    the output (``argument 1``)."""
+    origin, name = locate_source(arg, paths="existing")
+    if origin != "argument":
+        return load_broker_file("-" if origin == "stdin" else name, what)
+    if os.path.isdir(arg):
+        raise SourceError(f"{what}: {arg} is a directory (give the files in it)")
+    if os.path.exists(arg) or len(arg.strip()) < 12 or not is_hex_text(arg):
+        raise SourceError(f"{what}: no such file: {arg} (and not inline hex)")
+    return parse_broker_input(arg, source=source)
+
+
+def load_broker_file(path: str | Path, what: str | None = None) -> list[BrokerAnswer]:
     """Read one input file (any form); ``-`` is standard input. A capture is read from the
-    file as a stream (never whole into memory)."""
+    file as a stream (never whole into memory). ``what`` names the argument in a ``SourceError``."""
     from kwire_cli.capture.formats import SNIFF_BYTES, capture_kind
     from kwire_cli.negotiation.capture import answers_from_capture
 
     if str(path) == "-":
         return parse_broker_input(read_stdin(), source="-")
-    if capture_kind(read_file(path, limit=SNIFF_BYTES)):
+    if capture_kind(read_file(path, what, limit=SNIFF_BYTES)):
         return answers_from_capture(Path(path), str(path))
-    return parse_broker_input(read_file(path), source=str(path))
+    return parse_broker_input(read_file(path, what), source=str(path))
 
 
 def parse_broker_input(data: bytes | str, source: str = "<input>") -> list[BrokerAnswer]:

@@ -18,7 +18,7 @@ import re
 
 from kwire_cli.errors import NegotiationError
 from kwire_cli.negotiation.kafka_broker_api_versions import EXAMPLE, add_entry, mark_cut, split_entries, unquote
-from kwire_cli.negotiation.model import BrokerAnswer
+from kwire_cli.negotiation.model import BrokerAnswer, last_answers
 
 ANSWER = re.compile(r"(?:Recorded API versions for node (?P<node>-?\d+): "
                     r"|Node (?P<node2>-?\d+) has finalized features epoch: .*?API versions: )\(")
@@ -55,10 +55,4 @@ def parse_java_client_log(text: str, source: str = "<input>") -> list[BrokerAnsw
         if not closed:
             mark_cut(ans, where, last)
         found.setdefault(ans.address, []).append(ans)
-    answers = []
-    for items in found.values():
-        ans = items[-1]
-        if len(items) > 1:
-            ans.notes.append(f"{len(items)} ApiVersions answers from this node in the log; the last one is used")
-        answers.append(ans)
-    return answers
+    return last_answers(found, who="node", where="log")

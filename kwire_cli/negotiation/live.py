@@ -7,9 +7,11 @@ per broker (``form`` "live"), a broker that cannot be asked as an answer with an
 (as the tool prints it), so the table still shows the others.
 
 ``BrokerConnection`` is the small client: one TCP connection speaking Kafka frames (a 4-byte size,
-then the message), messages encoded and decoded by kwire's codec. It is plaintext today; TLS and
-SASL (the production-traffic issue) extend it: ``_connect`` is where a TLS context wraps the
-socket, ``open`` where a SASL exchange runs before the first request. Every failure is one
+then the message), messages encoded and decoded by kwire's codec. With ``ConnectOptions.tls`` (an
+``ssl.SSLContext``) ``_connect`` wraps the socket in TLS (the certificate checked against the
+broker's host name unless the context says not to); with ``sasl`` (mechanism, user, password)
+``open`` runs the SASL exchange (``negotiation.sasl``: PLAIN, SCRAM-SHA-256/512) before the first
+request. Every failure is one
 ``NegotiationError`` line naming the broker: unknown host, connection refused, no connection or
 no answer within the timeout, the broker closed the connection, the answer is not Kafka (TLS,
 HTTP, a size no Kafka frame has, another correlation id).
@@ -17,6 +19,7 @@ HTTP, a size no Kafka frame has, another correlation id).
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -32,10 +35,12 @@ _SIZE = struct.Struct(">i")
 
 @dataclass(frozen=True)
 class ConnectOptions:
-    """How to reach brokers. TLS and SASL settings will join these."""
+    """How to reach brokers: the timeout, TLS (a client context) and SASL (mechanism, user, password)."""
 
     timeout: float = 10.0
     client_id: str = "kwire"
+    tls: ssl.SSLContext | None = None
+    sasl: tuple[str, str, str] | None = None
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -71,6 +76,9 @@ class BrokerConnection:
 
     def open(self) -> None:
         self.sock = self._connect()
+        if self.options.sasl is not None:
+            from kwire_cli.negotiation.sasl import authenticate
+            authenticate(self, *self.options.sasl)
 
     def _connect(self) -> socket.socket:
         t = self.options.timeout
@@ -85,6 +93,17 @@ class BrokerConnection:
         except OSError as e:
             raise self.error(f"cannot connect: {e.strerror or e}") from None
         sock.settimeout(t)
+        if self.options.tls is not None:
+            try:
+                sock = self.options.tls.wrap_socket(sock, server_hostname=self.host)
+            except ssl.SSLCertVerificationError as e:
+                sock.close()
+                raise self.error(f"TLS: the broker's certificate is not trusted: {e.verify_message} "
+                                 "(--ca FILE names the CA that signed it)") from None
+            except (ssl.SSLError, OSError) as e:
+                sock.close()
+                raise self.error(f"TLS handshake failed: {getattr(e, 'reason', None) or e} (is this a TLS "
+                                 "listener?)") from None
         return sock
 
     def close(self) -> None:
@@ -156,7 +175,7 @@ class BrokerConnection:
 
 def _what_it_is(head: bytes) -> str:
     if len(head) >= 3 and head[0] in (0x15, 0x16) and head[1] == 3 and head[2] <= 4:
-        return "a TLS record: this listener speaks TLS, which --bootstrap does not yet"
+        return "a TLS record: this listener speaks TLS (give --tls)"
     if head[:5] in (b"HTTP/", b"<!DOC", b"<html"):
         return "an HTTP server answered"
     if head[:4] == b"SSH-":

@@ -1,8 +1,8 @@
 """What a broker advertises: the ``BrokerAnswer`` every broker-answer parser produces, and the
-helpers they share (ranges, field lookup, addresses)."""
+helpers they share (ranges, field lookup, addresses, the last answer of each broker)."""
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,3 +106,22 @@ def unique_addresses(answers: Iterable[BrokerAnswer]) -> None:
             a.notes.append(f"address {a.address} appears {n + 1} times; this answer is named "
                            f"{a.address}#{n + 1}")
             a.address = f"{a.address}#{n + 1}"
+
+
+def last_answers(found: Mapping[str, Sequence[BrokerAnswer]], *, who: str = "broker", where: str = "dump",
+                 which: Callable[[BrokerAnswer], str] | None = None, compare: bool = False) -> list[BrokerAnswer]:
+    """One answer per broker: the last of each list of ``found`` (address -> its answers in input
+    order), with a note when there were several (``N ApiVersions answers from this {who} in the
+    {where}; the last one{which(answer)} is used``; ``compare``: and one when earlier answers
+    listed other ranges)."""
+    out = []
+    for items in found.values():
+        ans = items[-1]
+        if len(items) > 1:
+            label = which(ans) if which is not None else ""
+            ans.notes.append(f"{len(items)} ApiVersions answers from this {who} in the {where}; the last "
+                             f"one{label} is used")
+            if compare and any(a.ranges != ans.ranges for a in items[:-1]):
+                ans.notes.append(f"earlier answers from this {who} listed other ranges")
+        out.append(ans)
+    return out

@@ -178,8 +178,11 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
         if k in SIZE_WORDS:
             conf_size(k, v)  # a bad value now, before Spark starts
     inputs = tuple(inputs)
-    paths = expand_inputs(inputs, on_skip, on_refused)
+    refused: list[tuple[str, str]] = []
+    paths = expand_inputs(inputs, on_skip, refused.extend)
     check_out(out, inputs, paths, overwrite)
+    if refused and on_refused is not None:  # after --out is known to be safe: a refusal is the one line
+        on_refused(refused)
     if os.path.exists(out) and os.listdir(out) and not overwrite:
         raise SparkJobError(f"output directory {out} exists and is not empty (use --overwrite)")
     created = False
