@@ -44,6 +44,14 @@ key (a record key), header (a record header's key or value); joined with
 and / or / not and parentheses. An unknown field or API name is a usage error.
 
 \b
+Answers (--summary): a classic group's generation starts at the first JoinGroup
+request after the previous generation formed and its rebalance lasts until the
+generation's last SyncGroup answer; lag = the Fetch answer's high watermark -
+the request's fetch offset, per client id, topic and partition; committed lag =
+the newest high watermark - the last committed offset; percentiles are
+nearest-rank (the smallest value with at least that fraction at or below it).
+
+\b
 Live captures: - (standard input) and --follow print each frame as soon as it
 is complete (a request when it arrives, its response when it arrives), flushed
 line by line in every format, and the summary at end of input or on Ctrl-C
@@ -160,7 +168,9 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
                    "%a API, %c client id, %f frame, %e error; \\n \\t; or json (one JSON object per record, as "
                    "kcat -J). A Produce's records print when it is answered, with the offsets the broker gave them.")
 @click.option("--summary", is_flag=True, help="Print the summary (counts, latency, errors, clients, "
-              "negotiation audit, what-if, record batches, damage) instead of the frames.")
+              "negotiation audit, what-if, record batches, damage) and the answers (latency by broker and "
+              "client, connections, who did what, groups, lag, commits, producers, expert findings: see "
+              "below) instead of the frames.")
 @click.option("--filter", "filter_expr", metavar="EXPR", help="Show only frames matching EXPR (see below).")
 @click.option("--port", "ports", type=click.IntRange(1, 65535), multiple=True, metavar="N",
               help="A broker port (repeatable). Default: 9092 and any port seen answering Kafka requests.")
@@ -304,11 +314,11 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
           raw_records: bool, strict: bool, max_frame: int, show_secrets: bool = False, keylog=None,
           live=None, request_timeout: float | None = None, fields: tuple[str, ...] = (),
           field_layout: tuple[str, ...] = (), record_format: str | None = None) -> None:
+    from kwire_cli.analysis import AnalysedSummary
     from kwire_cli.capture import CaptureStats
     from kwire_cli.capture.filter import compile_filter
     from kwire_cli.capture.rows import json_ordered, table_cells, table_header
     from kwire_cli.capture.session import MAX_DAMAGE_KEPT, Conversation
-    from kwire_cli.capture.summary import Summary
 
     def to_jsonable(value):
         from kwire_cli.render.json import to_jsonable as conv  # imports yaml: only when needed
@@ -337,7 +347,7 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
     stats = CaptureStats()
     conv = Conversation(records_mode="hex" if raw_records else None, show_secrets=show_secrets, strict=strict,
                         max_damage=MAX_DAMAGE_KEPT if live is not None else None)
-    summ = Summary()
+    summ = AnalysedSummary()
     failures: list[str] = []
     out = sys.stdout
     bout = None  # frames as JSON go out as bytes (orjson's output), straight to the binary stdout

@@ -99,6 +99,9 @@ def print_summary(s: dict, console: Console | None = None) -> None:
         for d in s.get("damage_events", [])[:20]:
             where = f" packet {d['frame']}" if d["frame"] is not None else ""  # None: no one packet
             line(f"  {d['file']}{where} {d['conn'] or ''}: {d['kind']}: {d['detail']}")
+    if "latency" in s:
+        from kwire_cli.render.analysis import print_analysis
+        print_analysis(s, con)
 
 
 def print_auth(a: dict, con: Console) -> None:

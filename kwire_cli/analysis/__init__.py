@@ -1,0 +1,45 @@
+"""Answers from a conversation: groups and rebalances, lag, commits, producers, latency by broker and
+client, connections and the who-did-what audit, expert findings.
+
+Every statistic is computed once from the output rows (``state.Analysis``: mergeable state, so that
+spark-decode's tasks each compute a part and the driver merges them) and shown many ways: the JSON
+sections of `kwire pcap --summary --format json` (``AnalysedSummary.to_dict``), the tables of
+`kwire pcap --summary` (``kwire_cli.render.analysis``), proxy --summary and spark-decode's summary.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kwire_cli.analysis.state import Analysis
+from kwire_cli.capture.summary import Summary
+
+SECTIONS = ("latency", "connections", "who", "groups", "lag", "commits", "producers", "expert", "expert_counts")
+
+__all__ = ["SECTIONS", "AnalysedSummary", "Analysis"]
+
+
+class AnalysedSummary(Summary):
+    """The summary with the analysis sections: counts each row into both; merges and prints both."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.analysis = Analysis()
+
+    def add(self, r: dict[Any, Any], pos: Any = None) -> None:
+        if pos is None:
+            pos = self.frames
+        super().add(r, pos)
+        self.analysis.add(r, pos)
+
+    def merge(self, o: Summary) -> AnalysedSummary:
+        super().merge(o)
+        if isinstance(o, AnalysedSummary):
+            self.analysis.merge(o.analysis)
+        return self
+
+    def to_dict(self, stats: dict[Any, Any] | None = None, damage: list[dict[Any, Any]] | None = None,
+                notes: list[dict[Any, Any]] | None = None,
+                damage_kinds: dict[str, list[int]] | None = None) -> dict[Any, Any]:
+        out = super().to_dict(stats, damage, notes, damage_kinds)
+        out.update(self.analysis.sections(out.get("auth"), out.get("negotiation_audit")))
+        return out

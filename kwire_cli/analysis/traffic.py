@@ -1,0 +1,219 @@
+"""Latency by API, version, broker and client id; connections; who did what (the audit trail).
+
+``Traffic.add`` counts one output row; ``merge`` adds another part's counts (positions comparable);
+``latency``, ``connections`` and ``who`` give the summary's sections. Resources a request touches are
+read from its body's top level: topic lists (``Topics``, ``TopicData``, ``TopicNames``), group ids
+(``GroupId``, ``Groups``, ``GroupIds``) and ``TransactionalId``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kwire_cli.analysis.dist import Dist
+from kwire_cli.analysis.names import endpoints, topic_name
+
+MAX_NAMES = 1000  # topics, groups or transactional ids kept per connection and client id
+
+
+class Conn:
+    """One connection's counts."""
+
+    __slots__ = ("first", "last", "requests", "responses", "request_bytes", "response_bytes", "client_ids")
+
+    def __init__(self, first: tuple[Any, float]) -> None:
+        self.first = first  # (position, ts)
+        self.last = first
+        self.requests = 0
+        self.responses = 0
+        self.request_bytes = 0
+        self.response_bytes = 0
+        self.client_ids: dict[Any, Usage] = {}
+
+    def merge(self, o: Conn) -> None:
+        if o.first[0] < self.first[0]:
+            self.first = o.first
+        if o.last[0] > self.last[0]:
+            self.last = o.last
+        self.requests += o.requests
+        self.responses += o.responses
+        self.request_bytes += o.request_bytes
+        self.response_bytes += o.response_bytes
+        for cid, u in o.client_ids.items():
+            mine = self.client_ids.get(cid)
+            if mine is None:
+                self.client_ids[cid] = u
+            else:
+                mine.merge(u)
+
+
+class Usage:
+    """What one client id did on one connection: requests per API, resources touched."""
+
+    __slots__ = ("apis", "topics", "groups", "txns")
+
+    def __init__(self) -> None:
+        self.apis: dict[str, int] = {}
+        self.topics: set[str] = set()
+        self.groups: set[str] = set()
+        self.txns: set[str] = set()
+
+    def merge(self, o: Usage) -> None:
+        for k, n in o.apis.items():
+            self.apis[k] = self.apis.get(k, 0) + n
+        for mine, theirs in ((self.topics, o.topics), (self.groups, o.groups), (self.txns, o.txns)):
+            for x in theirs:
+                if len(mine) < MAX_NAMES:
+                    mine.add(x)
+
+    def touch(self, r: dict[str, Any], body: dict[str, Any]) -> None:
+        names = r.get("topic_names")
+        for key in ("Topics", "TopicData", "TopicNames"):
+            ts = body.get(key)
+            if isinstance(ts, list):
+                for t in ts:
+                    if len(self.topics) >= MAX_NAMES:
+                        break
+                    if isinstance(t, dict):
+                        self.topics.add(topic_name(t, names))
+                    elif isinstance(t, str):
+                        self.topics.add(t)
+        g = body.get("GroupId")
+        if isinstance(g, str) and len(self.groups) < MAX_NAMES:
+            self.groups.add(g)
+        for key in ("Groups", "GroupIds"):
+            gs = body.get(key)
+            if isinstance(gs, list):
+                for x in gs:
+                    if isinstance(x, dict):
+                        x = x.get("GroupId", x.get("Group"))
+                    if isinstance(x, str) and len(self.groups) < MAX_NAMES:
+                        self.groups.add(x)
+        tx = body.get("TransactionalId")
+        if isinstance(tx, str) and len(self.txns) < MAX_NAMES:
+            self.txns.add(tx)
+        txs = body.get("Transactions")
+        if isinstance(txs, list):
+            for t in txs:
+                tx = t.get("TransactionalId") if isinstance(t, dict) else None
+                if isinstance(tx, str) and len(self.txns) < MAX_NAMES:
+                    self.txns.add(tx)
+
+
+class Traffic:
+    """Latency per (API, version, broker, client id); per connection counts and usage."""
+
+    def __init__(self) -> None:
+        self.lat: dict[tuple[Any, ...], Dist] = {}
+        self.lat_flags: dict[tuple[Any, ...], list[int]] = {}  # key -> [errors, throttled]
+        self.conns: dict[tuple[Any, ...], Conn] = {}  # (file, client, broker) -> counts
+
+    def add(self, r: dict[str, Any], pos: Any) -> None:
+        kind = r["kind"]
+        client, broker = endpoints(r)
+        ck = (r.get("file"), client, broker)
+        c = self.conns.get(ck)
+        ts = r.get("ts") or 0.0
+        if c is None:
+            c = self.conns[ck] = Conn((pos, ts))
+        else:
+            c.last = (pos, ts)
+        size = r.get("size") or 0
+        body = r.get("body")
+        if kind == "request":
+            c.requests += 1
+            c.request_bytes += size
+            cid = r.get("client_id")
+            u = c.client_ids.get(cid)
+            if u is None:
+                u = c.client_ids[cid] = Usage()
+            api = r.get("api_name") or "?"
+            u.apis[api] = u.apis.get(api, 0) + 1
+            if isinstance(body, dict):
+                u.touch(r, body)
+        elif kind == "response":
+            c.responses += 1
+            c.response_bytes += size
+            lat = r.get("latency_ms")
+            if lat is not None:
+                key = (r.get("api_key"), r.get("api_name") or "?", r.get("api_version"), broker, r.get("client_id"))
+                d = self.lat.get(key)
+                if d is None:
+                    d = self.lat[key] = Dist()
+                    self.lat_flags[key] = [0, 0]
+                d.add(pos, lat)
+                f = self.lat_flags[key]
+                if r.get("error_codes"):
+                    f[0] += 1
+                if isinstance(body, dict):
+                    t = body.get("ThrottleTimeMs")
+                    if isinstance(t, int) and t > 0:
+                        f[1] += 1
+
+    def merge(self, o: Traffic) -> None:
+        for key, d in o.lat.items():
+            mine = self.lat.get(key)
+            if mine is None:
+                self.lat[key] = d
+                self.lat_flags[key] = list(o.lat_flags[key])
+            else:
+                mine.merge(d)
+                f = self.lat_flags[key]
+                g = o.lat_flags[key]
+                f[0] += g[0]
+                f[1] += g[1]
+        for ck, c in o.conns.items():
+            m = self.conns.get(ck)
+            if m is None:
+                self.conns[ck] = c
+            else:
+                m.merge(c)
+
+    def latency(self) -> list[dict[str, Any]]:
+        out = []
+        for key in sorted(self.lat, key=lambda k: (k[1], k[2] if k[2] is not None else -1, k[3], str(k[4]))):
+            api_key, name, version, broker, cid = key
+            e = {"api_key": api_key, "api_name": name, "api_version": version, "broker": broker, "client_id": cid}
+            e.update(self.lat[key].to_dict())
+            e["errors"], e["throttled"] = self.lat_flags[key]
+            out.append(e)
+        return out
+
+    def connections(self, principals: dict[tuple[Any, ...], dict[str, Any]],
+                    tls: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        """``principals``: (client, broker) -> the auth section's connection entry; ``tls``:
+        "client broker" endpoints -> TLS version."""
+        out = []
+        for (file, client, broker), c in sorted(self.conns.items(), key=lambda kv: kv[1].first[0]):
+            a = principals.get((client, broker)) or {}
+            out.append({"client": client, "broker": broker, "file": file,
+                        "client_ids": sorted(c.client_ids, key=str),
+                        "first_ts": c.first[1], "last_ts": c.last[1], "requests": c.requests,
+                        "responses": c.responses, "request_bytes": c.request_bytes,
+                        "response_bytes": c.response_bytes,
+                        "tls_version": (tls or {}).get(f"{client} {broker}"),
+                        "sasl_mechanism": a.get("mechanism"), "principal": a.get("principal")})
+        return out
+
+    def who(self, principals: dict[tuple[Any, ...], dict[str, Any]]) -> list[dict[str, Any]]:
+        acc: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for (_file, client, broker), c in self.conns.items():
+            p = (principals.get((client, broker)) or {}).get("principal")
+            for cid, u in c.client_ids.items():
+                w = acc.get((p, cid))
+                if w is None:
+                    w = acc[(p, cid)] = {"principal": p, "client_id": cid, "connections": 0, "apis": {},
+                                         "topics": set(), "groups": set(), "transactional_ids": set()}
+                w["connections"] += 1
+                for k, n in u.apis.items():
+                    w["apis"][k] = w["apis"].get(k, 0) + n
+                w["topics"] |= u.topics
+                w["groups"] |= u.groups
+                w["transactional_ids"] |= u.txns
+        out = []
+        for pk in sorted(acc, key=lambda pk: (str(pk[0]), str(pk[1]))):
+            w = acc[pk]
+            w["apis"] = dict(sorted(w["apis"].items()))
+            for s in ("topics", "groups", "transactional_ids"):
+                w[s] = sorted(w[s])
+            out.append(w)
+        return out

@@ -1,0 +1,117 @@
+"""The analysis sections (kwire_cli.analysis) on the recorded fixtures: figures recomputed here from
+the rows by other means, and parts of a capture (whole connections, as spark-decode's tasks decode
+them) merged in any order equal to the whole."""
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURES, ROOT as REPO
+from kwire_cli.analysis import SECTIONS, AnalysedSummary
+from kwire_cli.capture import CaptureStats, iter_capture
+from kwire_cli.capture.session import Conversation
+
+CAPS = FIXTURES / "captures"
+
+
+def rows_of(path):
+    return list(Conversation().rows(iter_capture(str(path), stats=CaptureStats())))
+
+
+ROWS = [r for p in sorted(CAPS.glob("*.pcap")) for r in rows_of(p)]
+
+
+def conn_of(r):
+    return (r["file"],) + ((r["dst"], r["src"]) if r["kind"] == "response" else (r["src"], r["dst"]))
+
+
+def sections(rows, parts=1, seed=0):
+    rnd = random.Random(seed)
+    conns = sorted({conn_of(r) for r in rows})
+    deal = {c: rnd.randrange(parts) for c in conns}
+    states = [AnalysedSummary() for _ in range(parts)]
+    for pos, r in enumerate(rows):
+        states[deal[conn_of(r)]].add(r, pos)
+    rnd.shuffle(states)
+    total = states[0]
+    for s in states[1:]:
+        total.merge(s)
+    d = total.to_dict()
+    return {k: d[k] for k in SECTIONS}
+
+
+WHOLE = sections(ROWS)
+
+
+@pytest.mark.parametrize("parts,seed", [(2, 1), (3, 2), (9, 3)])
+def test_parts_of_whole_connections_merge_into_the_whole(parts, seed):
+    assert sections(ROWS, parts, seed) == WHOLE
+
+
+def test_lag_is_the_high_watermark_minus_the_fetch_offset_of_each_answered_fetch():
+    # recomputed here: each Fetch answer's partitions against its own request's (full fetches only)
+    asked, want = {}, {}
+    for r in ROWS:
+        if r["api_name"] != "Fetch" or r["error"] is not None:
+            continue
+        if r["kind"] == "request":
+            asked[(r["file"], r["src"], r["dst"], r["correlation_id"])] = {
+                (t.get("Topic") or r["topic_names"][t["TopicId"]], p["Partition"]): p["FetchOffset"]
+                for t in r["body"]["Topics"] for p in t["Partitions"]}
+            continue
+        req = asked.pop((r["file"], r["dst"], r["src"], r["correlation_id"]))
+        for t in r["body"]["Responses"]:
+            name = t.get("Topic") or r["topic_names"][t["TopicId"]]
+            for p in t["Partitions"]:
+                if p["ErrorCode"] == 0 and (name, p["PartitionIndex"]) in req:
+                    lag = p["HighWatermark"] - req[(name, p["PartitionIndex"])]
+                    w = want.setdefault((r["client_id"], name, p["PartitionIndex"]), [0, lag, lag])
+                    w[0] += 1
+                    w[1] = max(w[1], lag)
+                    w[2] = lag
+    got = {(e["client_id"], e["topic"], e["partition"]): [e["samples"], e["max_lag"], e["last_lag"]]
+           for e in WHOLE["lag"]}
+    assert want and got == want
+
+
+def test_a_generations_assignment_is_the_one_its_sync_group_answer_carried():
+    rows = rows_of(CAPS / "kafka-python-consume.pcap")
+    sync = [r for r in rows if r["api_name"] == "SyncGroup" and r["kind"] == "response"]
+    (asg,) = [e["value"]["AssignedPartitions"] for e in sync[0]["embedded"]]
+    (g,) = sections(rows)["groups"]
+    (gen,) = g["generations"]
+    (m,) = gen["members"]
+    assert m["assignment"] == {a["Topic"]: a["Partitions"] for a in asg}
+    assert g["protocol"] == "classic" and g["assignor"] == "range"
+    join = [r for r in rows if r["api_name"] == "JoinGroup" and r["kind"] == "request"]
+    assert gen["start_ts"] == join[0]["ts"] and gen["end_ts"] == sync[-1]["ts"]
+    assert gen["rebalance_ms"] == round((sync[-1]["ts"] - join[0]["ts"]) * 1000, 3)
+
+
+def test_latency_counts_every_answer_once_with_nearest_rank_percentiles():
+    lat = WHOLE["latency"]
+    assert sum(e["count"] for e in lat) == sum(1 for r in ROWS if r["kind"] == "response"
+                                               and r["latency_ms"] is not None)
+    for e in lat:
+        vs = sorted(r["latency_ms"] for r in ROWS if r["kind"] == "response" and r["api_name"] == e["api_name"]
+                    and r["api_version"] == e["api_version"] and r["src"] == e["broker"]
+                    and r["client_id"] == e["client_id"] and r["latency_ms"] is not None)
+        assert (e["min_ms"], e["max_ms"], e["count"]) == (vs[0], vs[-1], len(vs))
+        assert e["p50_ms"] == vs[-(-len(vs) // 2) - 1]
+
+
+def test_pcap_summary_json_has_every_section_and_the_tables_print_them():
+    env = {"PYTHONPATH": str(REPO)}
+    cap = str(CAPS / "kafka-python-consume.pcap")
+    out = subprocess.run([sys.executable, "-m", "kwire_cli", "pcap", cap, "--summary", "--format", "json"],
+                         capture_output=True, text=True, env=env, check=True).stdout
+    d = json.loads(out)
+    assert all(k in d for k in SECTIONS)
+    assert d["lag"] == sections(rows_of(cap))["lag"]
+    table = subprocess.run([sys.executable, "-m", "kwire_cli", "pcap", cap, "--summary"],
+                           capture_output=True, text=True, env=env | {"COLUMNS": "250"}, check=True).stdout
+    for title in ("Latency by API", "Connections", "Who did what", "Group kwire-group", "Consumer lag",
+                  "Committed offsets", "Expert findings"):
+        assert title in table
