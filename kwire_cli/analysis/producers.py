@@ -148,6 +148,9 @@ class Producers:
         if key == ADD_PARTITIONS and isinstance(body.get("Transactions"), list):
             return [(t.get("TransactionalId"), t.get("ProducerId"), t.get("ProducerEpoch"), "open")
                     for t in body["Transactions"] if not t.get("VerifyOnly")]
+        if key == ADD_PARTITIONS:  # versions 0-3
+            return [(body.get("V3AndBelowTransactionalId"), body.get("V3AndBelowProducerId"),
+                     body.get("V3AndBelowProducerEpoch"), "open")]
         what = {INIT_PID: "init", ADD_PARTITIONS: "open", ADD_OFFSETS: "open",
                 END_TXN: "commit" if body.get("Committed") else "abort"}[key]
         return [(body.get("TransactionalId"), body.get("ProducerId"), body.get("ProducerEpoch"), what)]

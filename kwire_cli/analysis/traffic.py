@@ -67,7 +67,7 @@ class Usage:
 
     def touch(self, r: dict[str, Any], body: dict[str, Any]) -> None:
         names = r.get("topic_names")
-        for key in ("Topics", "TopicData", "TopicNames"):
+        for key in ("Topics", "TopicData", "TopicNames", "V3AndBelowTopics"):
             ts = body.get(key)
             if isinstance(ts, list):
                 for t in ts:
@@ -88,7 +88,7 @@ class Usage:
                         x = x.get("GroupId", x.get("Group"))
                     if isinstance(x, str) and len(self.groups) < MAX_NAMES:
                         self.groups.add(x)
-        tx = body.get("TransactionalId")
+        tx = body.get("TransactionalId", body.get("V3AndBelowTransactionalId"))
         if isinstance(tx, str) and len(self.txns) < MAX_NAMES:
             self.txns.add(tx)
         txs = body.get("Transactions")
