@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from conftest import FIXTURES, ROOT as REPO
+from conftest import FIXTURES
+from conftest import ROOT as REPO
 from kwire_cli.analysis import SECTIONS, AnalysedSummary
 from kwire_cli.capture import CaptureStats, iter_capture
 from kwire_cli.capture.session import Conversation
