@@ -415,6 +415,21 @@ def check_through_proxy(rows: list[dict], summary: dict, px: Running) -> None:
 
     assert Counter(map(key, again)) == Counter(map(key, rows))
     assert all(x["error"] is None for x in again)
+    # the proxy's answers (lag, commits, producers) are kwire pcap's over the pcap it wrote
+    r = subprocess.run([sys.executable, "-m", "kwire_cli", "pcap", str(px.pcap), "--port", str(px.port),
+                        "--port", str(px.port + 1), "--summary", "--format", "json"], capture_output=True,
+                       text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=ROOT, timeout=120)
+    seen = json.loads(r.stdout)
+
+    def untimed(x):  # the proxy times frames as it relays them, the pcap as the kernel stamped them
+        if isinstance(x, dict):
+            return {k: untimed(v) for k, v in x.items() if not k.endswith(("_ts", "_ms"))}
+        return [untimed(v) for v in x] if isinstance(x, list) else x
+
+    for k in ("lag", "commits", "producers"):
+        assert untimed(summary[k]) == untimed(seen[k]), k
+    assert summary["lag"] and summary["commits"]
+    assert untimed([g["generations"] for g in summary["groups"]]) == untimed([g["generations"] for g in seen["groups"]])
 
 
 def test_kafka_python_produces_and_consumes_in_a_group_through_the_proxy(tansu_port, tmp_path):

@@ -79,10 +79,10 @@ def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, wri
     """
     import ssl
 
+    from kwire_cli.analysis import AnalysedSummary
     from kwire_cli.capture.filter import compile_filter
     from kwire_cli.capture.rows import table_header
     from kwire_cli.capture.session import Conversation
-    from kwire_cli.capture.summary import Summary
     from kwire_cli.proxy import Proxy, ProxyConfig
     from kwire_cli.render.jsonlines import line_writer
 
@@ -123,7 +123,7 @@ def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, wri
     if fmt == "table":
         out.write((table_header() + "\n").encode())
         out.flush()
-    sink = _RowSink(Conversation(show_secrets=show_secrets), Summary(), keep, fmt, out, line_writer())
+    sink = _RowSink(Conversation(show_secrets=show_secrets), AnalysedSummary(), keep, fmt, out, line_writer())
 
     def on_note(text: str) -> None:
         diagnostic("note", text)
@@ -147,7 +147,7 @@ def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, wri
     for err in st.errors[:5]:
         diagnostic("note", escape(f"decoding: {err}"))
     if summary:
-        result = decoded.get("summary") or Summary().to_dict()
+        result = decoded.get("summary") or AnalysedSummary().to_dict()
         result["proxy"] = {"connections": st.connections, "frames": st.frames, "rewritten": st.rewritten,
                            "upstream_failures": st.upstream_failures, "not_shown": st.not_shown,
                            "brokers": {f"{h}:{p}": f"{lh}:{lp}" for (h, p), (lh, lp) in px.book.local.items()}}

@@ -2,8 +2,8 @@
 damage, failures, the partial summaries, the topic names learned on every connection and their uses."""
 from __future__ import annotations
 
+from kwire_cli.analysis import AnalysedSummary
 from kwire_cli.capture import CaptureStats
-from kwire_cli.capture.summary import Summary
 
 MAX_DAMAGE_EVENTS = 200
 
@@ -16,7 +16,7 @@ class Totals:
         self.damage_kinds: dict[str, list[int]] = {}
         self.damage_events: list[tuple] = []   # (rank, position, seq, dict), the first MAX by position
         self.failures: list[str] = []
-        self.summary = Summary()  # the part of kwire pcap's summary this task's rows make
+        self.summary = AnalysedSummary()  # the part of kwire pcap's summary this task's rows make
         self.rows = 0
         self.executor_code: set[str] = set()
         self.learned: dict = {}     # topic id -> (position, name): the earliest answer naming it
