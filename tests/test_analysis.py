@@ -28,13 +28,13 @@ def conn_of(r):
     return (r["file"],) + ((r["dst"], r["src"]) if r["kind"] == "response" else (r["src"], r["dst"]))
 
 
-def sections(rows, parts=1, seed=0):
+def sections(rows, parts=1, seed=0, by_row=False):
     rnd = random.Random(seed)
     conns = sorted({conn_of(r) for r in rows})
     deal = {c: rnd.randrange(parts) for c in conns}
     states = [AnalysedSummary() for _ in range(parts)]
     for pos, r in enumerate(rows):
-        states[deal[conn_of(r)]].add(r, pos)
+        states[rnd.randrange(parts) if by_row else deal[conn_of(r)]].add(r, pos)
     rnd.shuffle(states)
     total = states[0]
     for s in states[1:]:
@@ -49,6 +49,12 @@ WHOLE = sections(ROWS)
 @pytest.mark.parametrize("parts,seed", [(2, 1), (3, 2), (9, 3)])
 def test_parts_of_whole_connections_merge_into_the_whole(parts, seed):
     assert sections(ROWS, parts, seed) == WHOLE
+
+
+@pytest.mark.parametrize("parts,seed", [(2, 4), (5, 5)])
+def test_parts_cutting_connections_between_requests_and_answers_merge_into_the_whole(parts, seed):
+    # spark-decode cuts a heavy connection into chunks: an answer can be in another part than its request
+    assert sections(ROWS, parts, seed, by_row=True) == WHOLE
 
 
 def test_lag_is_the_high_watermark_minus_the_fetch_offset_of_each_answered_fetch():

@@ -101,35 +101,40 @@ class Groups:
         return base + ({"member": body.get("MemberId"), "epoch": body.get("MemberEpoch"),
                         "kind": EPOCH_HEARTBEATS.get(key)},)
 
-    def answer(self, r: dict[str, Any], pos: Any, req: Any) -> None:
-        """A group API's answer with what ``request`` kept of its request."""
-        group, cid, client, req_ts, file, frame, q = req
-        if not isinstance(group, str):
-            return
+    @staticmethod
+    def extract(r: dict[str, Any]) -> Any:
+        """What a group API's answer says, kept until it meets its request (``apply``)."""
         body = r.get("body")
         if not isinstance(body, dict):
-            return
+            return None
         key = r["api_key"]
-        code = error_code(body)
-        a: dict[str, Any] = {"error": code}
+        a: dict[str, Any] = {"error": error_code(body)}
         if key == JOIN:
             a.update(member_id=body.get("MemberId"), generation=body.get("GenerationId"),
                      leader=body.get("Leader"), protocol=body.get("ProtocolName"),
                      members=[m.get("MemberId") for m in body.get("Members") or []])
         elif key == SYNC:
             a["assignment"] = _assignment(_embedded(r).get("Assignment"))
-        elif key == LEAVE:
-            pass
         elif key in EPOCH_HEARTBEATS:
             a.update(member_id=body.get("MemberId"), epoch=body.get("MemberEpoch"),
                      assignment=_epoch_assignment(body.get("Assignment"), r.get("topic_names")))
-        fact = (pos, key, cid, client, req_ts, r.get("ts"), file, frame, q, a)
+        return key, r.get("ts"), a
+
+    def apply(self, pos: Any, req: Any, ext: Any) -> None:
+        """A group API's answer (``extract``, at ``pos``) with what ``request`` kept of its request."""
+        if req is None or ext is None:
+            return
+        group, cid, client, req_ts, file, frame, q = req
+        if not isinstance(group, str):
+            return
+        key, ts, a = ext
+        fact = (pos, key, cid, client, req_ts, ts, file, frame, q, a)
         facts = self.facts.get(group)
         if facts is None:
             facts = self.facts[group] = []
         if len(facts) < MAX_FACTS:
             facts.append(fact)
-        if code == 0:
+        if a["error"] == 0:
             self.note_client(cid, group, pos)
 
     def merge(self, o: Groups) -> None:

@@ -31,52 +31,67 @@ class Offsets:
         self.sessions: dict[tuple[Any, ...], dict[Any, Any]] = {}
 
     def fetch_request(self, r: dict[str, Any], conn: tuple[Any, ...]) -> Any:
+        """The offsets a Fetch request asks, by (topic, partition): its own, and in an incremental
+        session (epoch > 0) those the connection asked before for partitions it leaves out."""
         body = r.get("body")
         if not isinstance(body, dict):
             return None
         names = r.get("topic_names")
-        sess = self.sessions.get(conn)
-        if sess is None or not body.get("SessionEpoch"):
-            sess = self.sessions[conn] = {}  # a full fetch (epoch 0 or none) starts over
+        asked: dict[Any, Any] = {}
         for t in body.get("Topics") or []:
             name = topic_name(t, names)
             for p in t.get("Partitions") or []:
-                sess[(name, p.get("Partition"))] = p.get("FetchOffset")
+                asked[(name, p.get("Partition"))] = p.get("FetchOffset")
+        epoch = body.get("SessionEpoch")
+        if not epoch or epoch < 0:  # a full fetch (or none in a session): starts over
+            self.sessions[conn] = dict(asked)
+            return asked
+        sess = self.sessions.setdefault(conn, {})
         for t in body.get("ForgottenTopicsData") or []:
             name = topic_name(t, names)
             for p in t.get("Partitions") or []:
                 sess.pop((name, p), None)
-        return sess
+        sess.update(asked)
+        return dict(sess)
 
-    def fetch_answer(self, r: dict[str, Any], pos: Any, sess: Any) -> None:
+    def fetch_extract(self, r: dict[str, Any], pos: Any) -> Any:
+        """A Fetch answer's (topic, partition, high watermark) without an error; the newest high
+        watermarks noted."""
         body = r.get("body")
         if not isinstance(body, dict) or body.get("ErrorCode"):
-            return
+            return None
         names = r.get("topic_names")
-        cid = r.get("client_id")
-        ts = r.get("ts")
+        got = []
         for t in body.get("Responses") or []:
             name = topic_name(t, names)
             for p in t.get("Partitions") or []:
                 hw = p.get("HighWatermark")
-                part = p.get("PartitionIndex")
                 if p.get("ErrorCode") or not isinstance(hw, int) or hw < 0:
                     continue
+                part = p.get("PartitionIndex")
                 self._hw((name, part), pos, hw)
-                off = sess.get((name, part)) if sess is not None else None
-                if not isinstance(off, int):
-                    continue
-                lag = hw - off
-                k = (cid, name, part)
-                e = self.lag.get(k)
-                if e is None:
-                    self.lag[k] = [1, lag, pos, lag, off, hw, ts]
-                else:
-                    e[0] += 1
-                    if lag > e[1]:
-                        e[1] = lag
-                    if pos >= e[2]:
-                        e[2:] = [pos, lag, off, hw, ts]
+                got.append((name, part, hw))
+        return r.get("client_id"), r.get("ts"), got
+
+    def fetch_apply(self, pos: Any, asked: Any, ext: Any) -> None:
+        if ext is None or not asked:
+            return
+        cid, ts, got = ext
+        for name, part, hw in got:
+            off = asked.get((name, part))
+            if not isinstance(off, int):
+                continue
+            lag = hw - off
+            k = (cid, name, part)
+            e = self.lag.get(k)
+            if e is None:
+                self.lag[k] = [1, lag, pos, lag, off, hw, ts]
+            else:
+                e[0] += 1
+                if lag > e[1]:
+                    e[1] = lag
+                if pos >= e[2]:
+                    e[2:] = [pos, lag, off, hw, ts]
 
     def _hw(self, tp: tuple[Any, ...], pos: Any, hw: int) -> None:
         m = self.hw.get(tp)
@@ -95,28 +110,34 @@ class Offsets:
                 offs[(name, p.get("PartitionIndex"))] = p.get("CommittedOffset")
         return body.get("GroupId"), offs
 
-    def commit_answer(self, r: dict[str, Any], pos: Any, req: Any) -> None:
+    @staticmethod
+    def commit_extract(r: dict[str, Any]) -> Any:
+        """The (topic, partition) an OffsetCommit answer accepted (error code 0)."""
         body = r.get("body")
-        if not isinstance(body, dict) or req is None:
+        if not isinstance(body, dict):
+            return None
+        names = r.get("topic_names")
+        ok = [(topic_name(t, names), p.get("PartitionIndex")) for t in body.get("Topics") or []
+              for p in t.get("Partitions") or [] if not p.get("ErrorCode")]
+        return r.get("ts"), ok
+
+    def commit_apply(self, pos: Any, req: Any, ext: Any) -> None:
+        if req is None or ext is None:
             return
         group, offs = req
-        names = r.get("topic_names")
-        ts = r.get("ts")
-        for t in body.get("Topics") or []:
-            name = topic_name(t, names)
-            for p in t.get("Partitions") or []:
-                part = p.get("PartitionIndex")
-                off = offs.get((name, part))
-                if p.get("ErrorCode") or not isinstance(off, int):
-                    continue
-                k = (group, name, part)
-                e = self.commits.get(k)
-                if e is None:
-                    self.commits[k] = [1, pos, off, ts]
-                else:
-                    e[0] += 1
-                    if pos >= e[1]:
-                        e[1:] = [pos, off, ts]
+        ts, ok = ext
+        for name, part in ok:
+            off = offs.get((name, part))
+            if not isinstance(off, int):
+                continue
+            k = (group, name, part)
+            e = self.commits.get(k)
+            if e is None:
+                self.commits[k] = [1, pos, off, ts]
+            else:
+                e[0] += 1
+                if pos >= e[1]:
+                    e[1:] = [pos, off, ts]
 
     def merge(self, o: Offsets) -> None:
         for k, e in o.lag.items():
@@ -138,7 +159,6 @@ class Offsets:
                     m[1:] = e[1:]
         for tp, (pos, hw) in o.hw.items():
             self._hw(tp, pos, hw)
-        self.sessions = {}  # (connections are whole in one part: nothing to carry over)
 
     def lag_list(self, groups: dict[Any, tuple[Any, ...]]) -> list[dict[str, Any]]:
         out = []

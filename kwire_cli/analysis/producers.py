@@ -120,25 +120,30 @@ class Producers:
                     keep[(name, idx)] = (pid, epoch)
         return keep
 
-    def answer(self, r: dict[str, Any], pos: Any, keep: Any) -> None:
+    @staticmethod
+    def extract(r: dict[str, Any]) -> Any:
+        """A Produce answer's (topic, partition, error code) and its response time."""
         body = r.get("body")
-        if not isinstance(body, dict) or not keep:
-            return
+        if not isinstance(body, dict):
+            return None
         names = r.get("topic_names")
-        lat = r.get("latency_ms")
-        for t in body.get("Responses") or []:
-            name = topic_name(t, names)
-            for p in t.get("PartitionResponses") or []:
-                idx = p.get("Index")
-                pe = keep.get((name, idx))
-                if pe is None:
-                    continue
-                part = self.parts.get(pe + (name, idx))
-                if part is not None and lat is not None:
-                    part.dist.add(pos, lat)
-                code = p.get("ErrorCode") or 0
-                if code in SEQ_ERRORS:
-                    self.answers.append((pos, pe[0], pe[1], name, idx, code, r.get("file"), r.get("frame")))
+        got = [(topic_name(t, names), p.get("Index"), p.get("ErrorCode") or 0)
+               for t in body.get("Responses") or [] for p in t.get("PartitionResponses") or []]
+        return r.get("latency_ms"), r.get("file"), r.get("frame"), got
+
+    def apply(self, pos: Any, keep: Any, ext: Any) -> None:
+        if not keep or ext is None:
+            return
+        lat, file, frame, got = ext
+        for name, idx, code in got:
+            pe = keep.get((name, idx))
+            if pe is None:
+                continue
+            part = self.parts.get(pe + (name, idx))
+            if part is not None and lat is not None:
+                part.dist.add(pos, lat)
+            if code in SEQ_ERRORS:
+                self.answers.append((pos, pe[0], pe[1], name, idx, code, file, frame))
 
     def txn_request(self, r: dict[str, Any]) -> Any:
         body = r.get("body")
@@ -155,17 +160,22 @@ class Producers:
                 END_TXN: "commit" if body.get("Committed") else "abort"}[key]
         return [(body.get("TransactionalId"), body.get("ProducerId"), body.get("ProducerEpoch"), what)]
 
-    def txn_answer(self, r: dict[str, Any], pos: Any, req: Any) -> None:
+    @staticmethod
+    def txn_extract(r: dict[str, Any]) -> Any:
         body = r.get("body")
-        if not isinstance(body, dict) or not req:
-            return
-        if error_code(body) and r["api_key"] != ADD_PARTITIONS:
+        if not isinstance(body, dict):
+            return None
+        failed = bool(error_code(body)) and r["api_key"] != ADD_PARTITIONS
+        return failed, body.get("ProducerId"), body.get("ProducerEpoch")
+
+    def txn_apply(self, pos: Any, req: Any, ext: Any) -> None:
+        if not req or ext is None or ext[0]:
             return
         for txid, pid, epoch, what in req:
             if not isinstance(txid, str):
                 continue
             if what == "init":
-                pid, epoch = body.get("ProducerId"), body.get("ProducerEpoch")
+                pid, epoch = ext[1], ext[2]
             self.txn.setdefault(txid, []).append((pos, what, pid, epoch))
             if isinstance(pid, int) and pid >= 0:
                 self.txn_ids[(pid, epoch)] = txid

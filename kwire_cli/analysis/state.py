@@ -13,13 +13,14 @@ from typing import Any
 
 from kwire_cli.analysis.expert import MAX_LISTED, Expert
 from kwire_cli.analysis.groups import EPOCH_HEARTBEATS, HEARTBEAT, JOIN, LEAVE, SYNC, Groups
-from kwire_cli.analysis.names import endpoints, topic_name
+from kwire_cli.analysis.names import topic_name
 from kwire_cli.analysis.offsets import FETCH, OFFSET_COMMIT, TXN_OFFSET_COMMIT, Offsets
 from kwire_cli.analysis.producers import ADD_OFFSETS, ADD_PARTITIONS, END_TXN, INIT_PID, PRODUCE, Producers
 from kwire_cli.analysis.traffic import Traffic
 
 GROUP_APIS = frozenset({JOIN, SYNC, HEARTBEAT, LEAVE, *EPOCH_HEARTBEATS})
 TXN_APIS = frozenset({INIT_PID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN})
+COMMITS = frozenset({OFFSET_COMMIT, TXN_OFFSET_COMMIT})
 MAX_PENDING = 10_000  # requests awaiting an answer per connection
 
 
@@ -32,24 +33,26 @@ class Analysis:
         self.offsets = Offsets()
         self.producers = Producers()
         self.expert = Expert()
-        # (file, client, broker) -> correlation id -> (pos, api key, row, what the sections keep)
+        # (client, broker) -> correlation id -> (pos, api key, brief, what the sections keep)
         self.pending: dict[tuple[Any, ...], dict[Any, tuple[Any, ...]]] = {}
+        # (client, broker) -> correlation id -> (pos, api key, what the answer said): answers whose
+        # requests this part has not seen
+        self.orphans: dict[tuple[Any, ...], dict[Any, tuple[Any, ...]]] = {}
 
     def add(self, r: dict[str, Any], pos: Any) -> None:
         self.traffic.add(r, pos)
         self.expert.row(r, pos)
         kind = r["kind"]
         key = r.get("api_key")
-        if key is None or r.get("error") is not None:
-            if kind == "response" and key is not None:
-                self._pop(r)
+        if key is None:
             return
         if kind == "request":
-            client, broker = r["src"], r["dst"]
-            conn = (r.get("file"), client, broker)
+            if r.get("error") is not None:
+                self._keep(r, pos, key, None)
+                return
             keep: Any = None
             if key == FETCH:
-                keep = self.offsets.fetch_request(r, conn)
+                keep = self.offsets.fetch_request(r, (r["src"], r["dst"]))
             elif key == PRODUCE:
                 keep = self.producers.request(r, pos)
                 self._batches(r, pos, "TopicData", "PartitionData")
@@ -58,42 +61,63 @@ class Analysis:
                     return  # no answer comes
             elif key in GROUP_APIS:
                 keep = self.groups.request(r)
-            elif key in (OFFSET_COMMIT, TXN_OFFSET_COMMIT):
+            elif key in COMMITS:
                 keep = self.offsets.commit_request(r)
                 body = r.get("body")
                 if isinstance(body, dict):
                     self.groups.note_client(r.get("client_id"), body.get("GroupId"), pos)
             elif key in TXN_APIS:
                 keep = self.producers.txn_request(r)
-            p = self.pending.get(conn)
-            if p is None:
-                p = self.pending[conn] = {}
-            if len(p) < MAX_PENDING:
-                p[r.get("correlation_id")] = (pos, key, _brief(r), keep)
+            self._keep(r, pos, key, keep)
         elif kind == "response":
-            got = self._pop(r)
-            if got is None:
+            ext: Any = None
+            if r.get("error") is None:
+                if key == FETCH:
+                    ext = self.offsets.fetch_extract(r, pos)
+                    self._batches(r, pos, "Responses", "Partitions")
+                elif key == PRODUCE:
+                    ext = self.producers.extract(r)
+                elif key in GROUP_APIS:
+                    ext = self.groups.extract(r)
+                elif key in COMMITS:
+                    ext = self.offsets.commit_extract(r)
+                elif key in TXN_APIS:
+                    ext = self.producers.txn_extract(r)
+            conn = (r["dst"], r["src"])
+            corr = r.get("correlation_id")
+            p = self.pending.get(conn)
+            got = p.pop(corr, None) if p is not None else None
+            if got is None:  # its request is in another part (spark-decode cuts a heavy connection)
+                o = self.orphans.get(conn)
+                if o is None:
+                    o = self.orphans[conn] = {}
+                if len(o) < MAX_PENDING:
+                    o[corr] = (pos, key, ext)
                 return
-            keep = got[3]
-            if key == FETCH:
-                self.offsets.fetch_answer(r, pos, keep)
-                self._batches(r, pos, "Responses", "Partitions")
-            elif key == PRODUCE:
-                self.producers.answer(r, pos, keep)
-            elif key in GROUP_APIS:
-                if keep is not None:
-                    self.groups.answer(r, pos, keep)
-            elif key in (OFFSET_COMMIT, TXN_OFFSET_COMMIT):
-                self.offsets.commit_answer(r, pos, keep)
-            elif key in TXN_APIS:
-                self.producers.txn_answer(r, pos, keep)
+            self._apply(key, pos, got[3], ext)
 
-    def _pop(self, r: dict[str, Any]) -> tuple[Any, ...] | None:
-        client, broker = endpoints(r)
-        p = self.pending.get((r.get("file"), client, broker))
+    def _keep(self, r: dict[str, Any], pos: Any, key: int, keep: Any) -> None:
+        conn = (r["src"], r["dst"])
+        p = self.pending.get(conn)
         if p is None:
-            return None
-        return p.pop(r.get("correlation_id"), None)
+            p = self.pending[conn] = {}
+        if len(p) < MAX_PENDING:
+            p[r.get("correlation_id")] = (pos, key, _brief(r), keep)
+
+    def _apply(self, key: int, pos: Any, keep: Any, ext: Any) -> None:
+        """An answer (what ``add`` extracted of it, at ``pos``) meets what its request kept."""
+        if ext is None:
+            return
+        if key == FETCH:
+            self.offsets.fetch_apply(pos, keep, ext)
+        elif key == PRODUCE:
+            self.producers.apply(pos, keep, ext)
+        elif key in GROUP_APIS:
+            self.groups.apply(pos, keep, ext)
+        elif key in COMMITS:
+            self.offsets.commit_apply(pos, keep, ext)
+        elif key in TXN_APIS:
+            self.producers.txn_apply(pos, keep, ext)
 
     def _batches(self, r: dict[str, Any], pos: Any, topics: str, parts: str) -> None:
         body = r.get("body")
@@ -116,8 +140,25 @@ class Analysis:
         self.offsets.merge(o.offsets)
         self.producers.merge(o.producers)
         self.expert.merge(o.expert)
-        for conn, p in o.pending.items():
-            self.pending.setdefault(conn, {}).update(p)
+        # answers whose requests are in the other part meet them now (positions order them)
+        for conn, orphans in o.orphans.items():
+            p = self.pending.get(conn)
+            for corr, (pos, key, ext) in orphans.items():
+                got = p.get(corr) if p is not None else None
+                if p is not None and got is not None and got[0] < pos:
+                    del p[corr]
+                    self._apply(key, pos, got[3], ext)
+                else:
+                    self.orphans.setdefault(conn, {})[corr] = (pos, key, ext)
+        for conn, reqs in o.pending.items():
+            mine = self.orphans.get(conn)
+            for corr, req in reqs.items():
+                e = mine.get(corr) if mine is not None else None
+                if mine is not None and e is not None and req[0] < e[0]:
+                    del mine[corr]
+                    self._apply(e[1], e[0], req[3], e[2])
+                else:
+                    self.pending.setdefault(conn, {})[corr] = req
         return self
 
     def sections(self, auth: dict[str, Any] | None = None, audit: list[dict[str, Any]] | None = None,
@@ -132,7 +173,7 @@ class Analysis:
         for conn, p in self.pending.items():
             for corr, (pos, _key, brief, _keep) in p.items():
                 ex.add(pos, "warning", "unanswered", f"{brief[0]} v{brief[1]} request (correlation id {corr}) "
-                       "has no answer in the capture", None, brief[2], conn[2])
+                       "has no answer in the capture", None, brief[2], conn[1])
                 ex.found[-1][1].update(file=brief[3], frame=brief[4])
         for pos, pid, epoch, a in anomalies:
             kind = "retry" if a["kind"] == "resent" else "sequence_anomaly"
