@@ -54,7 +54,9 @@ def _hostport(value: str, option: str) -> tuple[str, int]:
 @click.option("--format", "fmt", type=click.Choice(["table", "jsonl"]), default="table", show_default=True,
               help="One line per frame (table) or one JSON object per line.")
 @click.option("--filter", "filter_expr", metavar="EXPR", help="Show only frames matching EXPR (kwire pcap's filter).")
-@click.option("--summary", is_flag=True, help="Print the summary when the proxy stops.")
+@click.option("--summary", is_flag=True, help="Print the summary when the proxy stops (with the "
+              "answers of kwire pcap --summary: latency, connections, who, groups, lag, commits, producers, "
+              "expert findings).")
 @click.option("--write-pcap", "write_pcap", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
               help="Also write the conversations, as the client saw them, to a pcap file.")
 @click.option("--listen-tls", nargs=2, metavar="CERT KEY", type=click.Path(exists=True, dir_okay=False),

@@ -31,7 +31,8 @@ paths must be readable from the executors.
 \b
 Output: one row per Kafka frame, partitioned by api_name (DIR/api_name=Produce/...), with the
 columns of `kwire pcap --format jsonl` (parquet: header/body as JSON strings). Beside them:
-_kwire_summary.json (the `kwire pcap --summary` JSON) and _kwire_result.json.
+_kwire_summary.json (the `kwire pcap --summary` JSON, its answers included: latency by
+broker and client, connections, who, groups, lag, commits, producers, expert) and _kwire_result.json.
 
 \b
 Spark's progress bars go to stderr (KWIRE_NO_PROGRESS=1 turns them off), then one line:
