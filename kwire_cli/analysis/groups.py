@@ -172,7 +172,7 @@ def _who(mid: Any, info: dict[Any, tuple[Any, ...]]) -> str:
 
 
 def _causes(gens: list[dict[str, Any]], info: dict[Any, tuple[Any, ...]], left: dict[Any, Any],
-            silent: dict[Any, Any]) -> None:
+            silent: dict[Any, Any], heard: dict[Any, float] | None = None) -> None:
     """Fill each generation's ``causes`` and ``cause`` from the members it gained and lost."""
     prev: set[Any] | None = None
     for gen in gens:
@@ -190,8 +190,12 @@ def _causes(gens: list[dict[str, Any]], info: dict[Any, tuple[Any, ...]], left: 
                     causes.append({"kind": "left", "member_id": mid, "client_id": info.get(mid, (None,))[0],
                                    "detail": f"reason: {left[mid]}" if left[mid] else None})
                 else:
+                    last = (heard or {}).get(mid)
+                    quiet = "no LeaveGroup: gone silent"
+                    if last is not None and gen["start_ts"] is not None:
+                        quiet += f", last heard {gen['start_ts'] - last:.1f} s before this rebalance began"
                     causes.append({"kind": "timed_out", "member_id": mid, "client_id": info.get(mid, (None,))[0],
-                                   "detail": silent.get(mid) or "no LeaveGroup: gone silent"})
+                                   "detail": silent.get(mid) or quiet})
             if not causes:
                 causes.append({"kind": "rejoined", "member_id": None, "client_id": None,
                                "detail": "the same members joined again"})
@@ -223,9 +227,13 @@ def _replay_classic(group: str, facts: list[tuple[Any, ...]]) -> dict[str, Any]:
             events.append({"ts": f[5], "kind": kind, "member_id": mid, "client_id": cid, "detail": detail,
                            "file": f[6], "frame": f[7]})
 
+    heard: dict[Any, float] = {}  # member -> the last answer it got
     for f in facts:
         _pos, key, cid, client, req_ts, ts, _file, _frame, q, a = f
         code = a["error"]
+        who = a.get("member_id") or q.get("member")
+        if who and ts is not None:
+            heard[who] = ts
         if key == JOIN:
             if start is None:
                 start = req_ts
@@ -280,7 +288,7 @@ def _replay_classic(group: str, facts: list[tuple[Any, ...]]) -> dict[str, Any]:
                          "leader": gen["leader"],
                          "members": [dict(_member(m, info), assignment=gen["assigned"].get(m))
                                      for m in sorted(members, key=str)]})
-    _causes(out_gens, info, left, silent)
+    _causes(out_gens, info, left, silent, heard)
     return {"group_id": group, "protocol": "classic", "protocol_type": protocol_type, "assignor": assignor,
             "generations": out_gens, "events": events}
 
