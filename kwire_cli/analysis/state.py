@@ -87,6 +87,8 @@ class Analysis:
             corr = r.get("correlation_id")
             p = self.pending.get(conn)
             got = p.pop(corr, None) if p is not None else None
+            if p is not None and not p:
+                del self.pending[conn]  # (memory stays flat over many connections)
             if got is None:  # its request is in another part (spark-decode cuts a heavy connection)
                 o = self.orphans.get(conn)
                 if o is None:

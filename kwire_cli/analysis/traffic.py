@@ -13,6 +13,10 @@ from kwire_cli.analysis.dist import Dist
 from kwire_cli.analysis.names import endpoints, topic_name
 
 MAX_NAMES = 1000  # topics, groups or transactional ids kept per connection and client id
+MAX_CONNECTIONS = 2000  # connections listed (the first by position); later ones are counted together
+MAX_LATENCY_KEYS = 5000  # (API, version, broker, client id) keys; past them client ids are "(other)"
+OTHER = "(other connections)"
+OVERFLOW = (None, OTHER, OTHER)
 
 
 class Conn:
@@ -113,6 +117,9 @@ class Traffic:
         ck = (r.get("file"), client, broker)
         c = self.conns.get(ck)
         ts = r.get("ts") or 0.0
+        if c is None and len(self.conns) >= MAX_CONNECTIONS:  # memory stays flat over many connections
+            ck = OVERFLOW
+            c = self.conns.get(ck)
         if c is None:
             c = self.conns[ck] = Conn((pos, ts))
         else:
@@ -137,6 +144,9 @@ class Traffic:
             if lat is not None:
                 key = (r.get("api_key"), r.get("api_name") or "?", r.get("api_version"), broker, r.get("client_id"))
                 d = self.lat.get(key)
+                if d is None and len(self.lat) >= MAX_LATENCY_KEYS:
+                    key = key[:4] + ("(other)",)
+                    d = self.lat.get(key)
                 if d is None:
                     d = self.lat[key] = Dist()
                     self.lat_flags[key] = [0, 0]
@@ -167,6 +177,16 @@ class Traffic:
                 self.conns[ck] = c
             else:
                 m.merge(c)
+        listed = [ck for ck in self.conns if ck != OVERFLOW]
+        if len(listed) > MAX_CONNECTIONS:  # the first by position stay listed, as one part would list them
+            listed.sort(key=lambda ck: self.conns[ck].first[0])
+            for ck in listed[MAX_CONNECTIONS:]:
+                c = self.conns.pop(ck)
+                m = self.conns.get(OVERFLOW)
+                if m is None:
+                    self.conns[OVERFLOW] = c
+                else:
+                    m.merge(c)
 
     def latency(self) -> list[dict[str, Any]]:
         out = []
@@ -183,7 +203,7 @@ class Traffic:
         """``principals``: (client, broker) -> the auth section's connection entry; ``tls``:
         "client broker" endpoints -> TLS version."""
         out = []
-        for (file, client, broker), c in sorted(self.conns.items(), key=lambda kv: kv[1].first[0]):
+        for (file, client, broker), c in sorted(self.conns.items(), key=lambda kv: (kv[0] == OVERFLOW, kv[1].first[0])):
             a = principals.get((client, broker)) or {}
             out.append({"client": client, "broker": broker, "file": file,
                         "client_ids": sorted(c.client_ids, key=str),
