@@ -60,7 +60,7 @@ class FrameCheck(Protocol):
     def response_prefix(self, prefix: bytes, size: int, api_key: int, api_version: int) -> bool: ...
 
 
-def _plausible_at(buf, i: int, max_frame: int, api_check: ApiCheck | None) -> int:
+def plausible_at(buf, i: int, max_frame: int, api_check: ApiCheck | None) -> int:
     """1: plausible request header at buf[i:], 0: not, -1: cannot tell yet (need more bytes)."""
     n = len(buf)
     if n - i < 14:
@@ -81,7 +81,7 @@ def _plausible_at(buf, i: int, max_frame: int, api_check: ApiCheck | None) -> in
 
 def looks_like_request(data, max_frame: int = DEFAULT_MAX_FRAME, api_check: ApiCheck | None = None) -> bool:
     """True if ``data`` (size prefix included) starts with a plausible Kafka request header."""
-    return _plausible_at(data, 0, max_frame, api_check) == 1
+    return plausible_at(data, 0, max_frame, api_check) == 1
 
 
 def find_request_start(buf, start: int = 0, max_frame: int = DEFAULT_MAX_FRAME,
@@ -100,7 +100,7 @@ def find_request_start(buf, start: int = 0, max_frame: int = DEFAULT_MAX_FRAME,
         if m is None:
             return max(start, n - 13), False
         i = m.start()
-        r = _plausible_at(buf, i, max_frame, api_check)
+        r = plausible_at(buf, i, max_frame, api_check)
         if r == 1:
             return i, True
         if r == -1:
