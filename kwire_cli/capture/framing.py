@@ -31,7 +31,6 @@ from .kafka import (
 from .outbox import Outbox
 
 if TYPE_CHECKING:
-    from .hunt import Hunter
     from .pairing import Pairing
 
 _I32 = struct.Struct(">i").unpack_from
@@ -88,7 +87,7 @@ class Framer:
         self.max_frame = max_frame
         self.check = check
         self.api_check = api_check
-        self.hunter: Hunter | None = None  # with a check (set by the assembler)
+        self.hunter: Any = None  # with a check, a ``hunt.Hunter`` (set by the assembler)
 
     def data(self, conn: Any, d: FrameDir, data: Any, file: str, packet: int | None, ts: float | None) -> None:
         if d.skip:

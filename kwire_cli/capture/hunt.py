@@ -22,7 +22,6 @@ from .outbox import Outbox
 
 if TYPE_CHECKING:
     from .framing import Framer
-    from .tiling import Tiler
 
 _I32 = struct.Struct(">i").unpack_from
 _H16 = struct.Struct(">h").unpack_from
@@ -113,7 +112,7 @@ class Hunter:
         self.max_frame = max_frame
         self.resync_window = resync_window
         self.known_clients = known_clients  # client ids (bytes) of requests seen (pairing fills it)
-        self.tiler: Tiler  # (set by the assembler)
+        self.tiler: Any = None  # a ``tiling.Tiler`` (set by the assembler)
 
     def begin(self, d: FrameDir, file: str, packet: int | None, ts: float | None) -> None:
         """Enter hunting with what ``d.buf`` holds (the bytes of a frame that lost sync)."""

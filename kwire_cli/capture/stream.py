@@ -322,8 +322,6 @@ class StreamAssembler:
         cd.is_request, cd.src, cd.dst = True, cl, br
         bd.is_request, bd.src, bd.dst = False, br, cl
         conn.dirs[1 - b].src, conn.dirs[b].src = cl, br
-        if conn.tls is not None:
-            conn.tls.tls.label = conn.label
         if self.strict and reason in ("syn", "lower-port"):
             conn.kafka = False
             self._box.damage(file, packet, conn, NON_KAFKA, 0,

@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .framing import FrameDir
-from .hunt import drop, mark
+from .hunt import Hunter, drop, mark
 from .kafka import FrameCheck
 from .outbox import Outbox
-
-if TYPE_CHECKING:
-    from .hunt import Hunter
 
 _I32 = struct.Struct(">i").unpack_from
 _I32P = struct.Struct(">i").pack

@@ -10,8 +10,9 @@ its gaps (``gap(conn, d, nbytes, file, packet, ts)``); each stage hands what it 
   assembler's key log: the in-order bytes of each direction are TLS records, their decrypted
   application data is the byte stream the next stage reads. A gap in the records is a hole in the
   plaintext (framing resynchronises); a connection without secrets in the key log is one
-  ``tls-no-key`` damage event (its bytes counted, nothing framed); handshakes, alerts and key
-  updates are ``Note`` events.
+  ``tls-no-key`` ``Note`` (not damage: its records are whole; nothing framed; counted per TLS
+  version and server in ``CaptureStats.tls_not_decrypted``); handshakes, alerts and key updates
+  are ``Note`` events.
 * ``SaslTokens``: KIP-43 legacy SASL. After a SaslHandshake v0 answer without error, the client
   and the broker exchange raw size-prefixed tokens, not Kafka frames: as many each way as the
   mechanism's rounds (PLAIN and OAUTHBEARER 1, SCRAM 2; a PLAIN broker's token is empty: size 0).
@@ -23,10 +24,10 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from kwire_cli.tls import ALERT, HANDSHAKE, KEY_UPDATE, Plaintext, TlsConnection, TlsEvent
+from kwire_cli.tls import ALERT, HANDSHAKE, KEY_UPDATE, NO_KEY, Plaintext, TlsConnection, TlsEvent
 from kwire_cli.tls import GAP as TLS_GAP
 
-from .events import TLS_PREFIX, KafkaFrame, Note
+from .events import TLS_NO_KEY, TLS_PREFIX, KafkaFrame, Note, endpoint
 from .outbox import Outbox
 
 _I32 = struct.Struct(">i").unpack_from
@@ -81,6 +82,13 @@ class TlsStage:
             out.append(Note(file, packet, conn.label, "tls", ev.message, ts))
         elif kind in (ALERT, KEY_UPDATE):
             out.append(Note(file, packet, conn.label, "tls-" + kind, ev.message, ts))
+        elif kind == NO_KEY:
+            # not damage: the records are whole, there is no key for them (said once per server)
+            ver = ev.handshake.version.replace("v", " ") if ev.handshake is not None else "TLS"
+            server = endpoint(*conn.ends[conn.broker]) if conn.broker is not None else conn.label
+            key = f"{ver} on {server}"
+            st.tls_not_decrypted[key] = st.tls_not_decrypted.get(key, 0) + 1
+            out.append(Note(file, packet, conn.label, TLS_NO_KEY, ev.message, ts))
         elif kind != TLS_GAP:  # (a TCP gap is reported as such already)
             self.box.damage(file, packet, conn, TLS_PREFIX + kind, ev.nbytes, ev.message, ts)
         if ev.breaks_stream and ev.direction is not None:
