@@ -11,6 +11,8 @@ and runs the second layer per group on executors):
   idle_timeout=1800, stats=None, api_check=None, strict=False, check=None, resync_window=1 MiB)``:
   ``feed(packet) -> events`` then ``finish() -> events``, or ``process(packets)`` -> iterator of
   ``KafkaFrame`` and ``Damage``. Group packets with ``conn_key(packet)``; keep each group in capture order.
+  ``build_assembler(...)`` (``pipeline``) makes the one every reader of captures uses: the codec's
+  check, the key log.
 
 ``iter_capture(source, *, file_label=None, broker_ports=None, max_frame=..., stats=None,
 report_skipped=False, check=CODEC, failures=None, **assembler_options)`` chains the two for one
@@ -35,6 +37,7 @@ from kwire_cli.errors import CaptureError
 from .events import CaptureStats, Damage, KafkaFrame, Packet, conn_key, endpoint
 from .kafka import DEFAULT_MAX_FRAME, FrameCheck, broker_side, looks_like_request, produce_acks, request_prefix
 from .merge import merged_packets
+from .pipeline import CODEC, build_assembler
 from .reader import iter_packets, iter_records
 from .stream import Connection, StreamAssembler
 
@@ -42,11 +45,8 @@ __all__ = [
     "CaptureError", "CaptureStats", "Damage", "KafkaFrame", "Packet", "conn_key", "endpoint",
     "DEFAULT_MAX_FRAME", "broker_side", "looks_like_request", "produce_acks", "request_prefix",
     "iter_packets", "iter_records", "iter_capture", "merged_packets", "Connection",
-    "StreamAssembler", "FrameCheck", "CODEC",
+    "StreamAssembler", "FrameCheck", "CODEC", "build_assembler",
 ]
-
-
-CODEC = "codec"  # iter_capture's default check: confirm resynchronisation with the codec
 
 
 def iter_capture(source, *, file_label: str | None = None, broker_ports: Iterable[int] | None = None,
@@ -73,14 +73,9 @@ def iter_capture(source, *, file_label: str | None = None, broker_ports: Iterabl
     """
     if stats is None:
         stats = CaptureStats()
-    if check == CODEC:
-        from .check import CodecCheck
-        check = CodecCheck()
-    if keylog is None:
-        from kwire_cli.tls import KeyLog
-        keylog = KeyLog()
-    asm = StreamAssembler(broker_ports=broker_ports, max_frame=max_frame, stats=stats,
-                          check=check, keylog=keylog, **assembler_options)  # type: ignore[arg-type]
+    asm = build_assembler(broker_ports=broker_ports, max_frame=max_frame, stats=stats, check=check,
+                          keylog=keylog, **assembler_options)
+    keylog = asm.keylog
     if isinstance(source, (list, tuple)):
         if len(source) == 1 and file_label is not None and not isinstance(source[0], tuple):
             source = [(source[0], file_label)]

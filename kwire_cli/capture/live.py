@@ -40,8 +40,8 @@ from kwire_cli.errors import CaptureError, KwireError
 from .events import CaptureStats, Damage, KafkaFrame, Note, Packet
 from .inputs import files_under, rotation_key
 from .kafka import DEFAULT_MAX_FRAME
+from .pipeline import CODEC, build_assembler
 from .reader import iter_packets
-from .stream import StreamAssembler
 
 #: how long a followed file's end is waited at before it is read again (seconds)
 POLL = 0.05
@@ -310,7 +310,7 @@ def _produce(live: LiveInput, q: queue.Queue, stats: CaptureStats, stop: threadi
 
 
 def iter_live(live: LiveInput, *, broker_ports=None, max_frame: int = DEFAULT_MAX_FRAME,
-              stats: CaptureStats | None = None, check: Any = "codec", keylog: Any = None,
+              stats: CaptureStats | None = None, check: Any = CODEC, keylog: Any = None,
               request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT, stop: threading.Event | None = None,
               failures: list[str] | None = None, report_skipped: bool = False,
               on_skip: Callable[[str, str], object] | None = None, tick: float = TICK,
@@ -325,14 +325,9 @@ def iter_live(live: LiveInput, *, broker_ports=None, max_frame: int = DEFAULT_MA
         stop = threading.Event()
     if failures is None:
         failures = []
-    if check == "codec":
-        from .check import CodecCheck
-        check = CodecCheck()
-    if keylog is None:
-        from kwire_cli.tls import KeyLog
-        keylog = KeyLog()
-    asm = StreamAssembler(broker_ports=broker_ports, max_frame=max_frame, stats=stats, check=check,
+    asm = build_assembler(broker_ports=broker_ports, max_frame=max_frame, stats=stats, check=check,
                           keylog=keylog, request_timeout=request_timeout, **assembler_options)
+    keylog = asm.keylog
     rstats = CaptureStats()
     q: queue.Queue = queue.Queue(maxsize=8)
     worker = threading.Thread(target=_produce, name="kwire-live-reader", daemon=True,

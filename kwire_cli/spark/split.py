@@ -47,9 +47,9 @@ from collections.abc import Iterator
 from itertools import accumulate
 from typing import Any, cast
 
-from kwire_cli.capture import DEFAULT_MAX_FRAME, CaptureStats, Damage, KafkaFrame, Packet, StreamAssembler
-from kwire_cli.capture.check import CodecCheck
+from kwire_cli.capture import DEFAULT_MAX_FRAME, CaptureStats, Damage, KafkaFrame, Packet
 from kwire_cli.capture.events import Note
+from kwire_cli.capture.pipeline import build_assembler
 from kwire_cli.capture.session import ALWAYS_DECODED, Conversation
 from kwire_cli.capture.stream import SASL_TOKEN
 from kwire_cli.errors import KwireError
@@ -184,8 +184,8 @@ def heavy_items(conn: int, holders: list[int], reports: frozenset, tasks: list, 
                 show_secrets: bool, strict: bool) -> Iterator[tuple]:
     """The sequential part of one heavy connection: (chunk, item, data) in order (items above)."""
     stats = CaptureStats()
-    asm = StreamAssembler(broker_ports=ports or None, stats=stats, max_frame=limits[0] or DEFAULT_MAX_FRAME,
-                          check=CodecCheck(), keylog=keylog)
+    asm = build_assembler(broker_ports=ports or None, stats=stats, max_frame=limits[0] or DEFAULT_MAX_FRAME,
+                          keylog=keylog)
     fresh: list = []
     conv = SequentialConversation(records_mode, on_topic_name=lambda tid, name: fresh.append((tid, name)),
                                   show_secrets=show_secrets, strict=strict)

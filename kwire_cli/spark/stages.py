@@ -41,9 +41,9 @@ import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any, cast
 
-from kwire_cli.capture import DEFAULT_MAX_FRAME, CaptureStats, Damage, KafkaFrame, Packet, StreamAssembler
-from kwire_cli.capture.check import CodecCheck
+from kwire_cli.capture import DEFAULT_MAX_FRAME, CaptureStats, Damage, KafkaFrame, Packet
 from kwire_cli.capture.events import Note
+from kwire_cli.capture.pipeline import CODEC, build_assembler, frame_check
 from kwire_cli.capture.session import Conversation
 from kwire_cli.capture.summary import damage_entry
 from kwire_cli.errors import KwireError
@@ -478,7 +478,7 @@ def _decode(items, labels, fmt, records_mode, acc, ports, names, limits, show_se
     if index is None:
         index = task_index()
     out = TaskRows(labels, fmt, records_mode, names, filter_expr)
-    check = CodecCheck()  # resynchronisation confirmed by the codec, as in kwire pcap
+    check = frame_check(CODEC)  # resynchronisation confirmed by the codec, as in kwire pcap (one for every connection)
     stats = CaptureStats()
     seq = 0
     cur = None
@@ -509,7 +509,7 @@ def _decode(items, labels, fmt, records_mode, acc, ports, names, limits, show_se
                 yield from handle(asm.finish(), END + first)
             cur = conn
             first = pkt[1]
-            asm = StreamAssembler(broker_ports=ports or None, stats=stats,
+            asm = build_assembler(broker_ports=ports or None, stats=stats,
                                   max_frame=limits[0] or DEFAULT_MAX_FRAME, check=check, keylog=keylog)
             out.start(Conversation(records_mode, on_topic_name=out.on_topic_name, show_secrets=show_secrets,
                                    strict=strict))
