@@ -30,6 +30,7 @@ from capture_util import (
     write_pcap,
 )
 from kwire_cli.capture import CaptureError, CaptureStats, Damage, KafkaFrame, Packet, iter_capture, iter_packets
+from kwire_cli.capture.events import Note
 from kwire_cli.errors import KwireError
 
 
@@ -302,21 +303,27 @@ def test_truncated_record_header():
     assert "cut short: 10 of 16 bytes" in evs[-1].detail
 
 
-def test_record_longer_than_snaplen_is_skipped_and_reported():
+def test_record_longer_than_snaplen_is_read_whole_with_one_note():
+    """As Wireshark does: a record longer than the file header's snap length (up to the format's
+    limit) is read whole; the file gets one note."""
     c = Conversation()
     segs = c.handshake()
     big = kafka_request(0, 3, 1, "c", b"\x00\x00\x00\x00\x00\x01" + b"z" * 300)
-    segs += c.send(0, big) + c.send(0, kafka_request(18, 0, 2, "c"))
+    bigger = kafka_request(0, 3, 3, "c", b"\x00\x00\x00\x00\x00\x01" + b"y" * 400)
+    segs += c.send(0, big) + c.send(0, kafka_request(18, 0, 2, "c")) + c.send(0, bigger)
     f = io.BytesIO()
     w = PcapWriter(f, snaplen=200)
     for i, s in enumerate(segs):
         w.write(1_700_000_000 + i, ethernet_frame(s))
-    fr, dmg, st = frames(f.getvalue())
-    over = [d for d in dmg if d.kind == "oversize-record"]
-    assert len(over) == 1 and over[0].packet == 4 and "exceeds the snap length 200" in over[0].detail
-    # the skipped record is a hole in the stream: the next request is found again after it
-    assert [x.correlation_id for x in fr] == [2]
-    assert st.packets == 5
+    st = CaptureStats()
+    evs = list(iter_capture(io.BytesIO(f.getvalue()), stats=st))
+    fr = [e for e in evs if isinstance(e, KafkaFrame)]
+    assert [(x.correlation_id, x.data) for x in fr] == [(1, big[4:]), (2, fr[1].data), (3, bigger[4:])]
+    assert not [e for e in evs if isinstance(e, Damage) and e.kind != "unanswered-request"]
+    notes = [e for e in evs if isinstance(e, Note)]
+    assert len(notes) == 1 and notes[0].kind == "over-snaplen" and notes[0].packet == 4
+    assert "exceeds the file header's snap length 200" in notes[0].detail and "read whole" in notes[0].detail
+    assert st.packets == 6 and st.reconcile()["ok"]
 
 
 def test_snaplen_cut_payload_is_a_gap_not_garbage():
@@ -334,7 +341,9 @@ def test_snaplen_cut_payload_is_a_gap_not_garbage():
     fr, dmg, st = frames(f.getvalue())
     gaps = [d for d in dmg if d.kind == "gap"]
     assert sum(d.bytes for d in gaps) == (len(r1) - (96 - 54))
-    assert [x.correlation_id for x in fr] == [2]
+    # request 1's header was captured: a frame all the same, cut (its first 38 bytes)
+    assert [x.correlation_id for x in fr] == [1, 2]
+    assert fr[0].cut and len(fr[0].data) == 96 - 54 - 4 and fr[0].size == len(r1) - 4 and not fr[1].cut
     assert st.reconcile()["ok"]
 
 
@@ -476,7 +485,7 @@ def test_random_corruption_never_escapes_as_a_python_error():
         evs = _all_events(bytes(data))
         if evs is not None:
             for e in evs:
-                assert isinstance(e, (KafkaFrame, Damage))
+                assert isinstance(e, (KafkaFrame, Damage, Note))
 
 
 def test_truncated_gzip_capture_ends_cleanly():

@@ -383,8 +383,11 @@ def test_snaplen_cut_out_of_order_segment():
     st = CaptureStats()
     evs = list(StreamAssembler(stats=st).process(pk))
     fr = [e for e in evs if isinstance(e, KafkaFrame)]
-    assert [f.correlation_id for f in fr] == [1]
-    assert st.damage_bytes["gap"] == 42 and st.damage_bytes["partial-frame"] == 20
+    # request 2's header was captured: it is a frame all the same, cut (its first 16 bytes)
+    assert [f.correlation_id for f in fr] == [1, 2]
+    assert not fr[0].cut and fr[1].cut and len(fr[1].data) == 16 and fr[1].size == len(REQS[1]) - 4
+    assert st.damage_bytes["gap"] == 42 and "partial-frame" not in st.damage_bytes
+    assert st.cut_frames == 1 and st.cut_bytes == 20
     assert st.reconcile()["ok"]
 
 

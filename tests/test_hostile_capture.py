@@ -17,6 +17,7 @@ import pytest
 from capture_util import Conversation as TcpConv
 from capture_util import PcapWriter, ethernet_frame, write_pcap
 from kwire_cli.capture import CaptureError, CaptureStats, Packet, iter_capture, iter_packets
+from kwire_cli.capture.events import Note
 from kwire_cli.capture.session import Conversation
 from kwire_cli.capture.summary import Summary
 from kwire_cli.codec import encode_request, encode_response
@@ -57,20 +58,21 @@ def _pcap(records: list[tuple[bytes, int | None]], snaplen: int = 65535) -> byte
     return f.getvalue()
 
 
-def test_record_longer_than_the_snap_length_is_an_error_for_that_record_only():
+def test_record_longer_than_the_snap_length_is_read_whole_with_a_note():
     c = TcpConv()
     segs = c.handshake() + _metadata_exchange(c, 1)
     good = [(ethernet_frame(s), None) for s in segs]
-    # a record claiming 70,000 bytes (over the 65,535 snap length) that really carries them
+    # a record claiming 70,000 bytes (over the 65,535 snap length) that really carries them: read
+    # whole (as Wireshark reads it), one note; its bytes are no TCP packet
     bogus = (b"\xab" * 70_000, 70_000)
     segs2 = _metadata_exchange(c, 2)
     data = _pcap(good + [bogus] + [(ethernet_frame(s), None) for s in segs2])
     recs, summary, stats = run(data)
     assert [r["correlation_id"] for r in recs if r["error"] is None] == [1, 1, 2, 2]
-    assert summary["damage"]["oversize-record"] == {"events": 1, "bytes": 70_000}
-    ev = [d for d in summary["damage_events"] if d["kind"] == "oversize-record"][0]
-    assert ev["frame"] == len(good) + 1
-    assert "exceeds the snap length 65535; record skipped" in ev["detail"]
+    assert "oversize-record" not in summary["damage"]
+    notes = [e for e in iter_capture(io.BytesIO(data)) if isinstance(e, Note) and e.kind == "over-snaplen"]
+    assert len(notes) == 1 and notes[0].packet == len(good) + 1
+    assert "exceeds the file header's snap length 65535" in notes[0].detail
     assert stats.packets == len(good) + 1 + len(segs2)
 
 

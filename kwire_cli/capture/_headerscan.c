@@ -186,7 +186,7 @@ static int pcap_walk(scan_t *s, const unsigned char *b, Py_ssize_t pos, Py_ssize
     while (end - pos >= hlen) { /* fewer: the end, or a cut record header (the reader stops) */
         uint32_t caplen = rd32(b + pos + 8, le);
         pos += hlen;
-        if (caplen > limit) { /* over the snap length: skipped (a cut one ends the walk) */
+        if (caplen > limit) { /* over the hard limit: skipped (a cut one ends the walk) */
             pos += (Py_ssize_t)caplen;
             continue;
         }
@@ -236,12 +236,10 @@ static int pcapng_walk(scan_t *s, const unsigned char *b, Py_ssize_t pos, Py_ssi
             if (blen >= 32) {
                 uint32_t ifid = t == 6 ? rd32(b + pos + 8, le) : rd16(b + pos + 8, le);
                 uint32_t caplen = rd32(b + pos + 20, le);
-                if (caplen <= blen - 32 && (Py_ssize_t)ifid < s->nif) {
-                    uint32_t snap = s->if_snap[ifid];
-                    if (t == 2 || !snap || caplen <= snap)
-                        if (packet_key(s, s->if_lt[ifid], b, pos + 28, pos + 28 + (Py_ssize_t)caplen) < 0)
-                            return WALK_ERROR;
-                }
+                /* (a record over its interface's snap length is read whole, as the reader does) */
+                if (caplen <= blen - 32 && (Py_ssize_t)ifid < s->nif)
+                    if (packet_key(s, s->if_lt[ifid], b, pos + 28, pos + 28 + (Py_ssize_t)caplen) < 0)
+                        return WALK_ERROR;
             }
         } else if (t == 3) { /* Simple Packet Block: interface 0 */
             if (s->nif) {
@@ -322,8 +320,8 @@ static PyObject *tcp_connections(PyObject *self, PyObject *args) {
     if (hn >= 4 && pcap_magic(h, &le, &hlen)) {
         if (hn < 24 || (have_hdr && hn != 24))
             goto give_up; /* the reader raises: file header cut short */
-        uint32_t snap = rd32(h + 16, le);
-        uint64_t limit = snap > 0 && snap < hard_limit ? snap : hard_limit;
+        /* a record over the snap length is read whole, as the reader does: only the hard limit */
+        uint64_t limit = hard_limit;
         unsigned lt = rd32(h + 20, le) & 0xFFFF;
         r = pcap_walk(s, b, have_hdr ? start : start + 24, end, le, hlen, limit, lt);
     } else if (hn >= 4 && memcmp(h, SHB, 4) == 0) {

@@ -60,8 +60,11 @@ def endpoint(ip: str, port: int) -> str:
 class KafkaFrame(NamedTuple):
     """One complete Kafka request or response as it crossed the wire (a NamedTuple: cheap, picklable).
 
-    ``data`` is the frame without its 4-byte size prefix (``size == len(data)``). ``packet`` is the
-    number of the packet that completed it, ``start_packet`` of the one that carried its first byte;
+    ``data`` is the frame without its 4-byte size prefix (``size == len(data)``), or, for a frame a
+    gap cut after its header (a snap length, lost packets: ``cut``), the bytes of it captured from
+    its start (``size > len(data)``, ``size`` from its size prefix). ``packet`` is the
+    number of the packet that completed it (a cut frame: the packet where it was cut),
+    ``start_packet`` of the one that carried its first byte;
     ``ts`` is the completing packet's time. For responses ``api_key``/``api_version``/``correlation_id``
     come from the paired request (``None`` when unpaired; ``correlation_id`` is still read from the
     response), ``request_ts``/``request_packet`` tell when that request completed, and ``latency``
@@ -86,6 +89,11 @@ class KafkaFrame(NamedTuple):
     acks: int | None = None  # Produce requests only: the acks value (0 means no response comes)
 
     @property
+    def cut(self) -> bool:
+        """A gap cut the frame: ``data`` holds its first ``len(data)`` bytes only."""
+        return self.size > len(self.data)
+
+    @property
     def latency(self) -> float | None:
         if self.request_ts is None:
             return None
@@ -98,7 +106,8 @@ RESYNC_SKIP = "resync-skip"         # delivered bytes skipped while looking for 
 PARTIAL_FRAME = "partial-frame"     # delivered bytes of a frame a gap cut short (or the stream end)
 OVERSIZE_FRAME = "oversize-frame"   # a size prefix beyond the cap (or not positive): stream lost sync
 TRUNCATED_RECORD = "truncated-record"   # packet record longer than the bytes left: reading stops
-OVERSIZE_RECORD = "oversize-record"     # packet record longer than the snap length: packet skipped
+OVERSIZE_RECORD = "oversize-record"     # packet record longer than the format's limit: packet skipped
+OVER_SNAPLEN = "over-snaplen"           # (a Note) records longer than the snap length, read whole
 CORRUPT_BLOCK = "corrupt-block"         # pcapng block whose lengths (or whose options' lengths) do not add up
 UNSUPPORTED_LINK = "unsupported-link"   # link type this reader does not know (once per interface)
 UNPAIRED_RESPONSE = "unpaired-response"  # a response whose correlation id matches no open request
@@ -178,6 +187,8 @@ class CaptureStats:
     requests: int = 0
     responses: int = 0
     frame_bytes: int = 0        # size prefixes included
+    cut_frames: int = 0         # frames a gap cut after their header, shown with their first bytes
+    cut_bytes: int = 0          # delivered bytes of those frames (size prefixes included)
     paired: int = 0
     acks0_requests: int = 0
     acks0_answered: int = 0     # acks=0 Produce requests a broker answered anyway (paired)
@@ -209,7 +220,8 @@ class CaptureStats:
         payload_side = (self.delivered_bytes + self.duplicate_bytes + self.after_close_bytes
                         + self.non_kafka_bytes + self.pending_bytes)
         skipped = sum(self.damage_bytes.get(k, 0) for k in (RESYNC_SKIP, PARTIAL_FRAME, OVERSIZE_FRAME))
-        delivered_side = self.frame_bytes + skipped + self.buffered_bytes + self.tls_bytes - self.tls_plaintext
+        delivered_side = (self.frame_bytes + self.cut_bytes + skipped + self.buffered_bytes + self.tls_bytes
+                          - self.tls_plaintext)
         return {
             "payload_bytes": self.payload_bytes,
             "payload_accounted": payload_side,

@@ -139,7 +139,8 @@ def packet_at(buf, p: int, layout: Layout, prev_sec: int | None = None,
     """``(length, timestamp seconds)`` when a plausible packet starts at offset ``p`` of ``buf``
     (bytes, or an mmap of the whole file), else None.
 
-    pcap: a packet header whose lengths fit the snap length and the hard limit, whose fraction
+    pcap: a packet header whose lengths fit the hard limit (not the snap length: a record longer
+    than it is read whole, as Wireshark does), whose fraction
     is below one second, and whose time is within ``MAX_TS_STEP`` of ``prev_sec`` (the packet
     before it in a chain) or, for the first of a chain, within a year of ``reference`` (e.g. the
     file's first packet time). pcapng: a known block type whose leading and trailing lengths
@@ -157,8 +158,8 @@ def packet_at(buf, p: int, layout: Layout, prev_sec: int | None = None,
     if p + layout.header_len > len(buf):
         return None
     sec, frac, incl, orig = struct.unpack_from(layout.byte_order + "IIII", buf, p)
-    limit = layout.snaplen if 0 < layout.snaplen < HARD_RECORD_LIMIT else HARD_RECORD_LIMIT
-    if incl > limit or orig < incl or orig > HARD_RECORD_LIMIT:
+    # (a record over the snap length is read whole, as the reader does: only the hard limit)
+    if incl > HARD_RECORD_LIMIT or orig < incl or orig > HARD_RECORD_LIMIT:
         return None
     if frac >= (1_000_000 if layout.ts_unit == 1e-6 else 1_000_000_000):
         return None

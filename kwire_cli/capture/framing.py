@@ -41,7 +41,7 @@ class FrameDir:
     """One direction of a connection: what framing knows of it (and hunting's state)."""
 
     __slots__ = ("buf", "start_packet", "resync", "skip", "skip_acc", "skip_from", "verify", "is_request", "src",
-                 "dst", "need", "marks", "hoff", "scan", "scan_ver", "wait", "divert")
+                 "dst", "need", "marks", "hoff", "scan", "scan_ver", "wait", "divert", "cut")
 
     def __init__(self) -> None:
         self.buf = bytearray()
@@ -62,6 +62,7 @@ class FrameDir:
         self.scan_ver = -1               # the connection's ``opened`` count when ``scan`` was set
         self.wait: list = []             # candidates waiting for their frame: (end, offset, extra)
         self.divert = False              # a stage was put before framing: hand it the bytes after this frame
+        self.cut = False                 # the frame being skipped was cut by a gap and shown all the same
 
     def forget_hunt(self) -> None:
         self.marks = []
@@ -92,11 +93,14 @@ class Framer:
     def data(self, conn: Any, d: FrameDir, data: Any, file: str, packet: int | None, ts: float | None) -> None:
         if d.skip:
             n = len(data)
-            if n <= d.skip:
+            if n < d.skip:
                 d.skip -= n
                 return
             data = data[d.skip:]
             d.skip = 0
+            d.cut = False
+            if not len(data):
+                return
         buf = d.buf
         if not buf and not d.resync and not d.verify:
             # fast path: frames straight out of this segment
@@ -216,8 +220,10 @@ class Framer:
         d.skip_acc = 0
         d.skip_from = None
 
-    def gap(self, conn: Any, d: FrameDir, lost: int, file: str, packet: int | None, ts: float | None) -> None:
-        """A gap of ``lost`` bytes right after what framing has seen."""
+    def gap(self, conn: Any, d: FrameDir, lost: int, file: str, packet: int | None, ts: float | None,
+            snap: bool = False) -> None:
+        """A gap of ``lost`` bytes right after what framing has seen (``snap``: the rest of a packet
+        the snap length cut)."""
         buf = d.buf
         d.need = 0
         st = self.box.stats
@@ -229,18 +235,40 @@ class Framer:
         if d.skip:
             # the gap fell inside the rest of a frame we were skipping: those bytes are gap, not partial
             cut = min(lost, d.skip)
-            st.damage_bytes[PARTIAL_FRAME] = st.damage_bytes.get(PARTIAL_FRAME, 0) - cut
+            if d.cut:
+                st.cut_bytes -= cut
+            else:
+                st.damage_bytes[PARTIAL_FRAME] = st.damage_bytes.get(PARTIAL_FRAME, 0) - cut
             if lost < d.skip:
                 d.skip -= lost
                 return
             over = lost - d.skip
             d.skip = 0
+            d.cut = False
             if over:
                 d.resync = True
             else:
                 d.verify = True
             return
         n = len(buf)
+        if snap and n >= (12 if d.is_request else 8):
+            # the snap length cut the frame after its header (its size, and a request's api key,
+            # version and correlation id; a response's correlation id): a row all the same, cut,
+            # with its first bytes; the sequence numbers tell where it ends
+            size = _I32(buf, 0)[0]
+            remaining = 4 + size - n
+            data = bytes(buf[4:])
+            buf.clear()
+            if lost <= remaining:
+                d.skip = remaining - lost
+                d.cut = d.skip > 0
+                d.verify = True
+                st.cut_bytes += n + d.skip
+            else:
+                st.cut_bytes += n
+                d.resync = True  # the next frame's start is in the gap
+            self.emit(conn, d, data, file, packet, ts, d.start_packet if d.start_packet is not None else packet, size)
+            return
         if n >= 4:
             size = _I32(buf, 0)[0]
             remaining = 4 + size - n
@@ -275,8 +303,12 @@ class Framer:
         st = self.box.stats
         ts = conn.last_ts
         if d.skip:
-            st.damage_bytes[PARTIAL_FRAME] = st.damage_bytes.get(PARTIAL_FRAME, 0) - d.skip
+            if d.cut:
+                st.cut_bytes -= d.skip
+            else:
+                st.damage_bytes[PARTIAL_FRAME] = st.damage_bytes.get(PARTIAL_FRAME, 0) - d.skip
             d.skip = 0
+            d.cut = False
         hunter = self.hunter
         if d.resync and hunter is not None and d.buf:
             hunter.hunt(conn, d, file, last_packet, ts, final=True)

@@ -18,13 +18,13 @@ yields and on their headers, and both are decided by header fields alone.
 
 Exact, by walking what the reader walks (``reader._pcap_records``, ``reader._pcapng_records``,
 ``linklayer.packets``): pcap in both byte orders, micro/nanosecond and Kuznetzov's magic; records
-over the snap length skipped, a cut record ending the walk; pcapng sections of either byte order,
-interfaces (IDB) with their own link types and snap lengths, EPB, SPB and PB, other blocks
-skipped, the reader's stops (impossible or disagreeing block lengths, a cut block) and skips
-(blocks too short, packets of an undescribed interface or over the snap length); every link type
-and IP/TCP case of ``linklayer.packets`` (VLAN tags, SLL/SLL2, raw IP, BSD null/LOOP, IPv4 options,
-fragments, IPv6 extension headers, truncated headers; packets of an unsupported link type give
-no key, as in the reader).
+over the hard limit skipped (over the snap length: read whole, as the reader does), a cut record
+ending the walk; pcapng sections of either byte order, interfaces (IDB) with their own link
+types and snap lengths, EPB, SPB and PB, other blocks skipped, the reader's stops (impossible or
+disagreeing block lengths, a cut block) and skips (blocks too short, packets of an undescribed
+interface); every link type and IP/TCP case of ``linklayer.packets`` (VLAN tags, SLL/SLL2, raw
+IP, BSD null/LOOP, IPv4 options, fragments, IPv6 extension headers, truncated headers; packets of
+an unsupported link type give no key, as in the reader).
 
 None (the caller then runs the full reader: ``spark.reading.range_connections``) for what it
 does not answer exactly:
@@ -113,8 +113,8 @@ def py_tcp_connections(buf, start: int, end: int, header: bytes | None = None) -
             return None  # the reader raises: file header cut short
         if header is not None and len(header) != PCAP_FILE_HEADER:
             return None
-        snaplen, network = struct.unpack_from(pm.byte_order + "II", head, 16)
-        limit = snaplen if 0 < snaplen < HARD_RECORD_LIMIT else HARD_RECORD_LIMIT
+        network = struct.unpack_from(pm.byte_order + "I", head, 20)[0]
+        limit = HARD_RECORD_LIMIT  # (a record over the snap length is read whole, as the reader does)
         pos = start if header is not None else start + PCAP_FILE_HEADER
         _pcap_walk(buf, pos, end, pm.byte_order, pm.header_len, limit, network & 0xFFFF, keys)
         return keys
@@ -132,7 +132,7 @@ def _pcap_walk(buf, pos: int, end: int, bo: str, hlen: int, limit: int, linktype
     while end - pos >= hlen:  # fewer: the end, or a cut record header (the reader stops)
         caplen = caplen_at(buf, pos)[0]
         pos += hlen
-        if caplen > limit:  # over the snap length: skipped (a cut one ends the walk below)
+        if caplen > limit:  # over the hard limit: skipped (a cut one ends the walk below)
             pos += caplen
             continue
         if pos + caplen > end:
@@ -179,9 +179,7 @@ def _pcapng_walk(buf, pos: int, end: int, state: list, keys: dict) -> int:
                     ifid = struct.unpack_from(bo + "H", buf, pos + 8)[0]
                 caplen = u32(buf, pos + 20)[0]
                 if caplen <= blen - 32 and ifid < len(ifaces):
-                    linktype, snaplen = ifaces[ifid]
-                    if t == 2 or not snaplen or caplen <= snaplen:
-                        _packet_key(linktype, buf, pos + 28, pos + 28 + caplen, keys)
+                    _packet_key(ifaces[ifid][0], buf, pos + 28, pos + 28 + caplen, keys)
         elif t == 3:  # Simple Packet Block: interface 0
             if ifaces:
                 linktype, snaplen = ifaces[0]

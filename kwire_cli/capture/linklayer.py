@@ -33,6 +33,7 @@ from .events import (
     UNSUPPORTED_LINK,
     CaptureStats,
     Damage,
+    Note,
     Packet,
 )
 
@@ -81,7 +82,7 @@ def _ntop6(b: bytes) -> str:
 
 
 def packets(records: Iterable, label: str, stats: CaptureStats, report_skipped: bool = False
-            ) -> Iterator[Packet | Damage]:
+            ) -> Iterator[Packet | Damage | Note]:
     """The TCP segments of captured packets, as ``Packet`` tuples, in order.
 
     ``records`` yields ``(number, ts, linktype, buf, start, end)`` (the packet is
@@ -100,7 +101,7 @@ def packets(records: Iterable, label: str, stats: CaptureStats, report_skipped: 
     reason: str | None
     try:
         for rec in records:
-            if rec.__class__ is Damage:
+            if rec.__class__ is Damage or rec.__class__ is Note:
                 if rec.packet is not None and rec.kind in _NUMBERED_DAMAGE:
                     npk += 1
                 yield rec

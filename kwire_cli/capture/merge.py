@@ -21,7 +21,7 @@ from typing import Any
 
 from kwire_cli.errors import CaptureError, KwireError
 
-from .events import CaptureStats, Damage, Packet
+from .events import CaptureStats, Damage, Note, Packet
 from .reader import iter_packets
 
 _NEG = float("-inf")
@@ -54,7 +54,7 @@ def merged_packets(sources: list, stats: CaptureStats, *, report_skipped: bool =
                    failures: list[str] | None = None,
                    wrap: Callable[[Any, str], Any] | None = None,
                    reopenable: Callable[[Any], bool] | None = None,
-                   keylog: Any = None) -> Iterator[Packet | Damage]:
+                   keylog: Any = None) -> Iterator[Packet | Damage | Note]:
     """``Packet``s and file ``Damage`` of ``sources`` (paths or binary file objects, or
     ``(source, label)`` pairs) merged by timestamp.
 

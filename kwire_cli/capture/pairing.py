@@ -51,16 +51,21 @@ class Pairing:
         op[corr] = (ak, av, ts, packet)
 
     def emit(self, conn: Any, d: Any, data: bytes, file: str, packet: int | None, ts: float | None,
-             start_packet: int | None) -> None:
-        """One whole frame of direction ``d`` (without its size prefix)."""
+             start_packet: int | None, size: int = -1) -> None:
+        """One whole frame of direction ``d`` (without its size prefix); with a ``size``, a frame a
+        gap cut (``data``: its first bytes, its header at least), counted in ``stats.cut_frames``."""
         st = self.stats
-        size = len(data)
+        n = len(data)
         st.frames += 1
-        st.frame_bytes += size + 4
+        if size < 0:
+            size = n
+            st.frame_bytes += n + 4
+        else:
+            st.cut_frames += 1
         out = self.box.events
         if d.is_request:
             st.requests += 1
-            if size < 8:
+            if n < 8:
                 out.append(_tnew(KafkaFrame, (file, packet, ts, d.src, d.dst, conn.label, "request", data,
                                               size, None, None, None, None, None, start_packet, None)))
                 self.box.damage(file, packet, conn, UNPARSEABLE, 0,
@@ -94,7 +99,7 @@ class Pairing:
                                           ak, av, corr, None, None, start_packet, acks)))
             return
         st.responses += 1
-        if size < 4:
+        if n < 4:
             out.append(_tnew(KafkaFrame, (file, packet, ts, d.src, d.dst, conn.label, "response", data,
                                           size, None, None, None, None, None, start_packet, None)))
             self.box.damage(file, packet, conn, UNPARSEABLE, 0,
@@ -116,7 +121,7 @@ class Pairing:
         st.paired += 1
         out.append(_tnew(KafkaFrame, (file, packet, ts, d.src, d.dst, conn.label, "response", data, size,
                                       req[0], req[1], corr, req[2], req[3], start_packet, None)))
-        if req[0] == SASL_HANDSHAKE and req[1] == 0 and size >= 6 and _H16(data, 4)[0] == 0:
+        if req[0] == SASL_HANDSHAKE and req[1] == 0 and n >= 6 and _H16(data, 4)[0] == 0:
             rounds = SASL_ROUNDS.get(conn.sasl_mech or "")
             if rounds:
                 self.on_sasl(conn, d, rounds)  # raw tokens follow (KIP-43)

@@ -26,8 +26,10 @@ What it reads
     ``packet_base`` make damage reports name the whole file's packet numbers and offsets.
 
 Damage
-  * a record longer than the snap length is an error for that record (``oversize-record``; the
-    record is skipped without being buffered) and reading goes on;
+  * a record longer than the snap length of its file header (pcap) or interface (pcapng) is read
+    whole, as Wireshark does, with one ``over-snaplen`` note per file; a record longer than
+    ``HARD_RECORD_LIMIT`` (64 MiB, the most a record may hold) is an error for that record
+    (``oversize-record``; the record is skipped without being buffered) and reading goes on;
   * a record longer than the bytes left in the file ends reading cleanly (``truncated-record``,
     with the packet number and the byte offset);
   * a pcapng block whose lengths do not add up ends reading (``corrupt-block``);
@@ -49,7 +51,16 @@ from kwire_cli.errors import CaptureError
 from kwire_cli.tls import DSB_BLOCK_TYPE, KeyLog
 
 from . import linklayer
-from .events import CORRUPT_BLOCK, OVERSIZE_RECORD, TRUNCATED_RECORD, CaptureStats, Damage, Packet
+from .events import (
+    CORRUPT_BLOCK,
+    OVER_SNAPLEN,
+    OVERSIZE_RECORD,
+    TRUNCATED_RECORD,
+    CaptureStats,
+    Damage,
+    Note,
+    Packet,
+)
 from .formats import GZIP_MAGIC, HARD_RECORD_LIMIT, PCAP_FILE_HEADER, PCAP_MAGICS, PCAPNG_BYTE_ORDER, PCAPNG_SHB
 
 CHUNK = 1 << 20
@@ -291,7 +302,8 @@ def _pcap_records(f, magic, label, stats, frame, at):
         raise CaptureError(f"{label}: pcap file header cut short: {4 + len(rest)} of {PCAP_FILE_HEADER} bytes")
     _vmaj, _vmin, _zone, _sigfigs, snaplen, network = struct.unpack(bo + "HHiIII", rest)
     linktype = network & 0xFFFF
-    limit = snaplen if 0 < snaplen < HARD_RECORD_LIMIT else HARD_RECORD_LIMIT
+    limit = HARD_RECORD_LIMIT
+    over = snaplen if 0 < snaplen < HARD_RECORD_LIMIT else limit  # past it: one note, read whole
     rec = struct.Struct(bo + "IIII").unpack_from
     ch = _Chunks(f)
     ch.base = PCAP_FILE_HEADER
@@ -319,12 +331,15 @@ def _pcap_records(f, magic, label, stats, frame, at):
             if skipped < caplen:
                 yield _damage(stats, label, frame, TRUNCATED_RECORD, skipped,
                               f"packet {frame} at offset {off} claims {caplen} bytes "
-                              f"(over the snap length {snaplen}); only {skipped} left in the file")
+                              f"(over the limit of {limit}); only {skipped} left in the file")
                 return
             yield _damage(stats, label, frame, OVERSIZE_RECORD, caplen,
                           f"packet {frame} at offset {off}: captured length {caplen} exceeds "
-                          f"the snap length {limit}; record skipped")
+                          f"{limit} bytes, the most a record may hold; record skipped")
             continue
+        if caplen > over:
+            over = limit
+            yield _over_snaplen(label, frame, caplen, f"the file header's snap length {snaplen}")
         end = pos + hlen + caplen
         if end > len(buf):
             pos = ch.refill(pos, hlen + caplen)
@@ -352,6 +367,7 @@ def _pcapng_records(f, head, label, stats, frame, at, keylog=None):
     drops: dict = {}
     section = 0
     last_ts = 0.0
+    noted = False  # a record over its interface's snap length was noted
     while True:
         if len(buf) - pos < 12:
             pos = ch.refill(pos, 12)
@@ -436,12 +452,9 @@ def _pcapng_records(f, head, label, stats, frame, at, keylog=None):
                 pos += blen
                 continue
             linktype, snaplen, div, tsoff = ifaces[ifid]
-            if snaplen and caplen > snaplen:
-                yield _damage(stats, label, frame, OVERSIZE_RECORD, caplen,
-                              f"packet {frame} at offset {at(boff)}: captured length {caplen} exceeds "
-                              f"interface {ifid}'s snap length {snaplen}; record skipped")
-                pos += blen
-                continue
+            if snaplen and caplen > snaplen and not noted:
+                noted = True
+                yield _over_snaplen(label, frame, caplen, f"interface {ifid}'s snap length {snaplen}")
             last_ts = ((hi << 32) | lo) / div + tsoff
             start = pos + 28
             yield frame, last_ts, linktype, buf, start, start + caplen
@@ -573,6 +586,13 @@ def _option_length_damage(stats, label, what, boff, name, ooff, olen, want):
                    f"{what} at offset {boff}: option {name} at offset {ooff} is {olen} bytes, not {want}; ignored")
 
 
+def _over_snaplen(label: str, frame: int, caplen: int, what: str) -> Note:
+    """The one note of a file whose records may be longer than its snap length."""
+    return Note(label, frame, None, OVER_SNAPLEN,
+                f"packet {frame}: captured length {caplen} exceeds {what}; records longer than the snap "
+                "length are read whole, as Wireshark does", None)
+
+
 def _damage(stats, label, frame, kind, nbytes, detail):
     if stats is not None:
         stats.add_damage(kind, nbytes)
@@ -580,7 +600,7 @@ def _damage(stats, label, frame, kind, nbytes, detail):
 
 
 def iter_packets(path_or_fileobj, file_label: str | None = None, *, stats: CaptureStats | None = None,
-                 report_skipped: bool = False, **where) -> Iterator[Packet | Damage]:
+                 report_skipped: bool = False, **where) -> Iterator[Packet | Damage | Note]:
     """Stream the TCP segments of one capture file as ``Packet`` tuples, in file order.
 
     ``Damage`` events for the file itself (truncated or oversize records, corrupt blocks, an

@@ -76,6 +76,7 @@ class Column:
 DECODE_ERROR = "decode-error"
 INTERNAL_ERROR = "internal-error"        # the codec itself failed (not a KwireError): a kwire bug
 UNPAIRED_RESPONSE = "unpaired-response"  # a response whose request is not in the capture
+CUT_FRAME = "cut-frame"                  # a frame a gap cut after its header: shown, its body not decoded
 
 COLUMNS: tuple[Column, ...] = (
     Column("file", STRING, "the capture file, as named on the command line"),
@@ -102,7 +103,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("error", STRING, "why the frame did not decode, one line; null when it decoded", "note"),
     Column("error_kind", STRING, "the class of that failure, counted in the summary's undecodable_by_reason: "
            "decode-error, unknown-api-key, unknown-version, trailing-bytes, unpaired-response, "
-           "internal-error; null when the frame decoded"),
+           "internal-error, cut-frame (see captured); null when the frame decoded"),
     Column("topic_names", JSON, "topic ids in the body -> the names Metadata-like answers earlier in the "
            "capture gave them (null: not seen)", "note", SOMETIMES),
     Column("embedded", JSON, "the consumer protocol inside JoinGroup/SyncGroup (subscription, assignment)",
@@ -113,6 +114,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("notes", JSON, "what a reader should know about how the frame was read: a KIP-511 fallback answer "
            "read with the v0 layout, a version newer than the specs read with the newest layout (assumed)",
            "note", SOMETIMES),
+    Column("captured", INT64, "a frame a gap cut after its header (a snap length, lost packets): the bytes of "
+           "it captured from its start; the row shows what they hold (API, version, correlation id, client id), "
+           "its body is not decoded (error_kind cut-frame)", presence=SOMETIMES),
     Column("extra", JSON, "spark-decode Parquet only: any other key a row carries, as JSON (none today)",
            presence=SPARK),
 )

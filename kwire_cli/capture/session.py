@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from kwire_cli.capture.events import Damage, KafkaFrame, Note
-from kwire_cli.capture.rows import DECODE_ERROR, INTERNAL_ERROR, UNPAIRED_RESPONSE, new_row
+from kwire_cli.capture.rows import CUT_FRAME, DECODE_ERROR, INTERNAL_ERROR, UNPAIRED_RESPONSE, new_row
 from kwire_cli.capture.stream import SASL_TOKEN
 from kwire_cli.capture.summary import damage_entry, note_entry
 from kwire_cli.codec.embedded import consumer_protocol
@@ -224,6 +224,8 @@ class Conversation:
         rec = _framing_row(f)
         if f.kind == SASL_TOKEN:
             return self._sasl_token(rec, f)
+        if f.size > len(f.data):
+            return self._cut(rec, f)
         if f.api_key is not None:
             try:
                 rec["api_name"] = registry().api(f.api_key).name
@@ -295,6 +297,30 @@ class Conversation:
             embedded = consumer_protocol(name, f.kind, body, ptype)
             if embedded:
                 rec["embedded"] = embedded
+        return rec
+
+    def _cut(self, rec: dict, f: KafkaFrame) -> dict:
+        """A frame a gap cut after its header: what its first bytes say (the request header's API,
+        version, correlation id and client id; a response: its request's), no body."""
+        rec["captured"] = len(f.data)
+        rec["error"] = f"cut: {len(f.data)} of {f.size} bytes captured (a snap length, lost packets); body not decoded"
+        rec["error_kind"] = CUT_FRAME
+        if f.api_key is not None:
+            try:
+                rec["api_name"] = registry().api(f.api_key).name
+            except KwireError:
+                rec["api_name"] = f"UNKNOWN({f.api_key})"
+        if f.kind == "request":
+            try:
+                header = peek_request_header(f.data)
+                rec["header"] = header
+                rec["client_id"] = shown_string(header.get("ClientId"))
+            except KwireError:
+                pass  # (the client id, or the header's tagged fields, were not captured)
+            if f.acks != 0 and rec["correlation_id"] is not None:
+                self.remember_request(f.conn, rec["correlation_id"], rec["client_id"], None)
+        else:
+            rec["client_id"] = self.take_request(f.conn, f.correlation_id)[0]
         return rec
 
     def _sasl_token(self, rec: dict, f: KafkaFrame) -> dict:

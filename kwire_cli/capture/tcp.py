@@ -11,7 +11,9 @@ still fills it), when buffered data exceeds ``max_buffered``, when the connectio
 the end. Bytes a snap length cut off (``Packet.wire_len``) are a gap at once.
 
 In-order bytes and gaps go to the connection's byte-stream stack (``conn.sink``: TLS records,
-KIP-43 tokens, then Kafka framing; ``transforms``, ``framing``) as ``data`` and ``gap`` calls.
+KIP-43 tokens, then Kafka framing; ``transforms``, ``framing``) as ``data`` and ``gap`` calls; a
+gap says whether it is the rest of a packet the snap length cut (framing then still shows the
+frame whose header it has, cut).
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from .outbox import Outbox
 if TYPE_CHECKING:
     from .framing import FrameDir
 
+SNAP_CUT = "cut by the snap length"  # why bytes of a packet are lost: the capture kept its first bytes only
 M32 = 0xFFFFFFFF
 HALF = 0x80000000
 
@@ -99,7 +102,7 @@ class Reassembly:
             if lost_tail and end + lost_tail > nxt:
                 # a snap-length cut segment whose captured part we had: the rest is lost
                 d.last_packet = packet
-                self.lost(conn, d, end + lost_tail - nxt, file, packet, packet, ts, "cut by the snap length")
+                self.lost(conn, d, end + lost_tail - nxt, file, packet, packet, ts, SNAP_CUT)
                 if d.heap:
                     self.drain(conn, d, file, packet, ts)
             return
@@ -115,7 +118,7 @@ class Reassembly:
             st.delivered_bytes += n
             conn.sink.data(conn, d.frames, payload, file, packet, ts)
             if lost_tail:
-                self.lost(conn, d, lost_tail, file, packet, packet, ts, "cut by the snap length")
+                self.lost(conn, d, lost_tail, file, packet, packet, ts, SNAP_CUT)
             if d.heap:
                 self.drain(conn, d, file, packet, ts)
             return
@@ -193,7 +196,7 @@ class Reassembly:
                 cf, ct = (fr, t) if packet is None else (packet, ts)
                 conn.sink.data(conn, d.frames, data, file, cf, ct)
             if lost_tail and e + lost_tail > d.nxt:
-                self.lost(conn, d, e + lost_tail - d.nxt, file, fr, fr, t, "cut by the snap length")
+                self.lost(conn, d, e + lost_tail - d.nxt, file, fr, fr, t, SNAP_CUT)
 
     def acked_hole(self, conn: Any, d: TcpDir, file: str, a: int, ts: float) -> None:
         """The peer acknowledged bytes past a hole (up to offset ``a``): the capture missed them, or
@@ -255,7 +258,7 @@ class Reassembly:
                         f"{lost} bytes lost {where}" + (f" ({why})" if why else "")
                         + f", {d.src or 'stream'} seq {s0}..{s1}", ts)
         d.nxt += lost
-        conn.sink.gap(conn, d.frames, lost, file, after, ts)
+        conn.sink.gap(conn, d.frames, lost, file, after, ts, why == SNAP_CUT)
 
     def close(self, conn: Any, file: str) -> None:
         """The connection closes: every hole left, and bytes never captured at its end, are gaps."""

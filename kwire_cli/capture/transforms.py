@@ -2,7 +2,8 @@
 
 Each connection has a stack of stages (``Connection.stages``, then the framer): reassembly hands
 the in-order bytes of each direction to the first (``data(conn, d, bytes, file, packet, ts)``) and
-its gaps (``gap(conn, d, nbytes, file, packet, ts)``); each stage hands what it makes of them to
+its gaps (``gap(conn, d, nbytes, file, packet, ts, snap)``; ``snap``: the rest of a packet the snap
+length cut); each stage hands what it makes of them to
 ``next``, in the same two calls. ``d`` is the direction's ``framing.FrameDir``.
 
 * ``TlsStage``: a connection whose first bytes are a ClientHello (any port), or TLS records where
@@ -51,7 +52,8 @@ class TlsStage:
         self.stats.tls_bytes += len(data)
         self._items(conn, self.tls.feed(0 if d.is_request else 1, data), file, packet, ts)
 
-    def gap(self, conn: Any, d: Any, lost: int, file: str, packet: int | None, ts: float | None) -> None:
+    def gap(self, conn: Any, d: Any, lost: int, file: str, packet: int | None, ts: float | None,
+            snap: bool = False) -> None:  # noqa: ARG002 (a cut TLS record breaks the plaintext all the same)
         self._items(conn, self.tls.gap(0 if d.is_request else 1, lost), file, packet, ts)
 
     def close(self, conn: Any, file: str) -> None:
@@ -134,12 +136,13 @@ class SaslTokens:
         if not self.left[side]:
             self._done(conn, d, side, file, packet, ts)
 
-    def gap(self, conn: Any, d: Any, lost: int, file: str, packet: int | None, ts: float | None) -> None:
+    def gap(self, conn: Any, d: Any, lost: int, file: str, packet: int | None, ts: float | None,
+            snap: bool = False) -> None:
         side = 0 if d.is_request else 1
         if self.left[side]:  # the tokens of this side cannot be counted any more: framing reads on
             self.left[side] = 0
             self._done(conn, d, side, file, packet, ts)
-        self.next.gap(conn, d, lost, file, packet, ts)
+        self.next.gap(conn, d, lost, file, packet, ts, snap)
 
     def close(self, conn: Any, file: str) -> None:
         """The connection closes: a token cut short is framing's incomplete frame."""

@@ -470,8 +470,12 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
     warning = damage_warning(result, skipped=conv.skipped)
     if warning:
         diagnostic("warning", warning)
+    from kwire_cli.capture.events import OVER_SNAPLEN
     from kwire_cli.capture.summary import tls_not_decrypted_notes
     for note in tls_not_decrypted_notes(stats.tls_not_decrypted, keylog is not None and len(keylog) > 0):
         diagnostic("note", note)
+    for n in conv.notes:  # a file whose records are longer than its snap length (read whole)
+        if n["kind"] == OVER_SNAPLEN:
+            diagnostic("note", escape(f"{n['file']}: {n['detail']}"))
     if failures or (strict and (bad or dmg)):
         sys.exit(1)

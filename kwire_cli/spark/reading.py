@@ -284,7 +284,7 @@ def read_range(plan: FilePlan, file_index: int, rng: tuple[int, int, int] | None
         for item in items:
             if isinstance(item, Packet):
                 yield item._replace(file=file_index)  # type: ignore[arg-type]  # Spark's rows carry the file's rank
-            else:
+            elif isinstance(item, Damage):
                 if header_damage:  # damage of the header context: reported by the file's first range
                     header_damage -= 1
                     stats.damage_count[item.kind] -= 1
