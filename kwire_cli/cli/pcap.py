@@ -209,6 +209,10 @@ def pcap(files: tuple[str, ...], fmt: str, fields: tuple[str, ...], field_layout
     FIFO named explicitly is read as a stream (alone: live, as -). A connection caught mid-stream resynchronises only on
     frames the codec confirms (nothing is made of payload bytes); a segment that arrives after the
     ACK of later bytes still fills its hole (held 0.2 s or 64 packets) instead of being a gap.
+    A capture cut by a snap length (tcpdump -s, editcap -s) still gives a row for every frame whose
+    header was captured: API, version, correlation id, client id, paired with its answer, marked
+    cut (the captured column; error_kind cut-frame; no body). Records longer than the file's snap
+    length are read whole, as Wireshark reads them, with a note.
 
     TLS connections are recognised by their ClientHello on any port and decrypted with the secrets
     of --tls-keylog files and of the pcapng's Decryption Secrets Blocks; connections without their
