@@ -34,7 +34,6 @@ from __future__ import annotations
 from .events import (
     BAD_RECORD,
     DECRYPT_FAILED,
-    GAP,
     HANDSHAKE_ERROR,
     NOT_DECRYPTED,
     RESYNC,
@@ -50,7 +49,7 @@ from .keys import DecryptFailed
 from .recovery import Recovery
 from .side import ENC, FAILED, MAX_RECORD, PLAIN, TYPES, Item, Side, hole
 from .suites import ALERT as CT_ALERT
-from .suites import APPLICATION_DATA, CHANGE_CIPHER_SPEC, CLIENT_HELLO, CONTENT_TYPES, TLS12
+from .suites import APPLICATION_DATA, CHANGE_CIPHER_SPEC, CLIENT_HELLO, TLS12
 from .suites import HANDSHAKE as CT_HANDSHAKE
 
 __all__ = ["MAX_HANDSHAKE", "MAX_RECORD", "TlsConnection", "looks_like_client_hello", "looks_like_tls_record"]
@@ -162,59 +161,8 @@ class TlsConnection:
         """Say that ``nbytes`` of a direction's stream were lost (after what was fed so far)."""
         s = self._side(direction)
         out: list[Item] = []
-        if nbytes <= 0:
-            return out
-        s.c.lost += nbytes
-        where = self._hs.where(s)
-        at = s.pos + len(s.buf)
-        first_seq = s.seq          # the first record the gap touches has this sequence number
-        rec_start = s.pos
-        if s.skip:
-            # already dropping the rest of a damaged record: the gap eats into that first
-            k = min(s.skip, nbytes)
-            s.skip -= k
-            s.pos += k
-            nbytes -= k
-            if not nbytes:
-                hole(s, GAP, "%s: %d bytes lost at offset %d" % (where, k, at), at, k, out)
-                return out
-        if s.scanning:
-            hole(s, GAP, "%s: %d bytes lost at offset %d" % (where, nbytes, at), at, nbytes, out)
-            # bytes buffered before the gap cannot start a record that continues after it
-            s.c.skipped += len(s.buf)
-            s.pos += len(s.buf) + nbytes
-            s.buf = bytearray()
-            s.scan_wait = 0
-            s.scan_lost += nbytes
-            return out
-        buf = s.buf
-        if len(buf) >= 5:
-            total = 5 + (buf[3] << 8 | buf[4])
-            rest = total - len(buf)
-            hole(s, GAP, "%s: %d bytes lost at offset %d, inside the %s record at offset %d"
-                 % (where, nbytes, at, CONTENT_TYPES.get(buf[0], "?"), s.pos), at, nbytes, out)
-            if nbytes <= rest:
-                # the record is damaged, the next one starts right after it: drop what is left
-                s.c.skipped += len(buf)
-                s.skip = rest - nbytes
-                s.pos += total - s.skip
-                s.buf = bytearray()
-                self._lost_record(s)
-                return out
-            s.c.skipped += len(buf)
-            s.pos += total
-            s.buf = bytearray()
-            self._lost_record(s)
-            nbytes -= rest
-        else:
-            hole(s, GAP, "%s: %d bytes lost at offset %d" % (where, nbytes, at), at, nbytes, out)
-            s.c.skipped += len(buf)
-            s.pos += len(buf)
-            s.buf = bytearray()
-        # records of unknown number and size were lost: look for the next header
-        s.pos += nbytes
-        self._recovery.start(s, nbytes, first_seq)
-        s.scan_from = rec_start
+        if nbytes > 0:
+            self._recovery.gap(s, nbytes, out)
         return out
 
     def finish(self) -> list[Item]:
@@ -493,8 +441,3 @@ class TlsConnection:
             s.seq += 1      # the record used a sequence number even if it did not authenticate
         hole(s, DECRYPT_FAILED, "%s: record at offset %d (%d bytes) not decrypted: %s"
              % (self._hs.where(s), start, total, reason), start, total, out)
-
-    def _lost_record(self, s: Side) -> None:
-        """A record of known position was lost in a gap: it had a sequence number."""
-        if s.mode == ENC:
-            s.seq += 1

@@ -12,12 +12,12 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from .events import RESYNC, TlsEvent
+from .events import GAP, RESYNC, TlsEvent
 from .handshake import Handshake
 from .keys import Cbc12, DecryptFailed
-from .side import ENC, FAILED, MAX_RECORD, TYPES, Item, Side
+from .side import ENC, FAILED, MAX_RECORD, TYPES, Item, Side, hole
 from .suites import ALERT as CT_ALERT
-from .suites import APPLICATION_DATA, CHANGE_CIPHER_SPEC
+from .suites import APPLICATION_DATA, CHANGE_CIPHER_SPEC, CONTENT_TYPES
 
 SEQ_WINDOW = 64                   # sequence numbers tried at least after a gap (a quarter after a failed record)
 MAX_TRIALS = 4096                 # ... and at most, for small records
@@ -38,12 +38,73 @@ def _header_pattern(version: int | None) -> re.Pattern[bytes]:
 
 
 
+def _lost_record(s: Side) -> None:
+    """A record of known position was lost in a gap: it had a sequence number."""
+    if s.mode == ENC:
+        s.seq += 1
+
+
 class Recovery:
     """Finds records again for the sides of one connection (``hs``: its handshake, for the
     keys and for naming the connection)."""
 
     def __init__(self, hs: Handshake):
         self.hs = hs
+
+    def gap(self, s: Side, nbytes: int, out: list[Item]) -> None:
+        """``nbytes`` (> 0) of ``s``'s stream were lost after what was fed: the record they cut is
+        dropped, and, unless the next record's start is known, the search for it begins."""
+        s.c.lost += nbytes
+        where = self.hs.where(s)
+        at = s.pos + len(s.buf)
+        first_seq = s.seq          # the first record the gap touches has this sequence number
+        rec_start = s.pos
+        if s.skip:
+            # already dropping the rest of a damaged record: the gap eats into that first
+            k = min(s.skip, nbytes)
+            s.skip -= k
+            s.pos += k
+            nbytes -= k
+            if not nbytes:
+                hole(s, GAP, "%s: %d bytes lost at offset %d" % (where, k, at), at, k, out)
+                return
+        if s.scanning:
+            hole(s, GAP, "%s: %d bytes lost at offset %d" % (where, nbytes, at), at, nbytes, out)
+            # bytes buffered before the gap cannot start a record that continues after it
+            s.c.skipped += len(s.buf)
+            s.pos += len(s.buf) + nbytes
+            s.buf = bytearray()
+            s.scan_wait = 0
+            s.scan_lost += nbytes
+            return
+        buf = s.buf
+        if len(buf) >= 5:
+            total = 5 + (buf[3] << 8 | buf[4])
+            rest = total - len(buf)
+            hole(s, GAP, "%s: %d bytes lost at offset %d, inside the %s record at offset %d"
+                 % (where, nbytes, at, CONTENT_TYPES.get(buf[0], "?"), s.pos), at, nbytes, out)
+            if nbytes <= rest:
+                # the record is damaged, the next one starts right after it: drop what is left
+                s.c.skipped += len(buf)
+                s.skip = rest - nbytes
+                s.pos += total - s.skip
+                s.buf = bytearray()
+                _lost_record(s)
+                return
+            s.c.skipped += len(buf)
+            s.pos += total
+            s.buf = bytearray()
+            _lost_record(s)
+            nbytes -= rest
+        else:
+            hole(s, GAP, "%s: %d bytes lost at offset %d" % (where, nbytes, at), at, nbytes, out)
+            s.c.skipped += len(buf)
+            s.pos += len(buf)
+            s.buf = bytearray()
+        # records of unknown number and size were lost: look for the next header
+        s.pos += nbytes
+        self.start(s, nbytes, first_seq)
+        s.scan_from = rec_start
 
     def start(self, s: Side, lost: int, first_seq: int | None = None) -> None:
         if not s.scanning:
