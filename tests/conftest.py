@@ -73,6 +73,7 @@ SLOW_TESTS = {
         "test_cli_local_session",
         "test_bad_files_are_reported_and_the_rest_completes",
         "test_pcapng_cut_into_ranges",
+        "test_the_quick_start_runs_twice_without_a_warning",
     },
 }
 

@@ -4,6 +4,7 @@ note; a file named on the command line is read (its error is the reader's); a na
 exist is exit code 2 in every command."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -66,7 +67,10 @@ def test_pcap_of_a_directory_skips_what_is_not_a_capture_with_one_note(tmp_path)
 
 @pytest.mark.parametrize("args", [["pcap", "/no/such.pcap"], ["dump-log", "/no/such.log"],
                                   ["decode", "@/no/such.hex"], ["encode", "/no/such.yaml"],
-                                  ["negotiate", "@/no/such.hex"]])
+                                  ["negotiate", "@/no/such.hex"],
+                                  pytest.param(["spark-decode", "/no/such.pcap", "--out", "/no/out"],
+                                               marks=pytest.mark.skipif(importlib.util.find_spec("pyspark") is None,
+                                                                        reason="spark-decode needs PySpark"))])
 def test_a_missing_file_is_exit_code_2_in_every_command(args):
     r = kwire(*args)
     assert r.code == 2 and r.out == "" and r.err.count("\n") == 1 and "/no/such" in r.err, r

@@ -10,6 +10,7 @@ import collections
 import glob
 import json
 import os
+import shlex
 import shutil
 import struct
 import subprocess
@@ -419,6 +420,27 @@ def test_cli_local_session(spark, tmp_path):
     with open(os.path.join(out, "_kwire_result.json")) as f:
         assert json.load(f)["failures"] == [m.split("kwire: error: ", 1)[1] for m in r3.err.splitlines()
                                             if m.startswith("kwire: error: ")]
+
+
+def test_the_quick_start_runs_twice_without_a_warning(tmp_path):
+    """README's quick start, as written (its own --out), twice in a row in a fresh process each: exit 0,
+    the summary, and on stderr none of Spark's start-up chatter (log4j's profile, WARN lines about
+    the host name or native libraries, the default log level) nor a kwire warning: only the JVM's
+    own line about an incubator module, and kwire's last line."""
+    readme = (ROOT / "README.md").read_text()
+    line = next(x for x in readme.splitlines() if "kwire spark-decode fixtures/captures/" in x)
+    args = shlex.split(line.split("&&", 1)[1].strip().replace("/tmp/kwire-out", str(tmp_path / "kwire-out")))
+    assert args[0] == "kwire" and "--overwrite" in args
+    files = glob.glob(str(ROOT / "fixtures" / "captures" / "*.pcap"))
+    argv = [sys.executable, "-m", "kwire_cli", *[a for a in args[1:] if "*" not in a]]
+    argv[4:4] = files
+    for _ in range(2):
+        r = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=600,
+                           env=dict(os.environ, KWIRE_NO_PROGRESS="1"))
+        assert r.returncode == 0, r.stderr[-2000:]
+        err = [x for x in r.stderr.splitlines() if not x.startswith("WARNING: Using incubator modules")]
+        assert len(err) == 1 and err[0].startswith("kwire spark-decode: files 11,"), r.stderr
+        assert "frames 447" in err[0] and "failed files 0" in err[0]
 
 
 def test_missing_input_is_one_line_error(spark, tmp_path):

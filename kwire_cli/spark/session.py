@@ -37,6 +37,10 @@ DRIVER_MEMORY = "2g"  # local mode runs the executors in the driver JVM
 # 19.8 -> 12.7 s; 2.3 GB, 2 cores: 48.7 -> 40.8 s, two runs each)
 EXECUTOR_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 EXECUTOR_OPTIONS_CONF = "spark.executor.extraJavaOptions"
+#: the driver's logging: errors only (log4j2.properties beside this module)
+_LOG_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
+LOG_OPTION = f'-Dlog4j2.configurationFile="{_LOG_CONFIG}"' if " " in _LOG_CONFIG else \
+    f"-Dlog4j2.configurationFile={_LOG_CONFIG}"
 PROPERTY_KEY = re.compile(r"\s*([^\s=:#!]+)")  # a Java properties file's key (spark-defaults.conf)
 WORKER_PIPE_BUFFER = 1 << 20  # spark.buffer.size: Python workers <-> JVM
 DYNAMIC_ARCHIVE_MAGIC = (0xF00BABA8).to_bytes(4, sys.byteorder)  # HotSpot's CDS_DYNAMIC_ARCHIVE_MAGIC
@@ -180,7 +184,7 @@ def get_session(master: str | None = None, conf: Iterable[tuple[str, str]] = (),
         # win (measured on 577 MB: the JVM's CPU 30 s -> 20 s, Spark's start 10.7 s -> 6.0 s); a
         # metaspace that starts large enough for Spark's classes saves four full collections at start
         cds = class_data_options(dict(conf), options)
-        b = b.config("spark.driver.extraJavaOptions", f"{options} {cds}".strip())
+        b = b.config("spark.driver.extraJavaOptions", f"{options} {cds} {LOG_OPTION}".strip())
     if "spark.buffer.size" not in given:
         # the pipe between each Python worker and the JVM: the rows cross it in 1 MiB pieces, not
         # 64 KiB (20 files, 3 paired runs at load 4-6: whole command's CPU 0.84, 0.99, 0.95)
