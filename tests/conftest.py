@@ -6,11 +6,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
-REFERENCE_SPECS = ROOT.parent / "shared" / "kafka-message-specs"
+
+
+def _shared(name: str) -> Path:
+    """A folder of reference data beside the checkout (or beside the folder of worktrees holding it)."""
+    return next((p / "shared" / name for p in (ROOT.parent, ROOT.parent.parent) if (p / "shared" / name).is_dir()),
+                ROOT.parent / "shared" / name)
+
+
+REFERENCE_SPECS = _shared("kafka-message-specs")  # October 2024, between 3.9 and 4.0
+REFERENCE_SPECS_43 = _shared("kafka-message-specs-4.3")  # Kafka 4.3.0
 # Kafka's record specs beside the checkout (or beside the folder of worktrees holding it)
-REFERENCE_RECORD_SPECS = next((p / "shared" / "kafka-record-specs" for p in (ROOT.parent, ROOT.parent.parent)
-                               if (p / "shared" / "kafka-record-specs").is_dir()),
-                              ROOT.parent / "shared" / "kafka-record-specs")
+REFERENCE_RECORD_SPECS = _shared("kafka-record-specs")
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # test helpers (spec_strategies, ...)
 
 

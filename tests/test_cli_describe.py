@@ -6,6 +6,7 @@ import json
 import pytest
 
 from cli_run import ROOT, kwire
+from conftest import REFERENCE_SPECS, REFERENCE_SPECS_43
 from kwire_cli.spec.jsonc import loads_jsonc
 
 SPECS = ROOT / "specs"
@@ -36,8 +37,9 @@ def test_list_has_every_request_spec_with_its_versions():
 
 def test_list_pretty_is_a_table():
     lines = kwire("list").out.splitlines()
-    assert lines[0].split() == ["key", "name", "versions", "flexible"]
-    assert ["3", "Metadata", "0-12", "9+"] in [ln.split() for ln in lines]
+    assert lines[0].split() == ["key", "name", "versions", "flexible", "notes"]
+    assert ["3", "Metadata", "0-13", "9+"] in [ln.split() for ln in lines]
+    assert ["0", "Produce", "0-13", "9+", "v0-2", "removed", "in", "4.0"] in [ln.split() for ln in lines]
 
 
 def test_describe_at_a_version_has_types_nullability_tags_defaults():
@@ -75,8 +77,8 @@ def test_describe_pretty_tree():
 
 @pytest.mark.parametrize("args,code,line", [
     ("describe Nope", 2, "API: unknown API 'Nope' (see `kwire list`)"),
-    ("describe Metadata 13", 2, "VERSION: Metadata has no version 13 (valid: 0-12)"),
-    ("describe 3 -- -1", 2, "VERSION: Metadata has no version -1 (valid: 0-12)"),
+    ("describe Metadata 14", 2, "VERSION: Metadata has no version 14 (valid: 0-13)"),
+    ("describe 3 -- -1", 2, "VERSION: Metadata has no version -1 (valid: 0-13)"),
 ])
 def test_describe_errors(args, code, line):
     r = kwire(args)
@@ -92,7 +94,7 @@ def test_click_usage_errors_exit_2():
 
 
 def test_describe_shows_the_descriptions_a_kafka_checkouts_specs_carry():
-    ref = ROOT.parent / "shared" / "kafka-message-specs"
+    ref = REFERENCE_SPECS
     if not ref.is_dir():
         pytest.skip("../shared/kafka-message-specs is not beside the checkout")
     r = kwire("--specs", str(ref), "describe", "Metadata", "12", "--kind", "request")
@@ -102,3 +104,33 @@ def test_describe_shows_the_descriptions_a_kafka_checkouts_specs_carry():
     assert j["request"]["fields"][0]["about"].startswith("The topics to fetch metadata for")
     # kwire's own specs carry facts only: no descriptions
     assert "—" not in kwire("describe", "Metadata", "12", "--kind", "request").out
+
+
+def test_list_json_gives_every_key_its_full_range_and_what_releases_removed():
+    rows = {r["api_key"]: r for r in kwire("list --format json").json()}
+    assert sorted(rows) == list(range(93))
+    assert (rows[0]["valid_versions"], rows[0]["removed_versions"], rows[0]["removed_in"]) == ("0-13", "0-2", "4.0")
+    assert (rows[1]["min_version"], rows[1]["max_version"]) == (0, 18)
+    assert rows[4]["removed_versions"] == "0-7" and rows[4]["api_name"] == "LeaderAndIsr"
+    assert rows[22]["unstable_versions"] == [6] and rows[22]["removed_versions"] is None
+    assert rows[78]["unstable_versions"] == [0] and rows[78]["removed_in"] == "4.1"
+    assert rows[74]["api_name"] == "ListConfigResources" and rows[74]["former_names"] == ["ListClientMetricsResources"]
+    assert rows[88]["api_name"] == "StreamsGroupHeartbeat" and rows[92]["api_name"] == "DeleteShareGroupOffsets"
+
+
+def test_describe_says_a_version_was_removed_and_takes_a_former_name():
+    j = kwire("describe Produce 2 --kind request --format json").json()
+    assert j["notes"] == "removed in 4.0" and j["request"]["note"] == "removed in 4.0"
+    assert kwire("describe Produce 13 --kind request --format json").json()["notes"] is None
+    assert "(v0-2 removed in 4.0)" in kwire("describe Produce --kind request").out
+    assert "(unstable)" in kwire("describe InitProducerId 6 --kind request").out
+    old = kwire("describe ListClientMetricsResources --format json").json()
+    assert old["api_key"] == 74 and old["api_name"] == "ListConfigResources"
+
+
+def test_specs_dir_replaces_the_bundled_union():
+    if not REFERENCE_SPECS_43.is_dir():
+        pytest.skip("../shared/kafka-message-specs-4.3 is not beside the checkout")
+    r = kwire("--specs", str(REFERENCE_SPECS_43), "describe", "Produce", "2")
+    assert r.code == 2 and "Produce has no version 2 (valid: 3-13)" in r.err
+    assert kwire("describe", "Produce", "2").code == 0  # the bundled union keeps it

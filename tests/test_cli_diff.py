@@ -62,6 +62,8 @@ def test_diff_agrees_with_the_spec_file_for_every_field():
         for f in fields:
             lo = int(f["versions"].split("+")[0].split("-")[0])
             path = prefix + f["name"]
+            if lo > 11:
+                continue  # a later version's (v13's topic ids)
             if lo > 0:
                 out.add(path)
                 continue  # its children come with it
@@ -92,7 +94,7 @@ def test_pretty_diff_is_a_table():
 
 @pytest.mark.parametrize("args,code,line", [
     ("diff Nope 1 2", 2, "API: unknown API 'Nope' (see `kwire list`)"),
-    ("diff Metadata 1 13", 2, "V2: Metadata has no version 13 (valid: 0-12)"),
+    ("diff Metadata 1 14", 2, "V2: Metadata has no version 14 (valid: 0-13)"),
     ("diff Metadata x 2", 2, "V1 must be a version number, got 'x'"),
     ("diff Metadata 1", 2, "expected API V1 V2, got 2 arguments"),
     ("diff Metadata 1 2 --api Metadata", 2, "--api, --version and --request go with --what-if-tagged"),

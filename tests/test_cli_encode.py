@@ -166,7 +166,7 @@ def test_non_finite_floats_round_trip_as_strings(tmp_path):
      "Metadata v1 request: Topics[0].Name: expected a string, got int 5"),
     ("api: Metadata\nversoin: 1\n", 1, "M.yaml: unknown key 'versoin' (expected api, version, kind, header, body)"),
     ("api: Nope\nversion: 1\n", 1, "M.yaml: unknown API 'Nope' (see `kwire list`)"),
-    ("api: Metadata\nversion: 13\n", 1, "M.yaml: Metadata has no version 13 (valid: 0-12)"),
+    ("api: Metadata\nversion: 14\n", 1, "M.yaml: Metadata has no version 14 (valid: 0-13)"),
     ("api: Metadata\n", 1, "M.yaml: no version given (add `version:` or use --version)"),
     ("api: Metadata\nversion: 1\nbody: [1, 2]\n", 1, "M.yaml: body must be a mapping of fields"),
     ("api: Metadata\nversion: 1\nbody: {Topics: [\n", 1, "M.yaml: not valid YAML or JSON at line 4, column 1"),

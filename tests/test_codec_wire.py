@@ -153,9 +153,9 @@ def test_invalid_utf8_negative_length_and_bad_version():
     nonnull = good.replace(b"\x00\x02ab", b"\xff\xffab")
     with pytest.raises(DecodeError, match="not nullable in this version"):
         decode_request(nonnull, size_prefixed=False)
-    with pytest.raises(DecodeError, match=r"Metadata v99 is newer than the specs in use \(Metadata 0-12 in "):
+    with pytest.raises(DecodeError, match=r"Metadata v99 is newer than the specs in use \(Metadata 0-13 in "):
         decode_response(b"\x00\x00\x00\x01", "Metadata", 99)
-    with pytest.raises(DecodeError, match=r"Metadata v-1 is not a valid version \(valid: 0-12; api key 3\)"):
+    with pytest.raises(DecodeError, match=r"Metadata v-1 is not a valid version \(valid: 0-13; api key 3\)"):
         decode_response(b"\x00\x00\x00\x01", "Metadata", -1)
     with pytest.raises(DecodeError, match="unknown API key 999"):
         decode_request(b"\x03\xe7\x00\x00\x00\x00\x00\x01\xff\xff", size_prefixed=False)

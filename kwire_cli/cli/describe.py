@@ -10,7 +10,11 @@ from kwire_cli.cli.options import FORMATS, check_version, complete_api, complete
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="pretty", show_default=True,
               help="Output: a table (pretty), JSON or YAML.")
 def list_apis(fmt):
-    """List every API: key, name, valid versions, flexible versions.
+    """List every API: key, name, valid versions, flexible versions, and notes.
+
+    The versions are every version any Kafka release shipped; the notes say which were removed and
+    in which release ("v0-2 removed in 4.0": older clients and brokers still send them), which
+    are unstable (not enabled by default), and an API's former name.
 
     \b
     Examples:
@@ -22,17 +26,22 @@ def list_apis(fmt):
     for key, api in sorted(registry().apis.items()):
         vv, fv = api.request.valid_versions, api.request.flexible_versions
         first_flex = None if fv.empty or fv.lo > vv.hi else max(fv.lo, vv.lo)
+        req = api.request
         rows.append({"api_key": key, "api_name": api.name, "valid_versions": str(vv), "min_version": vv.lo,
                      "max_version": vv.hi, "flexible_versions": None if first_flex is None else str(fv),
-                     "first_flexible_version": first_flex})
+                     "first_flexible_version": first_flex,
+                     "removed_versions": None if req.removed_versions.empty else str(req.removed_versions),
+                     "removed_in": req.removed_in, "unstable_versions": req.unstable_list(),
+                     "former_names": [n.removesuffix("Request") for n in req.former_names],
+                     "notes": "; ".join(req.lifecycle()) or None})
     if fmt != "pretty":
         emit(rows, fmt)
         return
     from kwire_cli.render.console import print_renderable
     from kwire_cli.render.tables import table
-    print_renderable(table(None, [("key", "right"), "name", "versions", "flexible"],
-                           [(r["api_key"], r["api_name"], r["valid_versions"], r["flexible_versions"] or "none")
-                            for r in rows]))
+    print_renderable(table(None, [("key", "right"), "name", "versions", "flexible", "notes"],
+                           [(r["api_key"], r["api_name"], r["valid_versions"], r["flexible_versions"] or "none",
+                             r["notes"] or "") for r in rows]))
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -47,7 +56,9 @@ def describe(api_name, version, kind, fmt):
 
     API is a name (Metadata, metadata, MetadataRequest) or a key (3). With VERSION, the fields
     at that version with their wire types, nullability, tags and defaults; without, every field
-    with the versions it exists, is nullable and is tagged in.
+    with the versions it exists, is nullable and is tagged in. Versions a Kafka release removed
+    (still sent by older clients and brokers) say which release removed them, and unstable
+    versions say so.
 
     \b
     Examples:
@@ -63,7 +74,8 @@ def describe(api_name, version, kind, fmt):
     if fmt != "pretty":
         from kwire_cli.render.schema import message_json
         out = {"api_key": api.key, "api_name": api.name, "version": version,
-               "valid_versions": str(api.valid_versions), "flexible_versions": str(api.flexible_versions)}
+               "valid_versions": str(api.valid_versions), "flexible_versions": str(api.flexible_versions),
+               "notes": api.request.lifecycle() if version is None else api.request.version_note(version)}
         for k in kinds:
             out[k] = message_json(api, api.spec(k), k, version)
         emit(out, fmt)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from kwire_cli.errors import NegotiationError
+from kwire_cli.negotiation.features import finalized
 from kwire_cli.negotiation.model import BrokerAnswer, Range
 
 Requirement = tuple[int, int, int]  # (api key, min version, max version)
@@ -68,7 +69,8 @@ def negotiate(client_ranges: Mapping[int, Range], brokers: Sequence[BrokerAnswer
     for fname, reqs in (required_features or {}).items():
         features.append(_feature_entry(fname, reqs, names, client_ranges, brokers))
 
-    return {"apis": apis, "features": features, "brokers": [b.to_json() for b in brokers]}
+    answers = [b.to_json() for b in brokers]
+    return {"apis": apis, "features": features, "brokers": answers, "finalized_features": finalized(answers)}
 
 
 def _names(api_names: Mapping[int, str] | None, brokers: Sequence[BrokerAnswer]) -> dict[int, str]:

@@ -125,6 +125,10 @@ def render_table(result: dict, file: IO[str] | None = None, width: int | None = 
                 f"{k} {_r(v)}" for k, v in b["finalized_features"].items()))
         console.print(Text("\n".join(escape(x) for x in lines)))
 
+    if result.get("finalized_features"):
+        console.print(Text("\nFinalized features (what the cluster runs at):\n" + "\n".join(
+            "  " + escape(f["meaning"]) for f in result["finalized_features"])))
+
     apis = result["apis"]
     chosen = sum(1 for e in apis if e["chosen"] is not None)
     summary = f"{chosen} of {len(apis)} APIs have a version to use"

@@ -46,9 +46,11 @@ def message_json(api, spec: MessageSpec, kind: str, version: int | None) -> dict
         hv = request_header_version if kind == "request" else response_header_version
         out["flexible"] = spec.flexible(version)
         out["header_version"] = hv(api, version)
+        out["note"] = spec.version_note(version)
     else:
         out["valid_versions"] = str(spec.valid_versions)
         out["flexible_versions"] = str(spec.flexible_versions)
+        out["notes"] = spec.lifecycle()
     out["fields"] = struct_json(spec.struct, version, spec.flexible(version) if version is not None else None)
     return out
 
@@ -102,10 +104,15 @@ def message_schema_tree(api, spec: MessageSpec, kind: str, version: int | None) 
         flex = spec.flexible(version)
         title = Text(escape(f"{spec.name} v{version}"), style="bold")
         title.append(f"  {'flexible' if flex else 'not flexible'}, header v{hv}", style="dim")
+        note = spec.version_note(version)
+        if note:
+            title.append(f"  ({note})", style="yellow")
     else:
         flex = None
         title = Text(escape(spec.name), style="bold")
         title.append(f"  versions {spec.valid_versions}, flexible {spec.flexible_versions}", style="dim")
+        if spec.lifecycle():
+            title.append(escape(f"  ({'; '.join(spec.lifecycle())})"), style="yellow")
     root = Tree(title)
     add_fields(root, spec.struct, version, flex)
     if not spec.struct.fields or (version is not None and not any(version in f.versions for f in spec.fields)):

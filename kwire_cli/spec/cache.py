@@ -2,8 +2,8 @@
 
 A folder's ``Registry`` is pickled into the user's cache directory (``$XDG_CACHE_HOME/kwire`` or
 ``~/.cache/kwire``, created private, 0700) under a name made from what it depends on: kwire's
-version, Python's, the folder's real path and every ``*.json`` file's name, size and modification
-time. A spec file that changes, a file added or removed, another kwire or Python: another name,
+version, Python's, the folder's real path, every ``*.json`` file's name, size and modification
+time, and those of the model module the pickles are of. A spec file that changes, a file added or removed, another kwire or Python: another name,
 so a stale cache is never read. Unpickling runs code named in the file, so a cache is read only
 from a directory the user owns that nobody else can write, from a file the user owns; anything
 unexpected (a bad file, no home, a read-only disk) falls back to parsing the specs, silently.
@@ -40,6 +40,11 @@ def _key(folder: str) -> str | None:
     except OSError:
         return None
     parts = [__version__, sys.version, os.path.realpath(folder)]
+    try:  # the model the pickles are of (a checkout's model changes without a new version)
+        model = os.stat(os.path.join(os.path.dirname(__file__), "model.py"))
+        parts.append(f"model.py:{model.st_size}:{model.st_mtime_ns}")
+    except OSError:
+        pass
     parts += [f"{name}:{st.st_size}:{st.st_mtime_ns}" for name, st in entries]
     return "\0".join(parts)
 

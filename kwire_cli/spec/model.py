@@ -119,10 +119,49 @@ class MessageSpec:
     source: str = "<spec>"
     latest_version_unstable: bool = False
     deprecated_versions: Versions = NONE
+    # kwire's facts about a union of releases (scripts/spec_union.py): versions a release removed,
+    # which release (e.g. "4.0"), removed versions that were unstable, the message's former names
+    removed_versions: Versions = NONE
+    removed_in: str | None = None
+    unstable_versions: Versions = NONE
+    former_names: tuple[str, ...] = ()
 
     @property
     def fields(self) -> list[FieldSpec]:
         return self.struct.fields
+
+    def unstable(self, v: int) -> bool:
+        """Whether version `v` is one Kafka marks unstable (not enabled by default), now or when it
+        was removed."""
+        return v in self.unstable_versions or (self.latest_version_unstable and v == self.valid_versions.hi)
+
+    def unstable_list(self) -> list[int]:
+        """The versions `unstable` says are unstable."""
+        return [v for v in range(self.valid_versions.lo, self.valid_versions.hi + 1) if self.unstable(v)]
+
+    def lifecycle(self) -> list[str]:
+        """What `kwire list` and `describe` say of the versions: ["v0-2 removed in 4.0", "v6 unstable",
+        "formerly ListClientMetricsResources"] (empty for most APIs)."""
+        out = []
+        unstable = self.unstable_list()
+        if not self.removed_versions.empty:
+            gone = [v for v in unstable if v in self.removed_versions]
+            out.append(f"v{self.removed_versions} removed in {self.removed_in or 'a later release'}"
+                       + (f" (v{'/'.join(map(str, gone))} unstable)" if gone else ""))
+        for v in unstable:
+            if v not in self.removed_versions:
+                out.append(f"v{v} unstable")
+        out.extend(f"formerly {api_name_of(n, self.type)}" for n in self.former_names)
+        return out
+
+    def version_note(self, v: int) -> str | None:
+        """What a reader should know about version `v`: "removed in 4.0", "unstable", or None."""
+        notes = []
+        if v in self.removed_versions:
+            notes.append(f"removed in {self.removed_in}" if self.removed_in else "removed")
+        if self.unstable(v):
+            notes.append("unstable")
+        return ", ".join(notes) or None
 
     @property
     def api_name(self) -> str:
@@ -228,6 +267,14 @@ class _Builder:
         valid = Versions.parse(raw["validVersions"], f"{src}: {name}: validVersions")
         flex = Versions.parse(raw.get("flexibleVersions", "none"), f"{src}: {name}: flexibleVersions")
         deprecated = Versions.parse(raw.get("deprecatedVersions", "none"), f"{src}: {name}: deprecatedVersions")
+        removed = Versions.parse(raw.get("removedVersions", "none"), f"{src}: {name}: removedVersions")
+        unstable = Versions.parse(raw.get("unstableVersions", "none"), f"{src}: {name}: unstableVersions")
+        removed_in = raw.get("removedIn")
+        if removed_in is not None and not isinstance(removed_in, str):
+            raise SpecError(f"{src}: {name}: removedIn must be a release as text (\"4.0\")")
+        former = raw.get("formerNames", [])
+        if not isinstance(former, list) or not all(isinstance(n, str) and _NAME.match(n) for n in former):
+            raise SpecError(f"{src}: {name}: formerNames must be a list of message names")
         for s in raw.get("commonStructs", []) or []:
             sname = s.get("name")
             if not isinstance(sname, str) or not _NAME.match(sname):
@@ -246,7 +293,8 @@ class _Builder:
         return MessageSpec(name=name, type=mtype, api_key=api_key, valid_versions=valid,
                            flexible_versions=flex, struct=root, common_structs=self.common,
                            source=src, latest_version_unstable=bool(raw.get("latestVersionUnstable")),
-                           deprecated_versions=deprecated)
+                           deprecated_versions=deprecated, removed_versions=removed, removed_in=removed_in,
+                           unstable_versions=unstable, former_names=tuple(former))
 
     def fields(self, raws: Any, where: str, flex: Versions) -> list[FieldSpec]:
         if raws is None:

@@ -128,8 +128,19 @@ class Registry:
             if name.endswith(suffix) and name[: -len(suffix)] in self._api_names:
                 name = name[: -len(suffix)]
         if name not in self._api_names:
-            raise KwireError(f"unknown API {key_or_name!r} (see `kwire list`)")
+            former = self._former_name(name)
+            if former is None:
+                raise KwireError(f"unknown API {key_or_name!r} (see `kwire list`)")
+            return former
         return self._api_names[name]
+
+    def _former_name(self, name: str) -> Api | None:
+        """The API that once had this name (ListClientMetricsResources, now ListConfigResources):
+        looked for only when a name is not current, so every other lookup loads no spec."""
+        for a in self.apis.values():
+            if any(api_name_of(n, "request").lower() == name for n in a.request.former_names):
+                return a
+        return None
 
     def api_name(self, key: int) -> str:
         a = self.apis.get(key)
