@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kwire_cli.spec.jsonc import loads_jsonc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from spec_union import RENAMED, check_union, merge_spec, removed_in  # noqa: E402
+from spec_union import RENAMED, check_union, merge_spec, removed_in
 
 # Top-level keys that are facts about the message.
 TOP_KEYS = ("apiKey", "type", "listeners", "name", "validVersions", "flexibleVersions",

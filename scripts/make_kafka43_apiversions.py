@@ -5,7 +5,8 @@ broker gives a client, from Kafka 4.3.0's message specs (every API whose request
 less, as a broker with unstable.api.versions.enable=false does) and the features a 4.3.0 broker
 supports, finalized at their 4.3 defaults.
 
-    python scripts/make_kafka43_apiversions.py ../shared/kafka-message-specs-4.3 fixtures/negotiate/kafka-4.3-apiversions-v4.hex
+    python scripts/make_kafka43_apiversions.py ../shared/kafka-message-specs-4.3 \
+        fixtures/negotiate/kafka-4.3-apiversions-v4.hex
 
 The feature ranges are Kafka 4.3.0's (metadata.version 7 = 3.3-IV3 up to 30 = 4.3-IV0, per Kafka's
 4.3 upgrade notes; the others from its feature classes: kraft.version 0-1, transaction.version 0-2,
@@ -44,7 +45,8 @@ def answer(folder: Path) -> dict:
     return {"ErrorCode": 0, "ApiKeys": keys, "ThrottleTimeMs": 0,
             "SupportedFeatures": [{"Name": n, "MinVersion": lo, "MaxVersion": hi} for n, (lo, hi) in SUPPORTED.items()],
             "FinalizedFeaturesEpoch": 42,
-            "FinalizedFeatures": [{"Name": n, "MaxVersionLevel": lv, "MinVersionLevel": lv} for n, lv in FINALIZED.items()],
+            "FinalizedFeatures": [{"Name": n, "MaxVersionLevel": lv, "MinVersionLevel": lv}
+                                  for n, lv in FINALIZED.items()],
             "ZkMigrationReady": False}
 
 

@@ -144,7 +144,8 @@ def merge_spec(new: Raw | None, old: Raw | None, removed_release: str | None) ->
         structs = []
         for s in new.get("commonStructs", []):
             m = dict(s)
-            m["fields"] = merge_fields(s["fields"], structs_old.pop(s["name"], {}).get("fields", []), new_valid, removed)
+            older = structs_old.pop(s["name"], {}).get("fields", [])
+            m["fields"] = merge_fields(s["fields"], older, new_valid, removed)
             structs.append(m)
         for s in old.get("commonStructs", []):
             if s["name"] in structs_old:

@@ -39,7 +39,7 @@ def _shape(spec, v):
                 continue
             out.append((prefix + f["name"], f["type"], in_range(f.get("nullableVersions"), v),
                         f.get("tag") if s.tagged(f) else None))
-            if not f["type"].removeprefix("[]") in ("bool", "int8", "int16", "uint16", "int32", "uint32", "int64",
+            if f["type"].removeprefix("[]") not in ("bool", "int8", "int16", "uint16", "int32", "uint32", "int64",
                                                     "float64", "string", "uuid", "bytes", "records"):
                 out += walk(s.sub_fields(f), prefix + f["name"] + ".")
         return out

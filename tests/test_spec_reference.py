@@ -13,7 +13,7 @@ from kwire_cli.spec import build_message_spec
 from kwire_cli.spec.jsonc import loads_jsonc
 
 sys.path.insert(0, str(ROOT / "scripts"))
-from spec_union import RENAMED, layout  # noqa: E402
+from spec_union import RENAMED, layout
 
 pytestmark = pytest.mark.skipif(not (REFERENCE_SPECS.is_dir() and REFERENCE_SPECS_43.is_dir()),
                                 reason="reference specs not present")

@@ -3,10 +3,11 @@
 A folder's ``Registry`` is pickled into the user's cache directory (``$XDG_CACHE_HOME/kwire`` or
 ``~/.cache/kwire``, created private, 0700) under a name made from what it depends on: kwire's
 version, Python's, the folder's real path, every ``*.json`` file's name, size and modification
-time, and those of the model module the pickles are of. A spec file that changes, a file added or removed, another kwire or Python: another name,
-so a stale cache is never read. Unpickling runs code named in the file, so a cache is read only
-from a directory the user owns that nobody else can write, from a file the user owns; anything
-unexpected (a bad file, no home, a read-only disk) falls back to parsing the specs, silently.
+time, and those of the model module the pickles are of. A spec file that changes, a file added or
+removed, another kwire or Python: another name, so a stale cache is never read. Unpickling runs
+code named in the file, so a cache is read only from a directory the user owns that nobody else
+can write, from a file the user owns; anything unexpected (a bad file, no home, a read-only
+disk) falls back to parsing the specs, silently.
 ``KWIRE_NO_SPEC_CACHE=1`` turns the cache off.
 """
 from __future__ import annotations
