@@ -32,8 +32,8 @@ def test_kip35_example_json():
     r = run(B1, B2, "--require", FEATURES, "--format", "json")
     assert r.exit_code == 0, r.output
     out = json.loads(r.output)
-    assert set(out) == {"apis", "features", "brokers"}
-    assert _api(out, 0) == {"api_key": 0, "api_name": "Produce", "client": [0, 11],
+    assert set(out) == {"apis", "features", "brokers", "finalized_features"}
+    assert _api(out, 0) == {"api_key": 0, "api_name": "Produce", "client": [0, 13],
                             "brokers": {"B1": [0, 3], "B2": [1, 2]}, "common": [1, 2], "chosen": 2,
                             "reason": None}
     assert _api(out, 2)["reason"] == "not supported by broker B1"
@@ -47,7 +47,7 @@ def test_kip35_example_table():
     assert r.exit_code == 0, r.output
     lines = r.output.splitlines()
     produce = next(line for line in lines if line.startswith("│ Produce(0)"))
-    assert [c.strip() for c in produce.split("│")[1:-1]] == ["Produce(0)", "0-11", "0-3", "1-2", "1-2",
+    assert [c.strip() for c in produce.split("│")[1:-1]] == ["Produce(0)", "0-13", "0-3", "1-2", "1-2",
                                                               "2", ""]
     f1 = next(line for line in lines if line.startswith("│ Feature1"))
     assert [c.strip() for c in f1.split("│")[1:-1]] == [

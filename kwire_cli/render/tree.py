@@ -17,6 +17,7 @@ from typing import Any
 from kwire_cli.render.plaintree import Label, Node
 from kwire_cli.render.safe import escape, quoted
 from kwire_cli.spec.model import FieldSpec, FieldType, StructSpec
+from kwire_cli.spec.meanings import struct_reading, value_meaning
 
 MAX_BYTES_SHOWN = 64      # bytes of a bytes/records value printed before cutting short
 MAX_INLINE_SCALARS = 16   # arrays of scalars up to this length print on one line
@@ -140,7 +141,7 @@ def add_struct(node: Node, value: dict, struct: StructSpec | None, version: int)
         if f is None:
             add_value(node, key, v)
         else:
-            add_field(node, f, v, version)
+            add_field(node, f, v, version, struct.name if struct is not None else None)
     if unsent:
         node.add(Label(escape(f"(not sent, at their defaults: {', '.join(unsent)})"), style=S_TYPE))
 
@@ -150,13 +151,29 @@ def _is_default(f: FieldSpec, v: Any, version: int) -> bool:
     return v == default_value(f, version)
 
 
-def add_field(node: Node, f: FieldSpec, v: Any, version: int) -> None:
+def _meant(t: Label, within: str | None, name: str, value: Any) -> Label:
+    """A value's label with what the value means in its group protocol ("accept", "join"), if anything."""
+    m = value_meaning(within, name, value)
+    if m is not None:
+        t.append(" " + escape(m), style=S_NOTE)
+    return t
+
+
+def _reading(f: FieldSpec, value: Any) -> Label | None:
+    """A struct value in one line where the group protocols repeat it (a task, an endpoint, acquired
+    records, acknowledgements), or None."""
+    r = struct_reading(f.struct.name if f.struct is not None else None, value)
+    return Label(escape(r), style=S_NOTE) if r is not None else None
+
+
+def add_field(node: Node, f: FieldSpec, v: Any, version: int, within: str | None = None) -> None:
+    """A field's line (and subtree); ``within`` names the struct it is in (what its values mean)."""
     ft = f.type
     typ = type_text(f, version)
     if v is None:
         node.add(_label(f.name, Label("null", style=S_NULL), typ))
     elif ft.kind == "struct" and isinstance(v, dict):
-        add_struct(node.add(_label(f.name, None, typ)), v, f.struct, version)
+        add_struct(node.add(_label(f.name, _reading(f, v), typ)), v, f.struct, version)
     elif ft.kind == "array" and isinstance(v, list):
         el = ft.element
         assert el is not None  # an array type has an element type
@@ -165,20 +182,25 @@ def add_field(node: Node, f: FieldSpec, v: Any, version: int) -> None:
             for i, x in enumerate(v):
                 if i:
                     inner.append(", ")
-                inner.append_text(scalar_text(x, el, f.name))
+                inner.append_text(_meant(scalar_text(x, el, f.name), within, f.name, x))
             inner.append("]")
             node.add(_label(f.name, inner, typ))
             return
         sub = node.add(_label(f.name, Label(f"{len(v)} item" + ("" if len(v) == 1 else "s"), style=S_TYPE), typ))
         for i, x in enumerate(v):
             if el.kind == "struct" and isinstance(x, dict):
-                add_struct(sub.add(Label(f"[{i}]", style=S_NAME)), x, f.struct, version)
+                item = Label(f"[{i}]", style=S_NAME)
+                reading = _reading(f, x)
+                if reading is not None:
+                    item.append("  ")
+                    item.append_text(reading)
+                add_struct(sub.add(item), x, f.struct, version)
             else:
-                sub.add(_label(f"[{i}]", scalar_text(x, el, f.name), None))
+                sub.add(_label(f"[{i}]", _meant(scalar_text(x, el, f.name), within, f.name, x), None))
     elif ft.kind == "records" and isinstance(v, dict):
         add_records(node, f.name, v, typ)
     else:
-        node.add(_label(f.name, scalar_text(v, ft, f.name), typ))
+        node.add(_label(f.name, _meant(scalar_text(v, ft, f.name), within, f.name, v), typ))
 
 
 def add_value(node: Node, name: str, v: Any, typ: str | None = None) -> None:
