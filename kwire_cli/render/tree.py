@@ -16,8 +16,8 @@ from typing import Any
 
 from kwire_cli.render.plaintree import Label, Node
 from kwire_cli.render.safe import escape, quoted
-from kwire_cli.spec.model import FieldSpec, FieldType, StructSpec
 from kwire_cli.spec.meanings import struct_reading, value_meaning
+from kwire_cli.spec.model import FieldSpec, FieldType, StructSpec
 
 MAX_BYTES_SHOWN = 64      # bytes of a bytes/records value printed before cutting short
 MAX_INLINE_SCALARS = 16   # arrays of scalars up to this length print on one line
