@@ -270,35 +270,35 @@ def newer(api: str, version: int, newest: int, header: dict, body: dict, extra: 
     return bytes(data)
 
 
-def test_a_metadata_v13_request_reads_as_an_assumed_version():
-    data = newer("Metadata", 13, 12, {"CorrelationId": 3, "ClientId": "kafka-4.1"},
+def test_a_metadata_v14_request_reads_as_an_assumed_version():
+    data = newer("Metadata", 14, 13, {"CorrelationId": 3, "ClientId": "kafka-4.4"},
                  {"Topics": [{"TopicId": "AAAAAAAAAAAAAAAAAAAAAA", "Name": "t"}], "AllowAutoTopicCreation": False,
                   "IncludeTopicAuthorizedOperations": False})
     m = decode_request(data)
-    assert (m.api_version, m.layout_version) == (13, 12) and m.body["Topics"][0]["Name"] == "t"
-    assert m.notes == ["assumed version: Metadata v13 is newer than the specs in use (newest v12); its bytes read "
-                       "whole with the v12 layout, shown here"]
+    assert (m.api_version, m.layout_version) == (14, 13) and m.body["Topics"][0]["Name"] == "t"
+    assert m.notes == ["assumed version: Metadata v14 is newer than the specs in use (newest v13); its bytes read "
+                       "whole with the v13 layout, shown here"]
     r = kwire("decode", data.hex())
-    assert r.code == 0 and r.out.startswith("Metadata v13 request (read as v12)") and "assumed version" in r.out
+    assert r.code == 0 and r.out.startswith("Metadata v14 request (read as v13)") and "assumed version" in r.out
 
 
 def test_a_newer_version_that_does_not_read_says_which_specs_and_what_to_do():
-    data = newer("Metadata", 13, 12, {"CorrelationId": 3, "ClientId": "c"}, {"Topics": None}, extra=b"\x07\x00")
+    data = newer("Metadata", 14, 13, {"CorrelationId": 3, "ClientId": "c"}, {"Topics": None}, extra=b"\x07\x00")
     with pytest.raises(UnknownVersion) as ei:
         decode_request(data)
     msg = str(ei.value)
-    assert "Metadata v13 is newer than the specs in use (Metadata 0-12 in " in msg
+    assert "Metadata v14 is newer than the specs in use (Metadata 0-13 in " in msg
     assert "--specs DIR reads a newer Kafka checkout's" in msg
     r = kwire("decode", data.hex())
     assert r.code == 1 and "newer than the specs in use" in r.err and len(r.err.splitlines()) == 1
 
 
 def test_pcap_labels_an_assumed_version_and_pairs_its_response(tmp_path):
-    req = newer("Metadata", 13, 12, {"CorrelationId": 9, "ClientId": "kafka-4.1"},
+    req = newer("Metadata", 14, 13, {"CorrelationId": 9, "ClientId": "kafka-4.4"},
                 {"Topics": None, "AllowAutoTopicCreation": False, "IncludeTopicAuthorizedOperations": False})
-    resp = encode_response("Metadata", 12, {"CorrelationId": 9},
+    resp = encode_response("Metadata", 13, {"CorrelationId": 9},
                            {"Brokers": [{"NodeId": 1, "Host": "h", "Port": 9092}], "ControllerId": 1, "Topics": []})
     rs = rows(tmp_path, pcap_of((0, req), (1, resp)))
-    assert [(r["kind"], r["api_version"], r["error"]) for r in rs] == [("request", 13, None), ("response", 13, None)]
-    assert all(r["notes"][0].startswith("assumed version: Metadata v13") for r in rs)
+    assert [(r["kind"], r["api_version"], r["error"]) for r in rs] == [("request", 14, None), ("response", 14, None)]
+    assert all(r["notes"][0].startswith("assumed version: Metadata v14") for r in rs)
     assert rs[1]["body"]["Brokers"][0]["Host"] == "h"
