@@ -80,14 +80,14 @@ def test_unknown_api_key_and_version_are_typed():
     assert ei.value.kind == "unknown-version" and "Metadata v-3 is not a valid version" in str(ei.value)
     # a version newer than the specs whose bytes do not read with the newest layout: typed the same,
     # and the error says which specs are in use and what reads newer ones
-    newer = bytearray(encode_request("Metadata", 12, {"CorrelationId": 1, "ClientId": "c"}, {"Topics": []}))
+    newer = bytearray(encode_request("Metadata", 13, {"CorrelationId": 1, "ClientId": "c"}, {"Topics": []}))
     newer[6:8] = (99).to_bytes(2, "big")
-    newer += b"\x00\x01"  # bytes the v12 layout does not account for
+    newer += b"\x00\x01"  # bytes the v13 layout does not account for
     newer[0:4] = (len(newer) - 4).to_bytes(4, "big")
     with pytest.raises(E.UnknownVersion) as ei:
         decode_request(bytes(newer))
-    assert "Metadata v99 is newer than the specs in use (Metadata 0-12 in " in str(ei.value)
-    assert "does not read with the v12 layout (2 bytes left over at offset" in str(ei.value)
+    assert "Metadata v99 is newer than the specs in use (Metadata 0-13 in " in str(ei.value)
+    assert "does not read with the v13 layout (2 bytes left over at offset" in str(ei.value)
     assert "--specs DIR reads a newer Kafka checkout's" in str(ei.value)
 
 
