@@ -218,8 +218,8 @@ def test_refused_and_unknown_hosts_and_bad_addresses():
 
 def test_client_profiles_by_name_and_their_help_and_completion():
     profiles = client_profiles()
-    assert {"librdkafka", "java", "java-4.1", "java-3.9", "kafka-python", "franz-go", "kafkajs"} <= set(profiles)
-    assert profiles["java"] == profiles["java-4.1"] and profiles["librdkafka"].name == "librdkafka-2.15.yaml"
+    assert {"librdkafka", "java", "java-4.1", "java-4.3", "java-3.9", "kafka-python", "franz-go", "kafkajs"} <= set(profiles)
+    assert profiles["java"] == profiles["java-4.3"] and profiles["librdkafka"].name == "librdkafka-2.15.yaml"
     r = kwire("negotiate", str(FIX / "tansu-apiversions-v4.hex"), "--client", "kafkajs", "--format", "json")
     f = kwire("negotiate", str(FIX / "tansu-apiversions-v4.hex"), "--client", str(profiles["kafkajs"]),
               "--format", "json")
@@ -234,7 +234,7 @@ def test_client_profiles_by_name_and_their_help_and_completion():
 
     from kwire_cli.cli import cli
     got = ShellComplete(cli, {}, "kwire", "_KWIRE_COMPLETE").get_completions(["negotiate", "--client"], "ja")
-    assert [c.value for c in got if c.type == "plain"] == ["java", "java-3.9", "java-4.0", "java-4.1"]
+    assert [c.value for c in got if c.type == "plain"] == ["java", "java-3.9", "java-4.0", "java-4.1", "java-4.3"]
     assert any(c.type == "file" for c in got)
 
 

@@ -300,7 +300,7 @@ def test_every_profile_loads_and_cites_its_source():
     readme = (CLIENTS / "README.md").read_text()
     for f in files:
         head = f.read_text().split("ApiKeys:")[0]
-        assert "Source:" in head and re.search(r"commit [0-9a-f]{40}|PyPI", head), f.name
+        assert "Source:" in head and re.search(r"commit [0-9a-f]{40}|PyPI|release \d+\.\d+\.\d+", head), f.name
         ranges = load_client_file(f)
         assert ranges and all(0 <= lo <= hi for lo, hi in ranges.values()), f.name
         assert 18 in ranges and 0 in ranges and 1 in ranges, f.name
