@@ -144,7 +144,6 @@ def _decode_frames(frames, target, records_mode: str, fmt: str, show_secrets: bo
     inners: dict[int, tuple[int, int] | None] = {}  # Envelope requests: index -> the request they carry
     stats = new_batch_stats()
     failed: list[tuple[int, Any]] = []
-    versions: dict[int, tuple[int, int]] = {}  # requests: index -> (api key, version), for lenient answers
     violations: list[Any] = []
     out = None
     if fmt != "pretty":
@@ -152,12 +151,8 @@ def _decode_frames(frames, target, records_mode: str, fmt: str, show_secrets: bo
         out = std_binary("stdout")
         if fmt == "json":
             out.write(b"[" if n else b"[]\n")
-    for i, d in enumerate(decode_frames(frames, target, records_mode), start=1):
-        if not target.strict:
-            _lenient_frame(d, versions, records_mode)
+    for i, d in enumerate(decode_frames(frames, target, records_mode, lenient=not target.strict), start=1):
         m = d.message
-        if m is not None and m.kind == "request":
-            versions[i - 1] = (m.api_key, m.api_version)
         if m is not None:
             violations += m.violations
             if m.api_key == SASL_HANDSHAKE and m.kind == "request":
@@ -204,33 +199,6 @@ def _decode_frames(frames, target, records_mode: str, fmt: str, show_secrets: bo
     if failed:
         i, d = failed[0]
         raise KwireError(f"{len(failed)} of {n} frames do not decode; frame {i} ({d.frame.where()}): {d.error}")
-
-
-def _lenient_frame(d, versions: dict, records_mode: str) -> None:
-    """A frame that did not decode strictly, read again leniently where it is known what it is (a
-    response paired with its request, or a request whose header read): what it holds, with its
-    violations listed; a frame that even so cannot be read keeps its error."""
-    from kwire_cli.codec.lenient import decode_lenient
-    from kwire_cli.errors import UnknownApiKey, UnknownVersion, Violation
-
-    e = d.error
-    if not isinstance(e, DecodeError) or isinstance(e, (UnknownApiKey, UnknownVersion)):
-        return
-    if isinstance(e, TrailingBytes) and e.decoded is not None:
-        d.message, d.error = e.decoded, None
-        d.message.violations = [*d.message.violations, Violation.of(e)]
-        return
-    try:
-        if d.request is not None and d.request in versions:
-            key, version = versions[d.request]
-            d.message = decode_lenient(d.frame.data, "response", key, version, records=records_mode)
-        elif e.context.endswith(" request"):
-            d.message = decode_lenient(d.frame.data, "request", records=records_mode)
-        else:
-            return
-    except KwireError:
-        return
-    d.error = None
 
 
 def _warn_cut(bodies: list) -> None:

@@ -148,13 +148,26 @@ class Target:
                             decoded=msg) from None
 
 
-def decode_frames(frames: Sequence[Frame], target: Target, records: str | None = None) -> Iterator[Decoded]:
+def decode_frames(frames: Sequence[Frame], target: Target, records: str | None = None, *,
+                  lenient: bool = False) -> Iterator[Decoded]:
     """Several frames decoded one after another (``kwire_cli.inputs.frames.Decoded`` each, the
     error kept with its frame), each yielded as soon as it is decoded (the caller lets it go
     before the next: a frame's tree can be hundreds of MB): as the options say for every frame
     when they say what to decode (--no-header, --kind, --request); else requests as requests and
     responses with the request they answer, or with --api/--version when no request in the input
-    asks for them."""
+    asks for them. ``lenient`` (``kwire decode`` without --strict): a frame that does not decode
+    strictly is read again leniently where it is known what it is (``read_leniently``)."""
+    versions: dict[int, tuple[int, int]] = {}  # requests: index -> (api key, version), for lenient answers
+    for index, d in enumerate(_decoded(frames, target, records)):
+        if lenient:
+            read_leniently(d, versions, records)
+        m = d.message
+        if m is not None and m.kind == "request":
+            versions[index] = (m.api_key, m.api_version)
+        yield d
+
+
+def _decoded(frames: Sequence[Frame], target: Target, records: str | None) -> Iterator[Decoded]:
     if target.no_header or not target.kind_guessed or target.request_msg is not None:
         for f in frames:
             d = Decoded(f)
@@ -165,3 +178,28 @@ def decode_frames(frames: Sequence[Frame], target: Target, records: str | None =
             yield d
         return
     yield from iter_pair_frames(frames, records=records, unpaired=None if target.api is None else target)
+
+
+def read_leniently(d: Decoded, versions: dict[int, tuple[int, int]], records: str | None) -> None:
+    """A frame that did not decode strictly, read again leniently where it is known what it is (a
+    response paired with its request, whose (api key, version) ``versions`` holds by index, or a
+    request whose header read): what it holds, with its violations listed; a frame that even so
+    cannot be read keeps its error."""
+    e = d.error
+    if not isinstance(e, DecodeError) or isinstance(e, (UnknownApiKey, UnknownVersion)):
+        return
+    if isinstance(e, TrailingBytes) and e.decoded is not None:
+        d.message, d.error = e.decoded, None
+        d.message.violations = [*d.message.violations, Violation.of(e)]
+        return
+    try:
+        if d.request is not None and d.request in versions:
+            key, version = versions[d.request]
+            d.message = decode_lenient(d.frame.data, "response", key, version, records=records)
+        elif e.context.endswith(" request"):
+            d.message = decode_lenient(d.frame.data, "request", records=records)
+        else:
+            return
+    except KwireError:
+        return
+    d.error = None
