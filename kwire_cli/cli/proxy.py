@@ -117,7 +117,8 @@ def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, wri
     pcap_file = None
     if write_pcap:
         try:
-            pcap_file = open(write_pcap, "wb")  # noqa: SIM115 (open for the proxy's whole life)
+            from kwire_cli.proxy.pcapout import open_pcap
+            pcap_file = open_pcap(write_pcap)  # (open for the proxy's whole life)
         except OSError as e:
             raise KwireUsageError(f"--write-pcap: cannot write {write_pcap}: {e.strerror}") from None
 

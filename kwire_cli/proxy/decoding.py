@@ -21,6 +21,7 @@ are never pickled nor joined, ``sendmsg`` writes the parts of many frames as one
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import itertools
 import multiprocessing
@@ -127,9 +128,11 @@ def _normal_class(pid: int) -> None:
 
 
 def _child(sock: socket.socket, other: socket.socket, sink: FrameSink) -> None:
-    # Ctrl-C reaches the whole process group: the proxy stops this process after the last frame
-    # (a SIGTERM still ends it, e.g. multiprocessing's own at exit)
+    # Ctrl-C, and a SIGTERM to the process group (timeout, systemd, docker stop), reach this process
+    # too: the proxy stops it after the last frame, with the summary (it ends without the proxy
+    # when its socket closes; at exit the proxy kills it if it is still there)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     other.close()
     idle_priority()
     consume(sock, sink)
@@ -169,12 +172,19 @@ class DecodeChannel:
                                        daemon=True)
             self._worker.start()
             theirs.close()
+            atexit.register(self._abandon)  # before multiprocessing's own: its SIGTERM is ignored
         else:
             self._worker = threading.Thread(target=consume, args=(theirs, self.sink), name="kwire-decode",
                                             daemon=True)
             self._worker.start()
         mine.setblocking(False)
         self.sock = mine
+
+    def _abandon(self) -> None:
+        """At exit: a decoding process still there (the proxy did not close) is killed."""
+        if self._worker is not None and self._worker.is_alive():
+            self._worker.kill()
+            self._worker.join(5)
 
     def put(self, fields: tuple, notes: list[str], frame: bytes | list, length: int | None = None) -> bool:
         """Hand a frame over (its ``frame_fields``): its bytes, or the list of its pieces (bytes-like,

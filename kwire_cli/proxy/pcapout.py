@@ -4,6 +4,7 @@ the payload in segments of at most 65,000 bytes with consistent sequence numbers
 when it closes. `kwire pcap` and tshark read it like a capture of the client's side."""
 from __future__ import annotations
 
+import errno
 import functools
 import importlib
 import ipaddress
@@ -51,6 +52,19 @@ _sum = _load_sum()
 
 def _fold(s: int, nonzero: bool) -> int:
     return 0xFFFF if s == 0 and nonzero else s
+
+
+def open_pcap(path: str) -> BinaryIO:
+    """``--write-pcap``'s file, opened without waiting: a FIFO with no reader is an ``OSError`` now
+    (opening it for writing would wait for a reader before the proxy even listens)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NONBLOCK", 0), 0o644)
+    except OSError as e:
+        if e.errno == errno.ENXIO:
+            raise OSError(e.errno, "a FIFO with no reader (start its reader first)") from None
+        raise
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "wb")
 
 
 class PcapOut:

@@ -20,6 +20,15 @@ _SIZE_CORR = struct.Struct(">ii")
 Action = tuple
 
 
+class RelayError(DecodeError):
+    """Bytes that are not a Kafka frame. ``actions``: what the chunk gave before them (held frames
+    completed, bytes to forward), to act on before the connection ends."""
+
+    def __init__(self, message: str, offset: int, actions: list[Action]) -> None:
+        super().__init__(message, offset)
+        self.actions = actions
+
+
 class FrameRelay:
     def __init__(self, max_frame: int, hold: Callable[[bytes], bool] | None = None, gather: bool = True) -> None:
         """``hold(head)``: given the first 8 bytes of a frame (size, then for an answer its
@@ -35,11 +44,14 @@ class FrameRelay:
         self._left = 0                  # bytes of the current frame still to come
         self._held = False
         self.offset = 0                 # stream offset, for errors
+        self.broken = False             # bytes that are not a Kafka frame came: nothing more is read
 
     def feed(self, chunk: bytes) -> list[Action]:
         """The actions for ``chunk``. ``("bytes", ...)`` and held frames come in stream order; a frame
         that is not held is handed over as it completes, possibly before the ``("bytes", ...)``
         that carries its last bytes (the caller acts on one feed's actions at once)."""
+        if self.broken:
+            raise RelayError("the stream is not framed any more", self.offset, [])
         out: list[Action] = []
         n = len(chunk)
         mv = memoryview(chunk)
@@ -75,9 +87,12 @@ class FrameRelay:
                 i += 8
             size, _ = _SIZE_CORR.unpack_from(head)
             if size < 4 or size > self.max_frame:
-                raise DecodeError(f"frame size {size} at stream offset {self.offset} is not a Kafka frame "
-                                  f"(below 4, or over the cap of {self.max_frame} bytes; --max-frame-size raises it)",
-                                  self.offset)
+                if prefix or fwd < at:  # what came before the bad bytes goes on
+                    out.append(("bytes", prefix + chunk[fwd:at]))
+                self.broken = True
+                raise RelayError(f"frame size {size} at stream offset {self.offset} is not a Kafka frame "
+                                 f"(below 4, or over the cap of {self.max_frame} bytes; --max-frame-size raises it)",
+                                 self.offset, out)
             self._held = bool(self.hold and self.hold(head))
             if self._held:  # what came before it goes out now; the frame waits until it is whole
                 if prefix or fwd < at:
@@ -110,6 +125,13 @@ class FrameRelay:
         self._parts = []
         self._have = 0
         self._held = False
+
+    def tail(self) -> bytes:
+        """At the end of the stream: the bytes taken in and not forwarded (a frame's first bytes, a
+        held frame cut short), to forward as they came; the relay starts afresh."""
+        rest = self._head or (b"".join(self._parts) if self._held else b"")
+        self._head, self._parts, self._have, self._left, self._held = b"", [], 0, 0, False
+        return bytes(rest)
 
     @property
     def pending(self) -> int:

@@ -32,6 +32,7 @@ from typing import Any
 from kwire_cli import wire
 from kwire_cli.codec import decode_response, encode_response
 from kwire_cli.codec.runtime import FMT
+from kwire_cli.errors import KwireError
 from kwire_cli.spec.model import FieldSpec, StructSpec
 from kwire_cli.spec.registry import registry
 
@@ -47,6 +48,18 @@ ADDRESS_APIS: dict[int, int] = {
     79: 0,   # ShareAcknowledge: NodeEndpoints
 }
 API_VERSIONS = 18
+MAX_ADDRESSES = 10_000     # broker addresses in one answer; past it the answer is not forwarded
+MAX_REENCODED = 4 << 20    # bytes of a Metadata or FindCoordinator answer decoded whole when the walk cannot read it
+MAX_API_VERSIONS = 1 << 16  # bytes of an ApiVersions answer read to cap versions (a real one is < 1 KiB)
+
+
+class CannotRewrite(KwireError):
+    """An answer whose broker addresses cannot all be rewritten (too many brokers, no local port left):
+    the proxy does not forward it (clients would connect to the brokers directly, past the proxy)."""
+
+
+def _too_many(n: int) -> CannotRewrite:
+    return CannotRewrite(f"more than {MAX_ADDRESSES:,} broker addresses in one answer ({n:,} so far)")
 
 
 def carries_addresses(api_key: int, version: int) -> bool:
@@ -84,6 +97,8 @@ def _rewrite(node: Any, book: AddressBook, seen: list[tuple[str, int, str, int]]
         return
     host, port = node.get("Host"), node.get("Port")
     if isinstance(host, str) and host and isinstance(port, int) and not isinstance(port, bool) and port > 0:
+        if len(seen) >= MAX_ADDRESSES:
+            raise _too_many(len(seen) + 1)
         lhost, lport = book.local_for(host, port)
         if (lhost, lport) != (host, port):
             node["Host"], node["Port"] = lhost, lport
@@ -103,6 +118,8 @@ def rewrite_response(frame: bytes, api_key: int, version: int, book: AddressBook
     """The answer with its broker addresses replaced (or its ApiVersions capped); None when nothing
     changes (the original bytes are forwarded). ``frame`` includes the size prefix."""
     if api_key == API_VERSIONS:
+        if len(frame) > MAX_API_VERSIONS:  # nothing kwire could cap is worth decoding that much for
+            return None
         return _cap_versions(frame, version)
     if not carries_addresses(api_key, version):
         return None
@@ -110,7 +127,9 @@ def rewrite_response(frame: bytes, api_key: int, version: int, book: AddressBook
         try:
             return splice_addresses(frame, api_key, version, book)
         except NotSpliced:
-            pass
+            if len(frame) > MAX_REENCODED:
+                raise CannotRewrite(f"an answer of {len(frame):,} bytes whose broker addresses cannot be read "
+                                    "without decoding all of it") from None
     return reencode_addresses(frame, api_key, version, book)
 
 
@@ -200,6 +219,7 @@ class _Walk:
         self.pos = 0
         self.splices: list[tuple[int, int, bytes]] = []
         self.seen: list[tuple[str, int, str, int]] = []
+        self.addresses = 0
 
     def need(self, n: int) -> None:
         if n < 0 or self.pos + n > len(self.buf):
@@ -255,6 +275,9 @@ class _Walk:
         if self.flexible and not top:
             self.tags()
         if host is not None and port is not None and host[2] and port[1] > 0:
+            self.addresses += 1
+            if self.addresses > MAX_ADDRESSES:
+                raise _too_many(self.addresses)
             lhost, lport = self.book.local_for(host[2], port[1])
             if (lhost, lport) != (host[2], port[1]):
                 self.seen.append((host[2], port[1], lhost, lport))

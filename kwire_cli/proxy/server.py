@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import socket
 import ssl
 import struct
@@ -31,14 +32,17 @@ from kwire_cli.capture.kafka import produce_acks
 from kwire_cli.errors import KwireError
 from kwire_cli.proxy.decoding import DecodeChannel, FrameSink
 from kwire_cli.proxy.pcapout import PcapConnection, PcapOut
-from kwire_cli.proxy.relay import FrameRelay
-from kwire_cli.proxy.rewrite import AddressBook, may_rewrite, rewrite_response
+from kwire_cli.proxy.relay import FrameRelay, RelayError
+from kwire_cli.proxy.rewrite import AddressBook, CannotRewrite, may_rewrite, rewrite_response
 
 _REQ_HEAD = struct.Struct(">ihhi")  # size, api key, api version, correlation id
 _CORR = struct.Struct(">i")
 WRITE_HIGH = 4 << 20   # a side's write buffer above this pauses reading on the other side
 BACKLOG = 64 << 20     # bytes of frames waiting for the decoding side; past it they are counted, not shown
 CLIENT, BROKER = 0, 1
+MAX_OPEN = 1000        # requests without an answer on a connection: past it, its requests wait (not read)
+MAX_NODE_PORTS = 1000  # local ports bound for brokers, without --node-ports (with it: its range)
+CLOSE = object()       # _response's answer when the connection must end instead (an answer that cannot be rewritten)
 
 
 @dataclass
@@ -117,23 +121,26 @@ class Proxy:
         """A local port for broker host:port, bound now (the answer naming it is forwarded next)."""
         assert self.loop is not None
         lhost = self.config.listen[0]
+        first, last = self.config.node_ports or (self.config.listen[1] + 1,
+                                                  min(65535, self.config.listen[1] + MAX_NODE_PORTS))
+        why = "no port left"
         while True:
             lport = self._next_port
-            if self.config.node_ports and lport > self.config.node_ports[1]:
-                raise KwireError(f"--node-ports {self.config.node_ports[0]}-{self.config.node_ports[1]}: no port "
-                                 f"left for broker {endpoint(host, port)}")
+            if lport > last:
+                raise CannotRewrite(f"{why}: ports {first}-{last} (--node-ports FIRST-LAST) are all taken "
+                                    f"({len(self.book.local)} brokers); broker {endpoint(host, port)} has none")
             self._next_port += 1
             sock = socket.socket(socket.AF_INET6 if ":" in lhost else socket.AF_INET, socket.SOCK_STREAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 sock.bind((lhost, lport))
-            except OSError as e:
+                sock.listen(1024)
+            except OSError as e:  # in use: the next one (said once the range is spent)
                 sock.close()
-                if self.config.node_ports:
-                    continue
-                raise KwireError(f"cannot listen on {endpoint(lhost, lport)} for broker {endpoint(host, port)}: "
-                                 f"{e.strerror} (--node-ports FIRST-LAST gives a range)") from None
-            sock.listen(1024)
+                why = f"{endpoint(lhost, lport)}: {e.strerror or e}"
+                if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    raise CannotRewrite(f"cannot listen for broker {endpoint(host, port)}: {e.strerror or e}") from None
+                continue
             sock.setblocking(False)
             break
         target = (host, port)
@@ -190,12 +197,12 @@ class Proxy:
                 acks = produce_acks(b"".join(pieces)[4:], version)
         if acks != 0:
             pending[corr] = (key, version, ts, n)
-            if len(pending) > 100_000:  # a client that never reads its answers: forget the oldest
+            if len(pending) > 4 * MAX_OPEN:  # (_Conn stops reading past MAX_OPEN; one chunk may hold more)
                 pending.pop(next(iter(pending)))
         self._emit(("proxy", n, ts, src, dst, conn, "request", key, version, corr, None, None, None, acks), [],
                    pieces, length)
 
-    def _response(self, frame: bytes | list, pending: dict, conn: str, src: str, dst: str) -> bytes | None:
+    def _response(self, frame: bytes | list, pending: dict, conn: str, src: str, dst: str) -> bytes | object | None:
         """The answer to forward (rewritten when it names brokers), handed to the decoder as it came.
         ``frame``: its bytes, or its pieces when it was not held (forwarded already: None)."""
         pieces = frame if isinstance(frame, list) else [frame]
@@ -209,9 +216,15 @@ class Proxy:
             frame = b"".join(pieces)
             try:
                 r = rewrite_response(frame, req[0], req[1], self.book)
+            except CannotRewrite as e:  # never forwarded unrewritten: the client would leave the proxy
+                self.on_note(f"{conn}: answer not forwarded, the connection closes: {e}")
+                self._emit(("proxy", n, ts, src, dst, conn, "response", req[0], req[1], corr, req[2], req[3], None,
+                            None), [f"not forwarded (the connection closed): {e}"], pieces, length)
+                return CLOSE
             except KwireError as e:
                 r = None
                 notes.append(f"not rewritten (forwarded as it came): {e}")
+                self.on_note(f"{conn}: an answer to {req[0]} v{req[1]} not rewritten (forwarded as it came): {e}")
             if r is not None:
                 out, notes = r.data, r.changes
                 self.stats.rewritten += 1
@@ -252,7 +265,7 @@ class _End(asyncio.Protocol):
         self.conn.received(self.side, data)
 
     def eof_received(self) -> bool:
-        return False  # the transport closes; connection_lost closes the other side
+        return self.conn.eof(self.side)
 
     def connection_lost(self, exc: Exception | None) -> None:  # noqa: ARG002 (either way the other side closes)
         self.conn.lost(self.side)
@@ -266,13 +279,17 @@ class _End(asyncio.Protocol):
 
 class _Conn:
     """A client connection and its own upstream connection: what one side sends is fed to its relay
-    and written to the other side in the same call."""
+    and written to the other side in the same call. A side that half-closes (sends its last byte
+    and reads on) is half-closed towards the other side too, after what it sent; the connection
+    ends when both have, or when either closes."""
 
     def __init__(self, proxy: Proxy, target: tuple[str, int] | None) -> None:
         self.proxy, self.target = proxy, target
         self.t: list[Any] = [None, None]       # transports: client, broker
         self.open = [False, False]
+        self.ended = [False, False]            # the side sent its end (EOF)
         self.closing = False
+        self.stalls: tuple[set[str], set[str]] = (set(), set())  # why reading a side is paused
         self.pending: dict[int, tuple[int, int, float, int]] = {}  # corr -> (api key, version, ts, frame number)
         # frames that are not held reach the decoding side as their pieces (never joined here)
         self.relays = (FrameRelay(proxy.config.max_frame, gather=False),
@@ -281,6 +298,7 @@ class _Conn:
         self.name = self.client_ep = self.broker_ep = ""
         self.early: list[bytes] | None = []    # what the client sent before its broker side was there
         self.connecting: asyncio.Task | None = None
+        self.told_open = False
 
     def _hold(self, head: bytes) -> bool:
         want = self.pending.get(_CORR.unpack_from(head, 4)[0])
@@ -295,7 +313,7 @@ class _Conn:
         st.connections += 1
         st.open_connections += 1
         self.proxy.conns.add(self)
-        transport.pause_reading()  # until the broker side is there
+        self._pause(CLIENT, "connecting")  # until the broker side is there
         assert self.proxy.loop is not None
         self.connecting = self.proxy.loop.create_task(self._connect())  # referenced: not collected midway
 
@@ -313,8 +331,8 @@ class _Conn:
                 await asyncio.wait_for(px.loop.create_connection(
                     lambda: _End(self, BROKER), host, port, ssl=ctx, server_hostname=host if ctx else None),
                     timeout=15)
-            except (OSError, asyncio.TimeoutError, ssl.SSLError) as e:
-                last = e
+            except Exception as e:  # unreachable, refused, and an address no socket takes (a port over
+                last = e            # 65535, a label over 63 characters, a NUL in the host)
                 continue
             self.client_ep, self.broker_ep = endpoint(*peer), endpoint(host, port)
             self.name = f"{self.client_ep}<->{self.broker_ep}"
@@ -323,14 +341,16 @@ class _Conn:
             early, self.early = self.early or [], None
             for data in early:
                 self.received(CLIENT, data)
+            if self.ended[CLIENT]:
+                self._pass_end(CLIENT)
             if not self.open[CLIENT]:  # the client left meanwhile
                 self.close()
             elif not self.closing:
-                client.resume_reading()
+                self._resume(CLIENT, "connecting")
             return
         px.stats.upstream_failures += 1
         px.on_note(f"{endpoint(*peer)}: no broker answered ({', '.join(endpoint(h, p) for h, p in targets)}): "
-                   f"{last}; closing the client's connection")
+                   f"{type(last).__name__ if last is not None else ''}: {last}; closing the client's connection")
         self.close()
 
     def received(self, side: int, data: bytes) -> None:
@@ -340,8 +360,13 @@ class _Conn:
             self.early.append(data)
             return
         px, pc, other = self.proxy, self.pc, self.t[1 - side]
+        bad: Exception | None = None
         try:
-            for act in self.relays[side].feed(data):
+            try:
+                acts = self.relays[side].feed(data)
+            except RelayError as e:  # not a Kafka stream: what came before it goes on, then the end
+                acts, bad = e.actions, e
+            for act in acts:
                 if act[0] == "bytes":
                     other.write(act[1])
                     if pc:
@@ -350,20 +375,78 @@ class _Conn:
                     px._request(act[1], self.pending, self.name, self.client_ep, self.broker_ep)
                 else:
                     out = px._response(act[1], self.pending, self.name, self.broker_ep, self.client_ep)
-                    if act[2] and out is not None:
+                    if out is CLOSE:
+                        self.close()
+                        return
+                    if act[2] and isinstance(out, bytes):
                         other.write(out)
                         if pc:
                             pc.data(side, out)
-        except Exception as e:  # not a Kafka stream, or a bug: this connection ends, the proxy goes on
-            px.on_note(f"{self.name}: {e}; closing the connection")
+        except Exception as e:  # a bug: this connection ends, the proxy goes on
+            bad = e
+        if bad is not None:
+            px.on_note(f"{self.name}: {bad}; closing the connection")
             self.close()
+            return
+        self._open_requests()
+
+    def _open_requests(self) -> None:
+        """A client with MAX_OPEN requests unanswered is not read until answers come (its memory here
+        stays bounded: a client that sends and never reads waits instead)."""
+        if len(self.pending) >= MAX_OPEN:
+            if not self.told_open:
+                self.told_open = True
+                self.proxy.on_note(f"{self.name}: {len(self.pending)} requests without an answer (at most "
+                                   f"{MAX_OPEN}): its next requests wait until answers come")
+            self._pause(CLIENT, "open")
+        elif "open" in self.stalls[CLIENT]:
+            self._resume(CLIENT, "open")
+
+    def _pause(self, side: int, why: str) -> None:
+        t = self.t[side]
+        if not self.stalls[side]:
+            with contextlib.suppress(Exception):
+                t.pause_reading()
+        self.stalls[side].add(why)
+
+    def _resume(self, side: int, why: str) -> None:
+        st = self.stalls[side]
+        if why in st:
+            st.discard(why)
+            if not st and self.open[side] and not self.closing:
+                with contextlib.suppress(Exception):
+                    self.t[side].resume_reading()
 
     def flow(self, side: int, go: bool) -> None:
         """``side``'s write buffer is full (``go`` False) or drained: pause or resume reading the other."""
+        if self.t[1 - side] is not None and self.open[1 - side]:
+            (self._resume if go else self._pause)(1 - side, "full")
+
+    def eof(self, side: int) -> bool:
+        """``side`` sent its last byte. True: its transport stays open for the answers (a plain TCP
+        side); False: it closes (TLS: no half-close), and so does the connection."""
+        self.ended[side] = True
+        plain = self.t[side].get_extra_info("sslcontext") is None
+        if self.early is None:
+            self._pass_end(side)
+        return plain and not self.closing
+
+    def _pass_end(self, side: int) -> None:
+        """What ``side``'s relay still holds is forwarded as it came, then the other side is half-closed
+        (closed when it cannot be, or when it had ended already)."""
         other = self.t[1 - side]
-        if other is not None and self.open[1 - side]:
-            with contextlib.suppress(Exception):
-                (other.resume_reading if go else other.pause_reading)()
+        if self.closing or other is None:
+            return
+        rest = self.relays[side].tail()
+        if rest:
+            other.write(rest)
+            if self.pc:
+                self.pc.data(side, rest)
+        if self.ended[1 - side] or not other.can_write_eof():
+            self.close()
+            return
+        with contextlib.suppress(Exception):
+            other.write_eof()
 
     def lost(self, side: int) -> None:
         self.open[side] = False
