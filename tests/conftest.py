@@ -59,6 +59,7 @@ SLOW_TESTS = {
         "test_bootstrap_over_tls_and_sasl",
     },
     "test_secrets.py": {"test_spark_decode_of_the_sasl_captures_hides_and_shows_secrets"},
+    "test_dump_log_hostile.py": {"test_a_hostile_log_directory_is_read_in_bounded_time_and_memory"},
     # the proxy in front of a real tansu broker (and stunnel), with real clients
     "test_proxy.py": {
         "test_kafka_python_produces_and_consumes_in_a_group_through_the_proxy",

@@ -363,7 +363,8 @@ def dump_log(files: tuple[str, ...], fmt: str, topic: str | None, verify: bool, 
         use_record_specs(record_specs_dir)
     try:
         record_specs()  # loaded up front: a folder that holds none is one error, not damage per batch
-        targets = log_files(list(files), topic)
+        from kwire_cli.cli.app import note_skipped
+        targets = log_files(list(files), topic, note_skipped)
         with gc_tuned():
             problems = _dump(targets, fmt, verify, offsets, record_type, show_secrets, key, header, max_bytes)
     finally:
@@ -383,8 +384,7 @@ def _open(path: str, progress: Any) -> Any:
 
 def _dump(targets: list[Any], fmt: str, verify: bool, offsets: tuple[int, int] | None, record_type: str | None,
           show_secrets: bool, key: str | None = None, header: str | None = None, max_bytes: int | None = None) -> int:
-    from kwire_cli.logs import iter_segment, read_index, verify_index
-    from kwire_cli.logs.index import segment_map
+    from kwire_cli.logs import IndexCheck, iter_segment, read_index, segment_map
 
     out = _Out(fmt)
     summary = {"files": 0, "batches": 0, "records": 0, "damage": 0, "index_entries": 0, "index_problems": 0,
@@ -461,44 +461,46 @@ def _dump(targets: list[Any], fmt: str, verify: bool, offsets: tuple[int, int] |
                         else:
                             out.entry({**head, "type": "verify", "problem": problem})
                 continue
-            # an index
+            # an index, streamed entry by entry (checked against the segment's map with --verify)
             base = lf.base_offset if lf.base_offset is not None else 0
-            entries = []
+            check = None
             try:
+                if verify:
+                    log = lf.sibling_log
+                    if not os.path.isfile(log):
+                        raise KwireError(f"{lf.path}: --verify needs the segment beside it, {log}, "
+                                         "which does not exist")
+                    with open(log, "rb") as f:
+                        check = IndexCheck(lf.kind, segment_map(f, os.fstat(f.fileno()).st_size))
                 with open(lf.path, "rb") as f:
-                    for item in read_index(f, lf.kind, base):
-                        if isinstance(item, str):
-                            damage_lines.append(f"{lf.path}: {item}")
+                    for ie in read_index(f, lf.kind, base):
+                        if isinstance(ie, str):
+                            damage_lines.append(f"{lf.path}: {ie}")
                             summary["damage"] += 1
                             if fmt == "table":
-                                out.line(f"damage: {item}")
+                                out.line(f"damage: {ie}")
                             else:
-                                out.entry({**head, "type": "damage", "reason": item})
+                                out.entry({**head, "type": "damage", "reason": ie})
+                            continue
+                        summary["index_entries"] += 1
+                        if check is not None:
+                            check.check(ie)
+                        if offsets is not None and not offsets[0] <= ie.offset <= offsets[1]:
+                            continue
+                        if fmt == "table":
+                            text = f"  entry {ie.number}  offset {ie.offset}  " + (
+                                f"position {ie.position}" if ie.position is not None else f"timestamp {ie.timestamp}")
+                            if ie.problem:
+                                text += f"  MISMATCH {ie.problem}"
+                            elif verify:
+                                text += "  ok"
+                            out.line(text)
                         else:
-                            entries.append(item)
+                            out.entry({**head, **ie.to_json()})
             except OSError as e:
                 raise KwireError(f"{lf.path}: {e.strerror or e}") from None
-            summary["index_entries"] += len(entries)
-            if verify:
-                log = lf.sibling_log
-                if not os.path.isfile(log):
-                    raise KwireError(f"{lf.path}: --verify needs the segment beside it, {log}, which does not exist")
-                with open(log, "rb") as f:
-                    by_pos, by_last = segment_map(f)
-                summary["index_problems"] += verify_index(entries, lf.kind, by_pos, by_last)
-            for ie in entries:
-                if offsets is not None and not offsets[0] <= ie.offset <= offsets[1]:
-                    continue
-                if fmt == "table":
-                    text = f"  entry {ie.number}  offset {ie.offset}  " + (
-                        f"position {ie.position}" if ie.position is not None else f"timestamp {ie.timestamp}")
-                    if ie.problem:
-                        text += f"  MISMATCH {ie.problem}"
-                    elif verify:
-                        text += "  ok"
-                    out.line(text)
-                else:
-                    out.entry({**head, **ie.to_json()})
+            if check is not None:
+                summary["index_problems"] += check.bad
     finally:
         if progress is not None:
             progress.stop()
@@ -512,7 +514,7 @@ def _state_file(lf: Any, head: dict[str, Any], out: _Out, fmt: str, summary: dic
                 damage_lines: list[str]) -> int:
     """A producer state snapshot's entries or a transaction index's aborted transactions; returns
     how many problems the broker would refuse the file for (each also a damage line)."""
-    from kwire_cli.logs.state import MAX_SNAPSHOT_BYTES, read_producer_snapshot, read_txn_index
+    from kwire_cli.logs.state import MAX_SNAPSHOT_BYTES, iter_producers, read_txn_index, scan_producer_snapshot
 
     def damage(reason: str) -> None:
         summary["damage"] += 1
@@ -544,24 +546,25 @@ def _state_file(lf: Any, head: dict[str, Any], out: _Out, fmt: str, summary: dic
                 damage(f"{size} bytes: larger than any producer state snapshot ({MAX_SNAPSHOT_BYTES} at most "
                        "read), not read")
                 return 1
-            snap = read_producer_snapshot(f.read())
+            snap = scan_producer_snapshot(f)  # streamed: the CRC a megabyte at a time, then the entries
+            if fmt == "table":
+                if snap.version is not None:
+                    out.line(f"  producer state snapshot  version {snap.version}  crc 0x{snap.crc:08x}  "
+                             f"{snap.producers} producer{'' if snap.producers == 1 else 's'}")
+            else:
+                out.entry({**head, **snap.to_json()})
+            for p in iter_producers(f, snap):
+                if fmt == "table":
+                    txn = p["current_txn_first_offset"]
+                    out.line(f"  producer {p['producer_id']}  epoch {p['producer_epoch']}  last sequence "
+                             f"{p['last_sequence']}  last offset {p['last_offset']}  offset delta "
+                             f"{p['offset_delta']}  timestamp {p['timestamp']}  coordinator epoch "
+                             f"{p['coordinator_epoch']}  open transaction " + (f"from {txn}" if txn >= 0 else "none"))
+                else:
+                    out.entry({**head, "type": "producer", **p})
     except OSError as e:
         raise KwireError(f"{lf.path}: {e.strerror or e}") from None
-    if fmt == "table":
-        if snap.version is not None:
-            out.line(f"  producer state snapshot  version {snap.version}  crc 0x{snap.crc:08x}  "
-                     f"{len(snap.entries)} producer{'' if len(snap.entries) == 1 else 's'}")
-        for p in snap.entries:
-            txn = p["current_txn_first_offset"]
-            out.line(f"  producer {p['producer_id']}  epoch {p['producer_epoch']}  last sequence "
-                     f"{p['last_sequence']}  last offset {p['last_offset']}  offset delta {p['offset_delta']}  "
-                     f"timestamp {p['timestamp']}  coordinator epoch {p['coordinator_epoch']}  open transaction "
-                     + (f"from {txn}" if txn >= 0 else "none"))
-    else:
-        out.entry({**head, **snap.to_json()})
-        for p in snap.entries:
-            out.entry({**head, "type": "producer", **p})
-    summary["producers"] += len(snap.entries)
+    summary["producers"] += snap.producers
     for problem in snap.problems:
         damage(problem)
     return len(snap.problems)

@@ -9,8 +9,8 @@
 * ``files``: which files a FILE|DIR argument stands for, and the topic of a partition directory.
 """
 from kwire_cli.logs.files import LogFile, log_files, topic_of
-from kwire_cli.logs.index import IndexEntry, read_index, verify_index
+from kwire_cli.logs.index import IndexCheck, IndexEntry, SegmentMap, read_index, segment_map, verify_index
 from kwire_cli.logs.segment import SegmentEntry, iter_segment
 
-__all__ = ["IndexEntry", "LogFile", "SegmentEntry", "iter_segment", "log_files", "read_index", "topic_of",
-           "verify_index"]
+__all__ = ["IndexCheck", "IndexEntry", "LogFile", "SegmentEntry", "SegmentMap", "iter_segment", "log_files",
+           "read_index", "segment_map", "topic_of", "verify_index"]

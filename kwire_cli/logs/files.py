@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from kwire_cli.capture.inputs import file_kind
 from kwire_cli.errors import KwireError
 from kwire_cli.inputs.source import SourceError
 
@@ -61,10 +63,21 @@ def _log_file(path: str, topic: str | None) -> LogFile:
     return LogFile(path, kind, topic or t, part, _base_offset(path))
 
 
-def log_files(args: list[str], topic: str | None = None) -> list[LogFile]:
+def _what(path: str) -> str | None:
+    """None for a regular file (through a symbolic link too), else what it is."""
+    if not os.path.exists(path):
+        return "dangling symbolic link" if os.path.islink(path) else "file that is gone"
+    return file_kind(path)
+
+
+def log_files(args: list[str], topic: str | None = None,
+              on_skip: Callable[[str, str], None] | None = None) -> list[LogFile]:
     """The files FILE|DIR arguments stand for: a file as given (its kind from its extension); a
     directory, the log files under it (recursively, sorted: each partition's files in base-offset
-    order), other files there skipped."""
+    order), other files there skipped. Only regular files are read: under a directory, a FIFO, a
+    socket, a device or a dangling symbolic link named like a log file is told to ``on_skip(path,
+    what)`` and skipped (a FIFO would block the reading for ever, a device never end); named
+    itself, it is an error."""
     out: list[LogFile] = []
     for arg in args:
         if os.path.isdir(arg):
@@ -73,11 +86,19 @@ def log_files(args: list[str], topic: str | None = None) -> list[LogFile]:
                 dirs.sort()
                 # each segment's files together: the log, then its indexes
                 for name in sorted((n for n in files if os.path.splitext(n)[1] in KINDS), key=_order):
-                    found.append(os.path.join(root, name))
+                    path = os.path.join(root, name)
+                    what = _what(path)
+                    if what is None:
+                        found.append(path)
+                    elif on_skip is not None:
+                        on_skip(path, what)
             if not found:
                 raise KwireError(f"{arg}: no log files ({', '.join('*' + e for e in KINDS)}) under it")
             out.extend(_log_file(p, topic) for p in found)
         elif os.path.exists(arg):
+            what = file_kind(arg)
+            if what is not None:
+                raise KwireError(f"{arg}: a {what}, not a regular file: dump-log reads log files")
             out.append(_log_file(arg, topic))
         else:
             raise SourceError(f"{arg}: no such file or directory")  # an input that cannot be read: exit 2

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from kwire_cli.capture.kafka import DEFAULT_MAX_FRAME
 from kwire_cli.codec.internal import decode_internal_batch, is_internal
 from kwire_cli.errors import KwireError
 from kwire_cli.records import decode_records
@@ -30,6 +31,7 @@ from kwire_cli.records import decode_records
 _HEAD = struct.Struct(">qi")
 HEADER_SIZE = 12        # int64 offset + int32 length
 MIN_ENTRY_LENGTH = 14   # the smallest legacy message v0 after its length: crc, magic, attributes, key, value
+MAX_ENTRY = DEFAULT_MAX_FRAME  # the largest entry read (a Kafka frame's cap in captures, 100 MiB)
 
 
 @dataclass
@@ -102,13 +104,15 @@ def decode_entry(data: bytes, position: int, topic: str | None = None,
 
 def iter_segment(f: BinaryIO, *, topic: str | None = None, show_secrets: bool = False,
                  size: int | None = None, start: int = 0,
-                 offsets: tuple[int, int] | None = None, limit: int | None = None) -> Iterator[SegmentEntry]:
+                 offsets: tuple[int, int] | None = None, limit: int | None = None,
+                 max_entry: int = MAX_ENTRY) -> Iterator[SegmentEntry]:
     """The entries of a segment read from ``f`` (at position ``start``), one at a time. ``size``:
     the file's size when known (a length past it is damage at once, without reading).
     ``offsets``: (first, last) record offsets wanted; a record batch (magic 2) wholly outside them
     is skipped undecoded (its header says its offsets). ``limit``: only the entries that end within
     the file's first ``limit`` bytes (kafka-dump-log's --max-bytes); the first that would not is not
-    read, and is said by a last entry of kind "stopped"."""
+    read, and is said by a last entry of kind "stopped". An entry longer than ``max_entry`` is not
+    read: one damage entry, and reading goes on after it (where ``f`` can seek; else it stops)."""
     if size is None:
         try:
             size = os.fstat(f.fileno()).st_size
@@ -145,6 +149,16 @@ def iter_segment(f: BinaryIO, *, topic: str | None = None, show_secrets: bool = 
                                reason=f"truncated entry at position {pos} (offset {offset}): its length says "
                                       f"{length} bytes, {have} present")
             return
+        if length > max_entry:
+            yield SegmentEntry(pos, HEADER_SIZE + length, "damage",
+                               reason=f"entry at position {pos} (offset {offset}) has length {length}, over the "
+                                      f"cap of {max_entry} bytes: not read")
+            try:
+                f.seek(length, os.SEEK_CUR)
+            except (OSError, AttributeError, ValueError):
+                return
+            pos += HEADER_SIZE + length
+            continue
         body = read(length)
         if len(body) < length:
             yield SegmentEntry(pos, HEADER_SIZE + len(body), "damage",

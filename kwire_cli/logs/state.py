@@ -13,6 +13,8 @@
 """
 from __future__ import annotations
 
+import io
+import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -36,38 +38,72 @@ class ProducerSnapshot:
     version: int | None = None
     crc: int | None = None
     computed_crc: int | None = None
-    entries: list[dict[str, int]] = field(default_factory=list)
+    producers: int = 0          # entries there are room for, of those the count says
+    entries: list[dict[str, int]] = field(default_factory=list)  # read_producer_snapshot's only
     problems: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"type": "producer-snapshot", "version": self.version, "crc": self.crc,
-                "computed_crc": self.computed_crc, "producers": len(self.entries), "problems": self.problems}
+                "computed_crc": self.computed_crc, "producers": self.producers, "problems": self.problems}
 
 
-def read_producer_snapshot(data: bytes) -> ProducerSnapshot:
-    """The entries of a producer state snapshot's bytes, and what in them the broker would refuse."""
+CHUNK = 1 << 20
+
+
+def scan_producer_snapshot(f: BinaryIO) -> ProducerSnapshot:
+    """A producer state snapshot's header, its CRC computed over the file read a megabyte at a
+    time, and what in it the broker would refuse; its entries are ``iter_producers``' (memory stays
+    a megabyte whatever the count says)."""
     snap = ProducerSnapshot()
-    if len(data) < _SNAPSHOT_HEAD.size:
-        snap.problems.append(f"{len(data)} bytes: shorter than the {_SNAPSHOT_HEAD.size}-byte header (version, "
+    f.seek(0)
+    head = f.read(_SNAPSHOT_HEAD.size)
+    if len(head) < _SNAPSHOT_HEAD.size:
+        snap.problems.append(f"{len(head)} bytes: shorter than the {_SNAPSHOT_HEAD.size}-byte header (version, "
                              "CRC, entry count)")
         return snap
-    snap.version, snap.crc, count = _SNAPSHOT_HEAD.unpack_from(data)
-    snap.computed_crc = crc32c(memoryview(data)[6:])
+    snap.version, snap.crc, count = _SNAPSHOT_HEAD.unpack(head)
+    crc, size = crc32c(head[6:]), len(head)
+    while chunk := f.read(CHUNK):
+        crc = crc32c(chunk, crc)
+        size += len(chunk)
+    snap.computed_crc = crc
     if snap.version != PRODUCER_SNAPSHOT_VERSION:
         snap.problems.append(f"version {snap.version}: the broker reads version {PRODUCER_SNAPSHOT_VERSION} only")
     if snap.crc != snap.computed_crc:
         snap.problems.append(f"CRC 0x{snap.crc:08x} stored, 0x{snap.computed_crc:08x} computed: the broker would "
                              "discard this snapshot")
-    room = (len(data) - _SNAPSHOT_HEAD.size) // _PRODUCER_ENTRY.size
+    room = (size - _SNAPSHOT_HEAD.size) // _PRODUCER_ENTRY.size
     if count < 0 or count > room:
-        snap.problems.append(f"entry count {count} at byte 6, but the {len(data) - _SNAPSHOT_HEAD.size} bytes "
+        snap.problems.append(f"entry count {count} at byte 6, but the {size - _SNAPSHOT_HEAD.size} bytes "
                              f"after it hold {room} entries of {_PRODUCER_ENTRY.size} bytes")
-    n = min(max(count, 0), room)
+    snap.producers = n = min(max(count, 0), room)
     end = _SNAPSHOT_HEAD.size + n * _PRODUCER_ENTRY.size
-    snap.entries = [dict(zip(PRODUCER_FIELDS, v, strict=True))
-                    for v in _PRODUCER_ENTRY.iter_unpack(data[_SNAPSHOT_HEAD.size:end])]
-    if count == n and end != len(data):
-        snap.problems.append(f"{len(data) - end} bytes after the last entry (at byte {end})")
+    if count == n and end != size:
+        snap.problems.append(f"{size - end} bytes after the last entry (at byte {end})")
+    return snap
+
+
+def iter_producers(f: BinaryIO, snap: ProducerSnapshot) -> Iterator[dict[str, int]]:
+    """The entries ``scan_producer_snapshot`` found room for, one at a time."""
+    f.seek(_SNAPSHOT_HEAD.size, os.SEEK_SET)
+    left = snap.producers
+    per = CHUNK // _PRODUCER_ENTRY.size
+    while left > 0:
+        chunk = f.read(min(left, per) * _PRODUCER_ENTRY.size)
+        usable = len(chunk) - len(chunk) % _PRODUCER_ENTRY.size
+        if not usable:
+            return  # the file shrank meanwhile
+        for v in _PRODUCER_ENTRY.iter_unpack(memoryview(chunk)[:usable]):
+            yield dict(zip(PRODUCER_FIELDS, v, strict=True))
+        left -= usable // _PRODUCER_ENTRY.size
+
+
+def read_producer_snapshot(data: bytes) -> ProducerSnapshot:
+    """The entries of a producer state snapshot's bytes (in ``entries``), and what in them the
+    broker would refuse."""
+    f = io.BytesIO(data)
+    snap = scan_producer_snapshot(f)
+    snap.entries = list(iter_producers(f, snap))
     return snap
 
 
