@@ -314,6 +314,8 @@ TARGETS: dict[str, Callable[..., None]] = {
 def seeds_for(name: str) -> list[tuple[bytes, dict]]:
     """Seed inputs of a target, each with the keyword arguments that say how to decode it (the
     response's own API and version, a body's kind); targets pick at random when given none."""
+    if name in _PEER_SEEDS:
+        return _PEER_SEEDS[name]()
     if name == "request":
         return [(p[2], {}) for p in pairs()] + [(h, {}) for h in hex_fixtures()]
     if name == "response":
@@ -686,3 +688,10 @@ def t_records_big(data: bytes, rng: random.Random) -> None:
 
 
 TARGETS["records_big"] = t_records_big
+
+
+# the proxy's rewriting and dump-log's index and state files (fuzz_peers.py)
+import fuzz_peers  # noqa: E402 (registers into TARGETS, defined above)
+
+TARGETS.update(fuzz_peers.TARGETS)
+_PEER_SEEDS = fuzz_peers.SEEDS

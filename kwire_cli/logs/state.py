@@ -87,7 +87,7 @@ def iter_producers(f: BinaryIO, snap: ProducerSnapshot) -> Iterator[dict[str, in
     """The entries ``scan_producer_snapshot`` found room for, one at a time."""
     f.seek(_SNAPSHOT_HEAD.size, os.SEEK_SET)
     left = snap.producers
-    per = CHUNK // _PRODUCER_ENTRY.size
+    per = max(1, CHUNK // _PRODUCER_ENTRY.size)
     while left > 0:
         chunk = f.read(min(left, per) * _PRODUCER_ENTRY.size)
         usable = len(chunk) - len(chunk) % _PRODUCER_ENTRY.size
