@@ -25,8 +25,6 @@ from typing import Any
 import fuzzlib
 from fuzzlib import FIXTURES
 
-ADDRESS_RESPONSES = {0, 1, 3, 10, 18, 55, 60, 78, 79}
-
 
 def t_rewrite(data: bytes, rng: random.Random, key: int = 3, version: int = 12) -> None:
     from kwire_cli.codec import decode_response
@@ -147,8 +145,15 @@ SEGMENTS = _segments()
 
 
 def _rewrite_seeds() -> list[tuple[bytes, dict]]:
-    out = [(p[3], {"key": p[0], "version": p[1]}) for p in fuzzlib.pairs()
-           if p[3] and p[0] in ADDRESS_RESPONSES]
+    from kwire_cli.proxy.rewrite import may_rewrite
+    out = [(p[3], {"key": p[0], "version": p[1]}) for p in fuzzlib.pairs() if p[3] and may_rewrite(p[0], p[1])]
+    from kwire_cli.codec import encode_response
+    for version in (9, 12):  # many brokers: the caps (the address book runs out of ports)
+        brokers = [{"NodeId": i, "Host": f"b{i}.example", "Port": 9092 + i % 3, "Rack": None} for i in range(30)]
+        out.append((encode_response(3, version, {"CorrelationId": 7},
+                                    {"Brokers": brokers, "ClusterId": None, "ControllerId": 1, "Topics": [],
+                                     **({"ClusterAuthorizedOperations": 0} if version < 11 else {})}),
+                    {"key": 3, "version": version}))
     hexes = FIXTURES / "hex"
     for name, key, version in (("metadata-response-v12.hex", 3, 12), ("apiversions-response-v3.hex", 18, 3)):
         out.append((bytes.fromhex((hexes / name).read_text().strip()), {"key": key, "version": version}))

@@ -85,3 +85,25 @@ def test_dump_log_reads_mutated_segments(seed, rnd):
     data, kw = seed
     bug = fuzzlib.run_one(fuzzlib.TARGETS["segment"], fuzzlib.mutate(rnd, data), rnd, **kw)
     assert bug is None, bug
+
+
+@settings(max_examples=200, derandomize=True, deadline=None, database=None, print_blob=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(seed=st.sampled_from(fuzzlib.seeds_for("rewrite")), rnd=st.randoms(use_true_random=False))
+def test_proxy_rewrites_mutated_broker_answers_or_refuses_them(seed, rnd):
+    """Hostile broker answers to the proxy's rewriting: only KwireErrors (CannotRewrite when the
+    address book runs out of ports), and the spliced answer is the decoded and re-encoded one."""
+    data, kw = seed
+    bug = fuzzlib.run_one(fuzzlib.TARGETS["rewrite"], fuzzlib.mutate(rnd, data), rnd, **kw)
+    assert bug is None, bug
+
+
+@settings(max_examples=200, derandomize=True, deadline=None, database=None, print_blob=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(seed=st.sampled_from(fuzzlib.seeds_for("index") + fuzzlib.seeds_for("state")),
+       rnd=st.randoms(use_true_random=False))
+def test_dump_log_reads_mutated_index_and_state_files(seed, rnd):
+    data, kw = seed
+    target = fuzzlib.TARGETS["state" if kw["kind"] in ("producer-snapshot", "txn-index") else "index"]
+    bug = fuzzlib.run_one(target, fuzzlib.mutate(rnd, data), rnd, **kw)
+    assert bug is None, bug
