@@ -7,7 +7,8 @@ rewriting of broker answers, and dump-log's index and state files. Registered in
   runs out of local ports after a few brokers: only KwireErrors (``CannotRewrite`` among them);
   a rewritten answer's size prefix is its length; where the splicing walk rewrote an answer the
   codec also decodes, the decode and re-encode path gives the same message; every address of the
-  result is the proxy's.
+  result is the proxy's; for Produce and Fetch, the walk that looks for their tagged
+  ``NodeEndpoints`` without decoding agrees with the codec.
 * ``index``: ``*.index`` / ``*.timeindex`` bytes read entry by entry and each checked against a
   real segment's map (``IndexCheck``): entries only, or one trailing-bytes line last; entry
   numbers in order; nothing but KwireErrors.
@@ -54,6 +55,7 @@ def t_rewrite(data: bytes, rng: random.Random, key: int = 3, version: int = 12) 
     if struct.unpack_from(">i", got.data)[0] != len(got.data) - 4:
         raise AssertionError("the rewritten answer's size prefix is not its length")
     if key not in SPLICED:
+        _agrees_on_endpoints(data, key, version)
         return
     try:
         spliced = splice_addresses(data, key, version, AddressBook(bind_in([])))
@@ -73,6 +75,23 @@ def t_rewrite(data: bytes, rng: random.Random, key: int = 3, version: int = 12) 
     hosts = _hosts(body)
     if any(h != ("127.0.0.1", p) for h, p in hosts if p > 20000):
         raise AssertionError("an address of the rewritten answer is not the proxy's")
+
+
+def _agrees_on_endpoints(data: bytes, key: int, version: int) -> None:
+    """The walk that looks for top-level tagged addresses (Produce, Fetch) and the codec agree."""
+    from kwire_cli.codec import decode_response
+    from kwire_cli.errors import DecodeError
+    from kwire_cli.proxy.rewrite import NotSpliced, tagged_addresses
+    try:
+        walked = tagged_addresses(data, key, version)
+    except NotSpliced:
+        return
+    try:
+        body = decode_response(data, key, version, size_prefixed=True, records="hex").body
+    except DecodeError:
+        return
+    if walked != bool(body.get("NodeEndpoints")):
+        raise AssertionError(f"the tag walk says {walked}, the codec {body.get('NodeEndpoints')!r}")
 
 
 def _hosts(node: Any) -> list[tuple[Any, int]]:

@@ -130,6 +130,12 @@ def rewrite_response(frame: bytes, api_key: int, version: int, book: AddressBook
             if len(frame) > MAX_REENCODED:
                 raise CannotRewrite(f"an answer of {len(frame):,} bytes whose broker addresses cannot be read "
                                     "without decoding all of it") from None
+    else:
+        try:
+            if not tagged_addresses(frame, api_key, version):
+                return None  # (a Fetch answer of megabytes: walked, not decoded)
+        except NotSpliced:
+            pass
     return reencode_addresses(frame, api_key, version, book)
 
 
@@ -324,6 +330,53 @@ class _Walk:
             self.fields(f.struct_spec.fields)
         else:  # a nullable struct, a type the walk does not know
             raise NotSpliced
+
+
+@functools.lru_cache(maxsize=256)
+def _tag_plan(api_key: int, version: int) -> tuple[list[FieldSpec], frozenset[int]] | None:
+    """The top-level fields of a flexible answer whose addresses are only in top-level tagged fields
+    (Produce's and Fetch's ``NodeEndpoints``), and those fields' tags; None otherwise."""
+    spec = registry().apis[api_key].response
+    if version not in spec.valid_versions or not spec.flexible(version):
+        return None
+    present = [f for f in spec.fields if version in f.versions]
+    tags = set()
+    for f in present:
+        holds = f.name in ("Host", "Port") or (f.struct is not None and _carries(f.struct, version))
+        if holds and not f.tagged_in(version):
+            return None
+        if holds:
+            tags.add(f.tag_number)
+    return [f for f in present if not f.tagged_in(version)], frozenset(tags)
+
+
+def tagged_addresses(frame: bytes, api_key: int, version: int) -> bool:
+    """Whether an answer whose broker addresses can only be in top-level tagged fields has one of
+    them: its fields are walked by the spec (records skipped by their length, nothing decoded), then
+    its top-level tags read. ``NotSpliced`` when the walk cannot tell (the caller decodes)."""
+    plan = _tag_plan(api_key, version)
+    if plan is None:
+        raise NotSpliced
+    fields, tags = plan
+
+    def no_book(_host: str, _port: int) -> tuple[str, int]:
+        raise NotSpliced  # an address outside the tagged fields: not this walk's
+    w = _Walk(frame, version, True, AddressBook(no_book))
+    w.pos = 8
+    w.tags()  # response header v1
+    w.fields(fields, top=True)
+    found = False
+    for _ in range(w.uvarint()):
+        tag = w.uvarint()
+        size = w.uvarint()
+        w.need(size)
+        end = w.pos + size
+        if tag in tags and size:  # an array of endpoints: its compact length, N + 1 (0: null, 1: empty)
+            found = found or w.uvarint() > 1
+        w.pos = end
+    if w.pos != len(frame):
+        raise NotSpliced
+    return found
 
 
 def splice_addresses(frame: bytes, api_key: int, version: int, book: AddressBook) -> Rewritten | None:
