@@ -60,6 +60,10 @@ SLOW_TESTS = {
     },
     "test_secrets.py": {"test_spark_decode_of_the_sasl_captures_hides_and_shows_secrets"},
     "test_dump_log_hostile.py": {"test_a_hostile_log_directory_is_read_in_bounded_time_and_memory"},
+    "test_proxy_load.py": {
+        "test_two_thousand_held_connections_stay_small",
+        "test_twenty_thousand_records_with_acks_all_through_the_proxy_come_back_equal",
+    },
     # the proxy in front of a real tansu broker (and stunnel), with real clients
     "test_proxy.py": {
         "test_kafka_python_produces_and_consumes_in_a_group_through_the_proxy",
