@@ -236,3 +236,16 @@ def test_sum_what_if_adds_up():
     assert total["messages"] == len(results)
     assert total["saving"] == sum(r["saving"] for r in results)
     assert total["bytes_now"] - total["bytes_tagged"] == total["saving"]
+
+
+def test_diff_across_the_old_and_new_layouts_of_produce():
+    """Produce 12 -> 13 (Kafka 4.1+): topics by id instead of by name, in request and response; a
+    version 4.0 removed says so."""
+    j = kwire("diff Produce 12 13 --format json").json()
+    assert set(_changes(j, "request")) == {("TopicData[].Name", "removed"), ("TopicData[].TopicId", "added")}
+    assert set(_changes(j, "response")) == {("Responses[].Name", "removed"), ("Responses[].TopicId", "added")}
+    assert j["version_notes"] == {}
+    j = kwire("diff Produce 2 13 --kind request --format json").json()
+    assert j["version_notes"] == {"v2": "removed in 4.0"}
+    assert ("TransactionalId", "added") in _changes(j, "request")
+    assert "ProduceRequest v2 → v13 (v2 removed in 4.0)" in kwire("diff Produce 2 13 --kind request").out

@@ -56,6 +56,14 @@ def test_share_acknowledgements_and_acquired_records_read_as_offset_ranges():
     assert "[0]  offsets 100-149 (50 records), delivery 2" in out
 
 
+def test_a_kip_848_assignment_reads_as_topics_and_partitions():
+    frame, _ = _frame("ConsumerGroupHeartbeatResponse", 1, MemberEpoch=5, Assignment={"TopicPartitions": [
+        {"TopicId": "b3JkZXJzLXRvcGljLWlkMQ", "Partitions": [0, 2]}]})
+    out = kwire("decode", frame.hex(), "--api", "ConsumerGroupHeartbeat", "--version", "1").out
+    assert "[0]  b3JkZXJzLXRvcGljLWlkMQ: partitions 0, 2" in out
+    assert "MemberEpoch: 5  int32" in out  # an answer's epoch is the member's new epoch: no reading
+
+
 def test_heartbeat_epochs_read_as_join_and_leave():
     frame, _ = _frame("ShareGroupHeartbeatRequest", 1, MemberEpoch=-1)
     assert "MemberEpoch: -1 leave" in kwire("decode", frame.hex()).out

@@ -46,9 +46,10 @@ def diff(args, kind, bytes_file, what_if, api_name, api_version, request_input, 
 
     kwire diff API V1 V2 lists what changes from V1 to V2 in the request and response schemas:
     fields added and removed, wire type (e.g. STRING to COMPACT_STRING when the message becomes
-    flexible), nullability, mandatory vs tagged, plus flexible or not and the header version.
-    With --bytes it encodes one message (YAML) at both versions, leaving out the fields a version
-    lacks, and shows the bytes of each part.
+    flexible), nullability, mandatory vs tagged, plus flexible or not and the header version, and
+    whether either version was removed by a Kafka release or is unstable. With --bytes it encodes
+    one message (YAML) at both versions, leaving out the fields a version lacks, and shows the
+    bytes of each part.
 
     kwire diff --what-if-tagged FIELDS MESSAGE... reports, per message and in total, the bytes
     that moving FIELDS into the tagged section would save or cost: a field at its default (0,
@@ -87,7 +88,10 @@ def diff(args, kind, bytes_file, what_if, api_name, api_version, request_input, 
     from kwire_cli.spec.diff import schema_diff
     d = schema_diff(api, v1, v2, kinds)
     if fmt != "pretty":
-        emit(d.to_json(), fmt)
+        out = d.to_json()
+        # "v2": "removed in 4.0", "v6": "unstable": what a reader should know of either version
+        out["version_notes"] = {f"v{v}": n for v in (v1, v2) if (n := api.request.version_note(v))}
+        emit(out, fmt)
         return
     from rich.console import Group
     from rich.text import Text
@@ -97,7 +101,9 @@ def diff(args, kind, bytes_file, what_if, api_name, api_version, request_input, 
     parts = []
     for kd in d.kinds:
         yn = lambda b: "flexible" if b else "not flexible"  # noqa: E731
-        facts = [f"{kd.spec_name} v{v1} → v{v2}"]
+        spec = api.spec(kd.kind)
+        notes = [f"v{v} {n}" for v in (v1, v2) if (n := spec.version_note(v))]
+        facts = [f"{kd.spec_name} v{v1} → v{v2}" + (f" ({'; '.join(notes)})" if notes else "")]
         facts.append(yn(kd.flexible[0]) + (f" → {yn(kd.flexible[1])}" if kd.flexible[0] != kd.flexible[1] else ""))
         h1, h2 = kd.header_version
         facts.append(f"header v{h1}" + (f" → v{h2}" if h1 != h2 else ""))

@@ -81,9 +81,18 @@ def _topic_info(v: Mapping[str, Any]) -> str | None:
     return f"{name}: {parts or 'as its source'} partitions, replication {rf or 'default'}"
 
 
+def _topic_partitions(v: Mapping[str, Any]) -> str | None:
+    """A KIP-848 / share assignment's entry (TopicId) or a streams endpoint's (Topic)."""
+    topic, parts = v.get("TopicId", v.get("Topic")), v.get("Partitions")
+    if not isinstance(parts, list) or topic is None:
+        return None
+    return f"{topic}: partition{'' if len(parts) == 1 else 's'} {', '.join(map(str, parts)) or 'none'}"
+
+
 # struct name -> its value in one line
 STRUCTS = {"TaskIds": _task_ids, "AcquiredRecords": _acquired, "AcknowledgementBatch": _acknowledged,
-           "Endpoint": _endpoint, "TaskOffset": _task_offset, "KeyValue": _key_value, "TopicInfo": _topic_info}
+           "Endpoint": _endpoint, "TaskOffset": _task_offset, "KeyValue": _key_value, "TopicInfo": _topic_info,
+           "TopicPartitions": _topic_partitions, "TopicPartition": _topic_partitions}
 
 
 def struct_reading(struct: str | None, value: Any) -> str | None:
