@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Record the fixtures of kwire's analysis sections against tansu, with what the clients saw.
 
-    python scripts/record_analysis.py [--out fixtures/captures/analysis] [--only group,lag,producers]
+    python scripts/record_analysis.py [--out fixtures/analysis] [--only group,lag,producers]
 
 Each scenario: a fresh in-memory tansu broker on a free loopback port, its topics created before
 the capture starts, tcpdump on that port, the clients of scripts/record/analysis_clients.py in
@@ -132,7 +132,7 @@ SCENARIOS = {
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default=str(HERE.parent / "fixtures" / "captures" / "analysis"))
+    ap.add_argument("--out", default=str(HERE.parent / "fixtures" / "analysis"))
     ap.add_argument("--only", default=",".join(SCENARIOS))
     ap.add_argument("--tansu")
     args = ap.parse_args()

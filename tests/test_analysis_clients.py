@@ -1,4 +1,4 @@
-"""kwire's summary sections against what the clients themselves saw (fixtures/captures/analysis,
+"""kwire's summary sections against what the clients themselves saw (fixtures/analysis,
 recorded by scripts/record_analysis.py): generations, members and assignments as kafka-python's
 rebalance listener was given them, offsets as its highwater()/position()/committed() said,
 producers as confluent-kafka's statistics callback counted them."""
@@ -9,7 +9,7 @@ from kwire_cli.analysis import AnalysedSummary
 from kwire_cli.capture import CaptureStats, iter_capture
 from kwire_cli.capture.session import Conversation
 
-HERE = FIXTURES / "captures" / "analysis"
+HERE = FIXTURES / "analysis"
 
 
 def summary(name):
