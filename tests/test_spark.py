@@ -803,3 +803,20 @@ def test_heavy_connections_are_judged_by_their_bytes(session, tmp_path):
     assert r.code == 1 and r.err.strip() == ("kwire: error: spark.kwire.heavyChunkBytes: '2x' is not a size (bytes, "
                                              "or a number with k, m or g, as in 32m)")
     assert not (tmp_path / "o3").exists()  # refused before Spark starts
+
+
+def test_the_answers_equal_kwire_pcaps_on_the_recorded_group_lag_and_producers(spark, tmp_path):
+    """The analysis sections (groups with their generations and causes, lag, commits, producers,
+    latency, connections, who, expert) of the job equal kwire pcap's over fixtures/analysis, as the
+    tasks' partial states merge (cut into chunks too, in the split mode)."""
+    from kwire_cli.analysis import SECTIONS
+    files = sorted(str(p) for p in (ROOT / "fixtures" / "analysis").glob("*.pcap"))
+    res = run(files, str(tmp_path / "out"), fmt="jsonl", spark=spark, partitions=3)
+    want = pcap_summary(*files)
+    got = normal(res.summary)
+    for k in SECTIONS:
+        assert got[k] == want[k], k
+    (g,) = [g for g in got["groups"] if g["group_id"] == "an-group"]
+    assert [c["kind"] for gen in g["generations"] for c in gen["causes"]] == [
+        "first", "joined", "joined", "left", "timed_out"]
+    assert got["lag"] and got["commits"] and len(got["producers"]) == 2
