@@ -122,3 +122,47 @@ def test_pcap_summary_json_has_every_section_and_the_tables_print_them():
     for title in ("Latency by API", "Connections", "Who did what", "Group kwire-group", "Consumer lag",
                   "Committed offsets", "Expert findings"):
         assert title in table
+
+
+def test_a_kip848_group_reads_as_member_epochs_with_their_assignments(tmp_path):
+    """No client here speaks ConsumerGroupHeartbeat with tansu: frames from tests/ref_encoder.py (the
+    bundled specs, not kwire's codec), two members on two connections: A joins (epoch 1), B joins
+    (epoch 2, the partitions split), B leaves (MemberEpoch -1), A alone again (epoch 3)."""
+    from capture_util import Conversation as Tcp
+    from capture_util import write_pcap
+    from ref_encoder import Sample, request_frame, response_frame
+
+    def spec(name):
+        return json.loads((REPO / "specs" / f"{name}.json").read_text())
+
+    req_spec, resp_spec = spec("ConsumerGroupHeartbeatRequest"), spec("ConsumerGroupHeartbeatResponse")
+    tid = Sample(resp_spec, 0).message()["Assignment"]["TopicPartitions"][0]["TopicId"]
+
+    def heartbeat(member, epoch, corr):
+        body = Sample(req_spec, 0).message()
+        body.update(GroupId="g848", MemberId=member, MemberEpoch=epoch)
+        return request_frame(req_spec, 0, body, corr, f"client-{member or 'new'}")
+
+    def answer(member, epoch, corr, parts):
+        body = Sample(resp_spec, 0).message()
+        body.update(ErrorCode=0, MemberId=member, MemberEpoch=epoch,  # (the encoder writes no nulls)
+                    Assignment={"TopicPartitions": [{"TopicId": tid, "Partitions": parts}] if parts else []})
+        return response_frame(resp_spec, 0, body, corr)
+
+    a, b = Tcp(client=("10.0.0.1", 50001)), Tcp(client=("10.0.0.3", 50002))
+    segs = a.handshake() + b.handshake()
+    for conn, req, resp in ((a, heartbeat("", 0, 1), answer("A", 1, 1, [0, 1])),
+                            (b, heartbeat("", 0, 1), answer("B", 2, 1, [1])),
+                            (a, heartbeat("A", 1, 2), answer("A", 2, 2, [0])),
+                            (b, heartbeat("B", -1, 2), answer("B", -1, 2, None)),
+                            (a, heartbeat("A", 2, 3), answer("A", 3, 3, [0, 1]))):
+        segs += conn.send(0, req) + conn.send(1, resp)
+    cap = tmp_path / "kip848.pcap"
+    cap.write_bytes(write_pcap(segs))
+    (g,) = sections(rows_of(cap))["groups"]
+    assert (g["group_id"], g["protocol"]) == ("g848", "consumer")
+    got = {gen["generation_id"]: {m["member_id"]: list(m["assignment"].values()) for m in gen["members"]}
+           for gen in g["generations"]}
+    assert got == {1: {"A": [[0, 1]]}, 2: {"B": [[1]], "A": [[0]]}, 3: {"A": [[0, 1]]}}
+    assert [[(c["kind"], c["member_id"]) for c in gen["causes"]] for gen in g["generations"]] == [
+        [("first", None)], [("joined", "B")], [("left", "B")]]
