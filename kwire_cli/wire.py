@@ -31,7 +31,7 @@ _M64 = 0xFFFFFFFFFFFFFFFF
 
 # ----------------------------------------------------------------------------- varints
 
-def read_uvarint(buf: bytes, pos: int, end: int, max_bytes: int = 5, *, strict: bool = True) -> tuple[int, int]:
+def read_uvarint(buf: Buffer, pos: int, end: int, max_bytes: int = 5, *, strict: bool = True) -> tuple[int, int]:
     """Unsigned varint at ``pos`` (5 bytes at most for 32 bits, 10 for 64).
 
     ``strict``: a 5-byte varint must fit 32 bits, as KIP-482's unsigned varints do. Record batches'
@@ -131,6 +131,9 @@ def uvarint_size(n: int) -> int:
 
 
 # ----------------------------------------------------------------------------- uuids
+
+#: bytes as the decoders read them: a frame, a bytearray decompressed into, or a view of either
+Buffer = bytes | bytearray | memoryview
 
 _TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
 _FROM_URLSAFE = str.maketrans("-_", "+/")

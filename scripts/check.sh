@@ -1,6 +1,6 @@
 #!/bin/sh
 # Every check of the project, in the order CI runs them (after `sh scripts/setup.sh --test`):
-#   ruff (lint, config in pyproject.toml), mypy (strict on kwire_cli.spec and kwire_cli.codec),
+#   ruff (lint, config in pyproject.toml), mypy (strict on kwire_cli.spec, .codec and .records),
 #   lint-imports (the layers listed in pyproject.toml, imports inside functions included),
 #   scripts/check_imports.py (no reach-ins to another package's private names), then the tests.
 # Each one runs even when an earlier one failed; the exit status is 1 if any failed.

@@ -41,6 +41,7 @@ import cramjam
 
 from kwire_cli.errors import CompressionError, DecompressedTooLarge
 from kwire_cli.records.limits import DECOMPRESSED_OPTION, current_budget
+from kwire_cli.wire import Buffer
 
 # what decompression gives back: a bytearray for the codecs that decompress into one (not copied
 # into bytes again: that copy is twice the decompressed size at once), bytes otherwise
@@ -71,7 +72,7 @@ class Compression(IntEnum):
         """Whether legacy message sets (magic 0 and 1) may use it (zstd came with magic 2)."""
         return _CODECS[self].legacy
 
-    def decompress(self, payload: bytes, cap: int) -> tuple[Decompressed, str | None]:
+    def decompress(self, payload: Decompressed, cap: int) -> tuple[Decompressed, str | None]:
         """``(data, framing)``: never more than ``cap`` bytes (DecompressedTooLarge past it,
         CompressionError for a corrupt payload). No frame budget: see the module's ``decompress``."""
         return _CODECS[self].decompress(payload, cap)
@@ -166,7 +167,7 @@ def _too_large(cap: int) -> DecompressedTooLarge:
     return DecompressedTooLarge(f"decompressed size exceeds the cap of {cap} bytes")
 
 
-def _gunzip(payload: bytes, cap: int) -> bytearray:
+def _gunzip(payload: Decompressed, cap: int) -> bytearray:
     out = bytearray()  # grown in place (a list of chunks joined at the end is twice the size at once)
     total = 0
     data = payload
@@ -200,7 +201,7 @@ def _gunzip(payload: bytes, cap: int) -> bytearray:
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 
 
-def _unsnappy_raw(block, cap: int, total: int, where: str) -> bytearray:
+def _unsnappy_raw(block: Buffer, cap: int, total: int, where: str) -> bytearray:
     try:
         n = cramjam.snappy.decompress_raw_len(block)
     except Exception as e:  # cramjam.DecompressionError and friends
@@ -216,7 +217,7 @@ def _unsnappy_raw(block, cap: int, total: int, where: str) -> bytearray:
     return out
 
 
-def _unsnappy(payload: bytes, cap: int) -> tuple[Decompressed, str]:
+def _unsnappy(payload: Decompressed, cap: int) -> tuple[Decompressed, str]:
     if len(payload) >= 16 and payload[:8] == _XERIAL_MAGIC:
         out = bytearray()
         total = 0
@@ -247,10 +248,11 @@ _LZ4_MAGIC = b"\x04\x22\x4d\x18"
 _LZ4_BLOCK_MAX = {4: 1 << 16, 5: 1 << 18, 6: 1 << 20, 7: 1 << 22}
 # frame descriptor (FLG BD [content size] [dict id]) -> (header checksum, early Kafka's one):
 # producers use one or two descriptors, and xxh32 in Python costs more than the block itself
-_HC_CACHE: dict = {}
+_HC_CACHE: dict[bytes, tuple[int, int]] = {}
 
 
-def _grow_into(fn, payload, cap: int, name: str, hint: int | None = None) -> bytearray:
+def _grow_into(fn: Callable[[Buffer, bytearray], int], payload: Buffer, cap: int, name: str,
+               hint: int | None = None) -> bytearray:
     """``fn(payload, buf)`` into a buffer grown (4 times each step) until it fits, up to cap + 1
     bytes; ``hint``: the size the payload says it has (tried first, when under the cap)."""
     size = min(cap + 1, max(1 << 16, len(payload) * 8) if hint is None else hint + 1)
@@ -273,7 +275,7 @@ def _grow_into(fn, payload, cap: int, name: str, hint: int | None = None) -> byt
         return buf  # not bytes(buf): a copy, twice the decompressed size at once
 
 
-def _unlz4(payload: bytes, cap: int) -> tuple[Decompressed, str]:
+def _unlz4(payload: Decompressed, cap: int) -> tuple[Decompressed, str]:
     n = len(payload)
     if n < 7:
         raise CompressionError(f"lz4: frame of {n} bytes is shorter than a frame header")
@@ -293,7 +295,7 @@ def _unlz4(payload: bytes, cap: int) -> tuple[Decompressed, str]:
     if block_max is None:
         raise CompressionError(f"lz4: bad block maximum size code {(bd >> 4) & 7}")
     hc = payload[desc_end]
-    desc = payload[4:desc_end]
+    desc = bytes(payload[4:desc_end])  # (a bytearray payload's slice is no dict key)
     known = _HC_CACHE.get(desc)
     if known is None:
         known = ((xxh32(desc) >> 8) & 0xFF, (xxh32(_LZ4_MAGIC + desc) >> 8) & 0xFF)
@@ -338,7 +340,7 @@ def _unlz4(payload: bytes, cap: int) -> tuple[Decompressed, str]:
                 f"lz4: block {index} at byte {pos - 4}: {size} bytes run past the end of the {n}-byte payload",
                 total)
         if stored:
-            chunk: bytes | memoryview = payload[pos:pos + size]
+            chunk: Buffer = payload[pos:pos + size]
         else:
             try:
                 got = decompress_block_into(payload[pos:pos + size], scratch)
@@ -354,7 +356,7 @@ def _unlz4(payload: bytes, cap: int) -> tuple[Decompressed, str]:
     return out, framing
 
 
-def decompress(codec: int, payload: bytes, cap: int) -> tuple[Decompressed, str | None]:
+def decompress(codec: int, payload: Decompressed, cap: int) -> tuple[Decompressed, str | None]:
     """Decompress ``payload`` with Kafka codec id ``codec``; never produce more than ``cap`` bytes,
     nor more than what is left of the current ``frame_budget`` (which is then charged).
 
@@ -389,7 +391,7 @@ def _codec(codec_id: int) -> Compression:
     return codec
 
 
-def _decompress(codec: int, payload: bytes, cap: int) -> tuple[Decompressed, str | None]:
+def _decompress(codec: int, payload: Decompressed, cap: int) -> tuple[Decompressed, str | None]:
     return _codec(codec).decompress(payload, cap)
 
 
@@ -454,7 +456,7 @@ def _lz4(data: bytes, magic: int, framing: str | None) -> bytes:
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
-def _zstd_content_size(payload) -> int | None:
+def _zstd_content_size(payload: Buffer) -> int | None:
     """The content size a zstd frame header declares (RFC 8878 3.1.1.1), or None: a hint only (a
     payload of several frames, or a header that lies, still decompresses right)."""
     if len(payload) < 6 or payload[:4] != _ZSTD_MAGIC:
@@ -469,21 +471,21 @@ def _zstd_content_size(payload) -> int | None:
     return n + 256 if width == 2 else n
 
 
-def _unzstd(payload: bytes, cap: int) -> bytearray:
+def _unzstd(payload: Decompressed, cap: int) -> bytearray:
     hint = _zstd_content_size(payload)
     if hint is not None and hint > cap:
         hint = None
     return _grow_into(cramjam.zstd.decompress_into, payload, cap, "zstd", hint)
 
 
-def _none_decompress(payload: bytes, cap: int) -> tuple[Decompressed, str | None]:
+def _none_decompress(payload: Decompressed, cap: int) -> tuple[Decompressed, str | None]:
     if len(payload) > cap:
         raise _too_large(cap)
     return payload, None
 
 
 class _Codec(NamedTuple):
-    decompress: Callable[[bytes, int], tuple[Decompressed, str | None]]
+    decompress: Callable[[Decompressed, int], tuple[Decompressed, str | None]]
     compress: Callable[[bytes, int, str | None], bytes]
     framings: tuple[str, ...]
     legacy: bool

@@ -9,8 +9,10 @@ from __future__ import annotations
 from gc import disable as _gc_disable
 from gc import enable as _gc_enable
 from gc import isenabled as _gc_isenabled
+from typing import Any
 
 from kwire_cli.errors import RecordsError
+from kwire_cli.wire import Buffer
 
 from .layout import I32, I64, LOG_OVERHEAD, MIN_MESSAGE_SIZE, batch_error, put_raw_hex
 from .legacy import decode_legacy
@@ -20,8 +22,8 @@ from .v2 import decode_v2
 _NOGC_MIN_BYTES = 4096   # smaller records fields make too few containers for the GC to matter
 
 
-def decode_records(data, *, max_decompressed: int | None = None,
-                   max_frame_decompressed: int | None = None) -> dict | None:
+def decode_records(data: Buffer | None, *, max_decompressed: int | None = None,
+                   max_frame_decompressed: int | None = None) -> dict[str, Any] | None:
     """Decode a ``records`` field (record batches and/or legacy messages). See the package docstring.
 
     ``max_decompressed`` caps each batch; all batches together are capped by the enclosing
@@ -70,7 +72,7 @@ def decode_records(data, *, max_decompressed: int | None = None,
         _gc_enable()
 
 
-def _decode_batches(buf, cap):
+def _decode_batches(buf: bytes, cap: int) -> dict[str, Any]:
     n = len(buf)
     pos = 0
     index = 0
@@ -114,7 +116,7 @@ def _decode_batches(buf, cap):
     return {"batches": batches, "partial_trailing_batch": partial}
 
 
-def _not_decoded(buf, pos, end, index, max_items):
+def _not_decoded(buf: Buffer, pos: int, end: int, index: int, max_items: int) -> dict[str, Any]:
     """The batch at ``pos`` and everything after it, once the frame's item cap is reached: one
     entry (not one per batch: a frame may hold millions of 61-byte batches), its error naming the
     cap and the option, its RawHex all the bytes left (they encode back verbatim)."""

@@ -12,13 +12,14 @@ import math
 import struct
 import time
 import zlib
+from typing import Any, overload
 
 from crc32c import crc32c as _crc32c
 
-from kwire_cli.errors import RecordsError
+from kwire_cli.errors import CompressionError, RecordsError
 from kwire_cli.wire import varlong_bytes as _varint  # zig-zag varint/varlong bytes
 
-from .compression import Compression, CompressionError, codec_labels, compress
+from .compression import Compression, codec_labels, compress
 from .layout import V2_CRC_AT, V2_CRC_FROM, V2_HEADER
 
 _LEGACY_PREFIX = struct.Struct(">qiI")   # offset, message size, crc
@@ -30,7 +31,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def to_bytes(v, path: str):
+def to_bytes(v: Any, path: str) -> bytes | None:
     """Bytes for a key / value / header value in any accepted form; None for null."""
     if v is None:
         return None
@@ -69,7 +70,13 @@ def to_bytes(v, path: str):
         f"got {type(v).__name__}")
 
 
-def _int(d: dict, name: str, default, path: str, lo: int, hi: int):
+@overload
+def _int(d: dict[str, Any], name: str, default: int, path: str, lo: int, hi: int) -> int: ...
+@overload
+def _int(d: dict[str, Any], name: str, default: None, path: str, lo: int, hi: int) -> int | None: ...
+
+
+def _int(d: dict[str, Any], name: str, default: int | None, path: str, lo: int, hi: int) -> int | None:
     v = d.get(name)
     if v is None:
         return default
@@ -87,7 +94,7 @@ _I64R = (-(1 << 63), (1 << 63) - 1)
 _U32 = (0, (1 << 32) - 1)
 
 
-def _codec(b: dict, path: str, default: int) -> int:
+def _codec(b: dict[str, Any], path: str, default: int) -> int:
     c = b.get("Compression")
     if c is None:
         return default
@@ -106,25 +113,25 @@ def _codec(b: dict, path: str, default: int) -> int:
 _TS_TYPES = {"createtime": 0, "create_time": 0, "logappendtime": 1, "log_append_time": 1}
 
 
-def _flag(b: dict, name: str, path: str):
+def _flag(b: dict[str, Any], name: str, path: str) -> bool | None:
     v = b.get(name)
     if v is None or isinstance(v, bool):
         return v
     raise RecordsError(f"records encode: {path}.{name}: expected true/false, got {v!r}")
 
 
-def _ts_type(b: dict, path: str):
+def _ts_type(b: dict[str, Any], path: str) -> int | None:
     v = b.get("TimestampType")
     if v is None:
         return None
     if isinstance(v, str) and v.strip().lower() in _TS_TYPES:
         return _TS_TYPES[v.strip().lower()]
     if v in (0, 1) and not isinstance(v, bool):
-        return v
+        return int(v)
     raise RecordsError(f"records encode: {path}.TimestampType: {v!r} is not CreateTime or LogAppendTime")
 
 
-def _header_key(k, path: str) -> bytes:
+def _header_key(k: Any, path: str) -> bytes:
     if isinstance(k, str):
         return k.encode()
     if isinstance(k, dict):
@@ -134,7 +141,7 @@ def _header_key(k, path: str) -> bytes:
     raise RecordsError(f"records encode: {path}: a header key must be a string (or {{hex: ...}})")
 
 
-def _headers(hs, path: str) -> bytes:
+def _headers(hs: Any, path: str) -> bytes:
     if hs is None:
         return b"\x00"
     if isinstance(hs, dict):  # {"k": "v", ...}: convenient when keys are unique
@@ -168,7 +175,7 @@ _CONTROL_IDS = {"ABORT": 0, "COMMIT": 1, "LEADER_CHANGE": 2, "SNAPSHOT_HEADER": 
                 "KRAFT_VERSION": 5, "KRAFT_VOTERS": 6}
 
 
-def _control_bytes(c, path: str):
+def _control_bytes(c: Any, path: str) -> tuple[bytes, bytes | None]:
     """Key (and, for ABORT/COMMIT markers, value) of a control record from its decoded form."""
     if not isinstance(c, dict):
         raise RecordsError(f"records encode: {path}: expected {{Type, CoordinatorEpoch, ...}}")
@@ -186,7 +193,7 @@ def _control_bytes(c, path: str):
     return key, value
 
 
-def _attrs_v2(b: dict, path: str) -> int:
+def _attrs_v2(b: dict[str, Any], path: str) -> int:
     raw = _int(b, "Attributes", 0, path, *_I16)
     codec = _codec(b, path, raw & 7)
     attrs = (raw & ~0x07) | codec
@@ -200,7 +207,7 @@ def _attrs_v2(b: dict, path: str) -> int:
     return attrs
 
 
-def _encode_v2(b: dict, path: str) -> bytes:
+def _encode_v2(b: dict[str, Any], path: str) -> bytes:
     attrs = _attrs_v2(b, path)
     recs = b.get("Records")
     if (b.get("IsControlBatch") is None and not (attrs & 0x20) and isinstance(recs, list) and recs
@@ -297,7 +304,8 @@ def _encode_v2(b: dict, path: str) -> bytes:
     return bytes(out)
 
 
-def _legacy(m: dict, path: str, magic: int, nested: bool, default_offset: int, default_ts) -> bytes:
+def _legacy(m: dict[str, Any], path: str, magic: int, nested: bool, default_offset: int,
+            default_ts: int | None) -> bytes:
     raw = _int(m, "Attributes", 0, path, *_I8)
     codec = _codec(m, path, raw & 7)
     known = Compression.of(codec)
@@ -329,7 +337,7 @@ def _legacy(m: dict, path: str, magic: int, nested: bool, default_offset: int, d
             last = _int(im, "Offset", j, ip, *_I64R)
             parts.append(_legacy(im, ip, im_magic, True, j, inner_ts))
         try:
-            value = compress(codec, b"".join(parts), magic=magic, framing=m.get("CompressionFraming"))
+            value: bytes | None = compress(codec, b"".join(parts), magic=magic, framing=m.get("CompressionFraming"))
         except CompressionError as e:
             raise RecordsError(f"records encode: {path}: {e}") from None
         offset = _int(m, "Offset", last, path, *_I64R)
@@ -359,7 +367,7 @@ def _legacy(m: dict, path: str, magic: int, nested: bool, default_offset: int, d
     return _LEGACY_PREFIX.pack(offset, len(message) + 4, crc) + message
 
 
-def _encode_batch(b, path: str, index: int) -> bytes:
+def _encode_batch(b: Any, path: str, index: int) -> bytes:
     if not isinstance(b, dict):
         raise RecordsError(f"records encode: {path}: expected a mapping")
     if b.get("RawHex") is not None:
@@ -375,7 +383,7 @@ def _encode_batch(b, path: str, index: int) -> bytes:
     raise RecordsError(f"records encode: {path}.Magic: {magic} is not 0, 1 or 2")
 
 
-def encode_records(value) -> bytes:
+def encode_records(value: Any) -> bytes:
     """Encode a records value (decode shape or authoring shape) into the bytes of a records field."""
     if value is None:
         raise RecordsError("records encode: value is null (a null records field is written by the message codec)")

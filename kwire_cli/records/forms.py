@@ -21,6 +21,7 @@ from codecs import getincrementaldecoder
 from sys import getsizeof as _getsizeof
 
 from kwire_cli.errors import DecompressedTooLarge
+from kwire_cli.wire import Buffer
 
 from .limits import DECOMPRESSED_OPTION, current_budget
 
@@ -58,7 +59,7 @@ def note_long_form() -> None:
     _long_forms += 1
 
 
-def _text_cost(b) -> int:
+def _text_cost(b: Buffer) -> int:
     """The bytes of the str ``b.decode()`` makes (``b`` valid UTF-8), counted a megabyte at a
     time: its characters times the width CPython stores them at."""
     chars = len(b)
@@ -90,7 +91,7 @@ def _charge(cost: int, n: int, what: str) -> None:
     budget.left -= cost
 
 
-def _ascii_printable(b) -> bool:
+def _ascii_printable(b: Buffer) -> bool:
     """Whether long ASCII ``b`` has no control byte (tab, CR, LF allowed)."""
     mv = memoryview(b)
     for i in range(0, len(b), _STEP):
@@ -100,25 +101,25 @@ def _ascii_printable(b) -> bool:
     return True
 
 
-def show_bytes(b: bytes) -> dict[str, str]:
+def show_bytes(b: Buffer) -> dict[str, str]:
     """Key/value form: {"text": s} for valid, printable UTF-8; {"hex": ...} otherwise. Charged
     to the frame budget in force (see the module docstring)."""
     n = len(b)
     if n >= LONG:  # (a memoryview is never shorter)
         return _show_big(b)
     # the form and its cost in one go: this runs for every binary key and value
-    if b.isascii():
+    if b.isascii():  # type: ignore[union-attr]  # a view only when >= LONG: _show_big took it
         # ASCII: printable iff no control byte (tab, CR, LF allowed); bytes.translate is far
         # cheaper than str.isprintable() per character
-        if len(b.translate(None, _ASCII_CONTROL)) == n:
-            form = {"text": b.decode()}
+        if len(b.translate(None, _ASCII_CONTROL)) == n:  # type: ignore[union-attr]
+            form = {"text": b.decode()}  # type: ignore[union-attr]
             cost = n
         else:
             form = {"hex": b.hex()}
             cost = 2 * n
     else:
         try:
-            s = b.decode()
+            s = str(b, "utf-8")
         except UnicodeDecodeError:
             form = {"hex": b.hex()}
             cost = 2 * n
@@ -138,12 +139,12 @@ def show_bytes(b: bytes) -> dict[str, str]:
     return form
 
 
-def _is_ascii(b) -> bool:
+def _is_ascii(b: Buffer) -> bool:
     mv = memoryview(b)
     return all(bytes(mv[i:i + _STEP]).isascii() for i in range(0, len(mv), _STEP))
 
 
-def _utf8_text(b, printable: bool) -> bool:
+def _utf8_text(b: Buffer, printable: bool) -> bool:
     """Whether ``b`` is valid UTF-8 (and, ``printable``, its text printable: tab, CR and LF
     allowed), decoded a megabyte at a time and let go of."""
     dec = getincrementaldecoder("utf-8")()
@@ -159,7 +160,7 @@ def _utf8_text(b, printable: bool) -> bool:
     return True
 
 
-def _show_big(b) -> dict[str, str]:
+def _show_big(b: Buffer) -> dict[str, str]:
     """``show_bytes`` of a long ``b`` (bytes, or a memoryview of the records: the record
     decoders hand long keys and values over without copying them): the same form, looked at a
     megabyte at a time, its cost charged before it is made."""
@@ -185,7 +186,7 @@ def raw_bytes(form: dict[str, str] | None) -> bytes | None:
     return bytes.fromhex(form["hex"])
 
 
-def header_key(b: bytes) -> str | dict[str, str]:
+def header_key(b: Buffer) -> str | dict[str, str]:
     """A header key that is not plain ASCII: its UTF-8 text, or {"hex": ...}. Charged to the
     frame budget in force, as ``show_bytes`` is."""
     budget = current_budget()
@@ -199,7 +200,7 @@ def header_key(b: bytes) -> str | dict[str, str]:
         _charge(2 * n, n, "hex")
         return {"hex": b.hex()}
     try:
-        key: str | dict[str, str] = b.decode()
+        key: str | dict[str, str] = str(b, "utf-8")
     except UnicodeDecodeError:
         key = {"hex": b.hex()}
     if budget is not None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from kwire_cli.wire import Buffer
+
 from .forms import note_long_form
 from .limits import DECOMPRESSED_OPTION, current_budget
 
@@ -29,7 +31,7 @@ class Bad(Exception):
     records decoders: it becomes a batch's "error"."""
 
 
-def batch_error(batch: dict[str, Any], index: int, pos: int, end: int, buf: bytes, msg: str) -> dict[str, Any]:
+def batch_error(batch: dict[str, Any], index: int, pos: int, end: int, buf: Buffer, msg: str) -> dict[str, Any]:
     """Mark a batch (or top-level legacy message) that could not be decoded: its "error" (batch
     index, byte position, offset and what went wrong) and "RawHex" (the whole batch, so nothing is
     lost and it encodes back verbatim)."""
@@ -44,7 +46,7 @@ def batch_error(batch: dict[str, Any], index: int, pos: int, end: int, buf: byte
 _RAW_FREE = 1 << 20
 
 
-def put_raw_hex(entry: dict[str, Any], buf, pos: int, end: int | None = None, key: str = "RawHex") -> None:
+def put_raw_hex(entry: dict[str, Any], buf: Buffer, pos: int, end: int | None = None, key: str = "RawHex") -> None:
     """``entry[key]`` = the hex of ``buf[pos:end]`` (made from a memoryview: no copy of the
     bytes). A megabyte or more is charged to the frame budget in force (twice its bytes); when
     less than that is left it is not shown, and ``entry["error"]`` says so, naming the cap and

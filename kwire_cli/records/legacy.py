@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import zlib
+from typing import Any
 
-from .compression import Compression, CompressionError, DecompressedTooLarge, codec_label, decompress
+from kwire_cli.errors import CompressionError, DecompressedTooLarge
+from kwire_cli.wire import Buffer
+
+from .compression import Compression, codec_label, decompress
 from .forms import show_bytes
 from .layout import I32, I64, LEGACY_HEADER, LOG_OVERHEAD, MIN_MESSAGE_SIZE, Bad, batch_error, put_raw_hex
 from .limits import ITEMS_OPTION, current_budget
 
 
-def _legacy_message(buf, pos, end, cap, nested):
+def _legacy_message(buf: Buffer, pos: int, end: int, cap: int, nested: bool) -> dict[str, Any]:
     """Decode one legacy message occupying buf[pos:end]. Raises Bad(msg) on a broken message;
     returns the dict otherwise (which may carry "error" for a failed decompression)."""
     offset, size, crc, magic, attrs = LEGACY_HEADER.unpack_from(buf, pos)
@@ -35,7 +39,7 @@ def _legacy_message(buf, pos, end, cap, nested):
         m["TimestampType"] = "LogAppendTime" if attrs & 0x08 else "CreateTime"
         m["Timestamp"] = I64.unpack_from(buf, p)[0]
         p += 8
-    fields = {}
+    fields: dict[str, Any] = {}
     for name in ("Key", "Value"):
         if p + 4 > end:
             raise Bad(f"{name.lower()} length cut short by the end of the message")
@@ -75,7 +79,7 @@ def _legacy_message(buf, pos, end, cap, nested):
     m["DecompressedSize"] = len(inner_buf)
     if framing is not None:
         m["CompressionFraming"] = framing
-    inner = []
+    inner: list[dict[str, Any]] = []
     m["Messages"] = inner
     q = 0
     n = len(inner_buf)
@@ -114,7 +118,7 @@ def _legacy_message(buf, pos, end, cap, nested):
     return m
 
 
-def decode_legacy(buf, pos, end, index, cap):
+def decode_legacy(buf: Buffer, pos: int, end: int, index: int, cap: int) -> dict[str, Any]:
     budget = current_budget()
     if budget is not None:
         if budget.items_left <= 0:

@@ -14,7 +14,7 @@ CAP_SAYS = f"({ITEMS_OPTION} raises it)"
 BYTE_CAP_SAYS = f"{DECOMPRESSED_OPTION} raises it)"
 
 
-def batch_stats(body: Any, into: dict) -> dict:
+def batch_stats(body: Any, into: dict[str, Any]) -> dict[str, Any]:
     """Add the record batches of a decoded body to ``into`` (see ``new_batch_stats``): batches
     (a legacy message set's top-level messages count as batches), records (``records_in``: legacy
     messages included), compression codecs, batches whose CRC does not match, batches that did not decode (and of
@@ -34,7 +34,7 @@ def batch_stats(body: Any, into: dict) -> dict:
             for x in node:
                 walk(x)
 
-    def _count(field: dict) -> None:
+    def _count(field: dict[str, Any]) -> None:
         if field.get("partial_trailing_batch") is not None:
             into["partial_trailing_batches"] += 1
         codecs = into["compression"]
@@ -57,7 +57,7 @@ def batch_stats(body: Any, into: dict) -> dict:
     return into
 
 
-def records_in(batch: dict) -> int:
+def records_in(batch: dict[str, Any]) -> int:
     """The records an entry of a decoded records field holds: a record batch (magic 2) its
     ``Records``; a legacy message (magic 0/1) is one record, or, as a compressed wrapper, holds its
     inner ``Messages`` (wrappers within wrappers counted through); an entry that did not decode
@@ -78,6 +78,6 @@ def records_in(batch: dict) -> int:
     return n
 
 
-def new_batch_stats() -> dict:
+def new_batch_stats() -> dict[str, Any]:
     return {"batches": 0, "records": 0, "compression": {}, "crc_invalid": 0, "batch_errors": 0,
             "item_cap": 0, "byte_cap": 0, "partial_trailing_batches": 0}

@@ -10,14 +10,16 @@ first problem. Both charge the frame budget's records and headers (records/limit
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
+from typing import Any
 
 from crc32c import crc32c as _crc32c
 
-from kwire_cli.errors import DecodeError
-from kwire_cli.wire import read_uvarint
+from kwire_cli.errors import CompressionError, DecodeError, DecompressedTooLarge
+from kwire_cli.wire import Buffer, read_uvarint
 
 from . import native as records_native
-from .compression import Compression, CompressionError, DecompressedTooLarge, codec_label, decompress
+from .compression import Compression, codec_label, decompress
 from .forms import LONG, PLAIN, header_key, raw_bytes, show_bytes
 from .layout import I64, LOG_OVERHEAD, V2_HEADER, V2_HEADER_SIZE, Bad, batch_error, with_where
 from .limits import ITEMS_OPTION, current_budget
@@ -39,7 +41,7 @@ _ZZ2 = (0,) * 128 + tuple((r >> 1) ^ -(r & 1) for r in range(1 << 14))
 _INT8 = tuple(range(128)) + tuple(range(-128, 0))
 
 
-def _varint_slow(buf, pos, base=0, limit=5):
+def _varint_slow(buf: Buffer, pos: int, base: int = 0, limit: int = 5) -> tuple[int, int]:
     """Zig-zag varint (at most 5 bytes, as Kafka's ByteUtils.readVarint) or, with limit=10, varlong
     starting at ``pos``: the general case of the inlined one- and two-byte reads.
 
@@ -54,12 +56,12 @@ def _varint_slow(buf, pos, base=0, limit=5):
     return (n >> 1) ^ -(n & 1), pos
 
 
-def _control(key, value):
+def _control(key: Buffer | None, value: Buffer | None) -> dict[str, Any]:
     """Decode a control record's key (version, type) and, for commit/abort markers, its value."""
     if key is None or len(key) < 4:
         return {"error": f"control record key of {0 if key is None else len(key)} bytes (need 4)"}
     version, ctype = _HH.unpack_from(key, 0)
-    out = {"Version": version, "Type": CONTROL_TYPES.get(ctype, "UNKNOWN"), "TypeId": ctype}
+    out: dict[str, Any] = {"Version": version, "Type": CONTROL_TYPES.get(ctype, "UNKNOWN"), "TypeId": ctype}
     if ctype in (0, 1):
         if value is None or len(value) < 6:
             out["error"] = (f"end transaction marker value of {0 if value is None else len(value)} bytes "
@@ -71,7 +73,7 @@ def _control(key, value):
     return out
 
 
-def _headers_fast(rb, plain, p, room):
+def _headers_fast(rb: bytes | bytearray, plain: str, p: int, room: int) -> tuple[list[dict[str, Any]], int]:
     """_v2_records_fast's headers from the header count at ``p`` on: (headers, end position).
 
     Same rules as there; raises _Bad (a negative count or length, or more headers than ``room``,
@@ -92,7 +94,8 @@ def _headers_fast(rb, plain, p, room):
             hc, p = _varint_slow(rb, p)
     if hc < 0 or hc > room:
         raise Bad("negative header count, or more than the frame's budget leaves")
-    headers = []
+    headers: list[dict[str, Any]] = []
+    hk: str | dict[str, str] | None
     for _ in range(hc):
         b = rb[p]
         if b < 128:
@@ -138,7 +141,8 @@ def _headers_fast(rb, plain, p, room):
     return headers, p
 
 
-def _v2_records_fast(rb, count, base_offset, base_ts, room=1 << 62):
+def _v2_records_fast(rb: bytes | bytearray, count: int, base_offset: int, base_ts: int,
+                     room: int = 1 << 62) -> list[dict[str, Any]] | None:
     """The records of a batch (rb: exactly its records section), or None when anything is off.
 
     The fast path of the records codec, written for CPython's interpreter. It does not say what
@@ -176,7 +180,8 @@ def _v2_records_fast(rb, count, base_offset, base_ts, room=1 << 62):
     int8 = _INT8
     headers_fast = _headers_fast
     plain = rb.translate(PLAIN).decode("latin-1")
-    recs = []
+    recs: list[dict[str, Any]] = []
+    hk: str | dict[str, str] | None
     append = recs.append
     p = 0
     try:
@@ -268,7 +273,7 @@ def _v2_records_fast(rb, count, base_offset, base_ts, room=1 << 62):
             # headers: none or one inline, more in _headers_fast
             b = rb[p]
             if b == 0:
-                headers = []
+                headers: list[dict[str, Any]] = []
                 p += 1
             elif b == 2:
                 room -= 1
@@ -340,17 +345,19 @@ def _v2_records_fast(rb, count, base_offset, base_ts, room=1 << 62):
 _native_v2_records = records_native.v2_records or (lambda *args: NotImplemented)
 
 
-def _v2_records_native(rb, count, base_offset, base_ts, room=1 << 62):
+def _v2_records_native(rb: Buffer, count: int, base_offset: int, base_ts: int,
+                       room: int = 1 << 62) -> list[dict[str, Any]] | None:
     """_v2_records_fast in C (``v2_records`` of kwire_cli/records/_native.c): the same result, or
     _v2_records_fast's own when the C function leaves the batch to it (switched off with
     use_speedups(False), arguments it does not take, a Timestamp or Offset outside int64, ...)."""
-    recs = _native_v2_records(rb, count, base_offset, base_ts, room, show_bytes, header_key)
+    recs: list[dict[str, Any]] | None = _native_v2_records(rb, count, base_offset, base_ts, room, show_bytes,
+                                                            header_key)
     if recs is NotImplemented:
         return _v2_records_fast(bytes(rb) if type(rb) is memoryview else rb, count, base_offset, base_ts, room)
     return recs
 
 
-def _pick_v2_records():
+def _pick_v2_records() -> Callable[..., list[dict[str, Any]] | None]:
     """The fast path decode_v2 uses: _v2_records_native when the C function is there (built, and
     not turned off with KWIRE_NO_SPEEDUPS=1), else _v2_records_fast."""
     return _v2_records_fast if records_native.v2_records is None else _v2_records_native
@@ -360,8 +367,9 @@ def _pick_v2_records():
 _v2_records = _pick_v2_records()
 
 
-def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_append, is_control,
-                       recs, base, items=None):
+def _decode_v2_records(rb: bytes | bytearray, p: int, rend: int, count: int, base_offset: int, base_ts: int,
+                       max_ts: int, log_append: int, is_control: int, recs: list[dict[str, Any]], base: int,
+                       items: int | None = None) -> int:
     """Append ``count`` decoded records from rb[p:rend] to ``recs``; return the end position.
 
     ``base`` is added to positions in error messages (rb may be a copy of part of the records
@@ -374,6 +382,7 @@ def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_app
 
     The checks and their order define the error messages; keep them when editing.
     """
+    hk: str | dict[str, str] | None
     append = recs.append
     varint = _varint_slow
     show = show_bytes
@@ -498,7 +507,7 @@ def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_app
                     p += 2
                 else:
                     hc, p = varint(rb, p, base)
-            headers = []
+            headers: list[dict[str, Any]] = []
             if hc:
                 if hc < 0 or 2 * hc > rec_end - p:
                     raise Bad(f"header count {hc} does not fit in the record")
@@ -586,7 +595,7 @@ def _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, log_app
     return p
 
 
-def decode_v2(buf, pos, end, index, cap):
+def decode_v2(buf: bytes, pos: int, end: int, index: int, cap: int) -> dict[str, Any]:
     if end - pos < V2_HEADER_SIZE:
         batch = {"ByteOffset": pos, "BaseOffset": I64.unpack_from(buf, pos)[0],
                  "BatchLength": end - pos - LOG_OVERHEAD, "Magic": 2}
@@ -620,12 +629,13 @@ def decode_v2(buf, pos, end, index, cap):
         "BaseSequence": base_sequence,
         "RecordCount": count,
     }
-    records = []
+    records: list[dict[str, Any]] = []
     batch["Records"] = records
     if count < 0:
         return batch_error(batch, index, pos, end, buf, f"record count {count} is negative")
     start = pos + V2_HEADER_SIZE
     where = ""
+    rb: Buffer
     if codec == 0:
         # the batch's records as their own bytes object: the record loop translates and decodes
         # all of rb once, so it must not be the whole records field. A long one, when the native
@@ -676,7 +686,7 @@ def decode_v2(buf, pos, end, index, cap):
         batch["Records"] = fast
         return batch
     # something is wrong (or unusual): the careful loop finds out what and words it
-    if type(rb) is memoryview:
+    if isinstance(rb, memoryview):
         rb = bytes(rb)
     try:
         p = _decode_v2_records(rb, p, rend, count, base_offset, base_ts, max_ts, attrs & 0x08,
