@@ -22,6 +22,7 @@ GROUP_APIS = frozenset({JOIN, SYNC, HEARTBEAT, LEAVE, *EPOCH_HEARTBEATS})
 TXN_APIS = frozenset({INIT_PID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN})
 COMMITS = frozenset({OFFSET_COMMIT, TXN_OFFSET_COMMIT})
 MAX_PENDING = 10_000  # requests awaiting an answer per connection
+MAX_WAITING_CONNECTIONS = 50_000  # connections with requests awaiting an answer (memory stays bounded)
 
 
 class Analysis:
@@ -92,6 +93,8 @@ class Analysis:
             if got is None:  # its request is in another part (spark-decode cuts a heavy connection)
                 o = self.orphans.get(conn)
                 if o is None:
+                    if len(self.orphans) >= MAX_WAITING_CONNECTIONS:
+                        return
                     o = self.orphans[conn] = {}
                 if len(o) < MAX_PENDING:
                     o[corr] = (pos, key, ext)
@@ -102,6 +105,8 @@ class Analysis:
         conn = (r["src"], r["dst"])
         p = self.pending.get(conn)
         if p is None:
+            if len(self.pending) >= MAX_WAITING_CONNECTIONS:
+                return  # (its answer is then an orphan: counted, not paired)
             p = self.pending[conn] = {}
         if len(p) < MAX_PENDING:
             p[r.get("correlation_id")] = (pos, key, _brief(r), keep)
