@@ -1,6 +1,6 @@
 #!/bin/sh
 # Set-up for kwire on a fresh machine: the package (editable) with its `spark` extra (PySpark, for
-# `kwire spark-decode`) and, with --test, the test extras (pytest, ruff, mypy, import-linter...) and
+# `kwire spark-decode`), its `values` extra (Avro, Protobuf and JSON Schema keys and values) and, with --test, the test extras (pytest, ruff, mypy, import-linter...) and
 # the packet tools the capture tests cross-check against (tcpdump, editcap/tshark) and the TLS
 # terminator the proxy's --broker-tls test puts in front of tansu (stunnel4); Debian packages,
 # installed when this runs as root with apt-get; otherwise those tests skip and say why.
@@ -8,7 +8,7 @@
 set -e
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--test" ]; then
-  python -m pip install -q -e '.[spark,test]'
+  python -m pip install -q -e '.[spark,values,test]'
   # kafkajs (the third real client of tests/test_proxy.py; its test skips without node)
   if command -v npm >/dev/null 2>&1; then
     (cd scripts/record && npm install --silent --no-audit --no-fund >/dev/null 2>&1) \
@@ -22,7 +22,7 @@ if [ "${1:-}" = "--test" ]; then
     fi
   fi
 else
-  python -m pip install -q -e '.[spark]'
+  python -m pip install -q -e '.[spark,values]'
 fi
 # the man pages: a wheel install puts them in PREFIX/share/man/man1 (setup.py's data_files); an
 # editable install does not, so they are copied there, and (as root) to /usr/local/share/man/man1,
