@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from kwire_cli.values import DirectoryAnswers, RegistryAnswers, SavedAnswers, Schemas, ValueDecoder
+from kwire_cli.values import DirectoryAnswers, SavedAnswers, Schemas, ValueDecoder
 from kwire_cli.values.framing import FramingError, message_indexes, read_header, read_prefix
+from kwire_cli.values.registry import RegistryAnswers
 
 ROOT = Path(__file__).resolve().parents[1]
 VALUES = ROOT / "fixtures" / "values"

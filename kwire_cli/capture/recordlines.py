@@ -33,6 +33,7 @@ from typing import Any
 from kwire_cli.errors import FilterError
 from kwire_cli.render.safe import escape, json_text
 from kwire_cli.spec.error_codes import error_name
+from kwire_cli.values.records import decoded_form
 
 JSON = "json"  # --record-format json: one JSON object per record (kcat -J)
 MAX_WAITING = 10_000  # Produce requests kept for their answer; past it the oldest is printed unanswered
@@ -53,6 +54,10 @@ def _form_text(form: Any) -> str:
             return "0x" + form["hex"]
         if "redacted" in form:
             return f"<redacted: {form['redacted']}>"
+        decoded = decoded_form(form)
+        if decoded is not None:  # a key/value read with its schema (kwire_cli.values): its object as JSON
+            return escape(decoded if isinstance(decoded, str) else
+                          json.dumps(decoded, ensure_ascii=False, separators=(",", ":"), default=str))
     return escape(str(form))
 
 
@@ -63,7 +68,7 @@ def _form_size(form: Any) -> int:
             return len(form["text"].encode("utf-8", "surrogatepass"))
         if "hex" in form:
             return len(form["hex"]) // 2
-        if "redacted" in form:
+        if "redacted" in form or "bytes" in form:
             return int(form.get("bytes") or 0)
     return -1
 

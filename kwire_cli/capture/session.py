@@ -34,6 +34,7 @@ from kwire_cli.codec.secrets import (
 )
 from kwire_cli.errors import KwireError
 from kwire_cli.spec.registry import registry
+from kwire_cli.values.records import decode_body as decode_values
 
 ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
 MAX_OPEN = 10000  # remembered requests per connection (client id, group protocol type)
@@ -278,6 +279,8 @@ class Conversation:
             # records of internal topics (__consumer_offsets, __cluster_metadata...) decoded into their
             # key and value, the topic named by the body or, for a topic id, by the names learned so far
             decode_internal_records(body, self._names.get, self.show_secrets)
+            # keys and values framed by a Schema Registry, when --schema-registry/--schemas/--*-format ask
+            decode_values(body)
         if rec["api_key"] in CONTEXT_APIS:
             self._protect(rec, f, body)
         rec["error_codes"] = error_codes(body)

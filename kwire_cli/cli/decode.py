@@ -17,8 +17,10 @@ from kwire_cli.cli.options import (
     may_hold_floats,
     show_secrets_option,
 )
+from kwire_cli.cli.schemas import values_options
 from kwire_cli.cli.target import resolve_target
 from kwire_cli.errors import DecodeError, KwireError, TrailingBytes
+from kwire_cli.values.records import decode_body as decode_values
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -46,6 +48,7 @@ from kwire_cli.errors import DecodeError, KwireError, TrailingBytes
                    "trailing bytes, tags out of order...) is an error (exit 1), not a listed violation.")
 @limit_options()
 @show_secrets_option()
+@values_options
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="pretty", show_default=True,
               help="Output: a tree (pretty), or one JSON / YAML object.")
 def decode(input, api_name, api_version, kind, request_input, no_header, size_prefix, binary, records_mode,
@@ -108,6 +111,7 @@ def decode(input, api_name, api_version, kind, request_input, no_header, size_pr
             raise
         redact_message(msg.api_key, msg.kind, msg.body, show=show_secrets, records=records_mode,
                        inner=_envelope_request(msg, target, records_mode))
+        decode_values(msg.body)
     if fmt == "pretty":
         _print_message(msg)
     else:
@@ -162,6 +166,7 @@ def _decode_frames(frames, target, records_mode: str, fmt: str, show_secrets: bo
                 inner = inners.get(d.request)
             redact_message(m.api_key, m.kind, m.body, show=show_secrets, mechanism=mechanism, inner=inner,
                            records=records_mode)
+            decode_values(m.body)
             if m.api_key == ENVELOPE and m.kind == "request":
                 inners[i - 1] = envelope_inner(m.body)
             batch_stats(m.body, stats)

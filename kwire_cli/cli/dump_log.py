@@ -14,6 +14,7 @@ import click
 
 from kwire_cli.cli.app import KwireUsageError, diagnostic, std_binary
 from kwire_cli.cli.options import parse_size, show_secrets_option
+from kwire_cli.cli.schemas import values_options
 from kwire_cli.errors import KwireError
 
 EPILOG = """\b
@@ -320,6 +321,7 @@ def _kafka_flag(name: str, help_text: str) -> Callable[[Any], Any]:
               help="Read only the entries within each segment's first SIZE bytes (kafka-dump-log's --max-bytes): "
                    "the start of a large segment without reading it all. SIZE is bytes, or a number with K, M or G.")
 @show_secrets_option()
+@values_options
 @click.option("--files", "kafka_files", metavar="F1,F2", multiple=True, hidden=True,
               help="kafka-dump-log's spelling of FILES: a comma-separated list.")
 @_kafka_flag("print-data-log", "kafka-dump-log's flag: records are always printed.")

@@ -13,6 +13,7 @@ import click
 
 from kwire_cli.cli.app import KwireUsageError, diagnostic, expand_captures, note_skipped, std_binary
 from kwire_cli.cli.options import DecodeLimits, limit_options, read_keylogs, show_secrets_option, tls_keylog_option
+from kwire_cli.cli.schemas import values_options
 from kwire_cli.errors import FilterError, KwireError
 from kwire_cli.render.damage import damage_warning
 from kwire_cli.render.jsonlines import gc_tuned, line_writer
@@ -189,6 +190,7 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
 @tls_keylog_option()
 @limit_options(capture=True)
 @show_secrets_option()
+@values_options
 def pcap(files: tuple[str, ...], fmt: str, fields: tuple[str, ...], field_layout: tuple[str, ...],
          record_format: str | None, summary: bool, filter_expr: str | None,
          ports: tuple[int, ...], raw_records: bool, follow: bool, request_timeout: float | None, strict: bool,

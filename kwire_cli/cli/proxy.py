@@ -8,6 +8,7 @@ import click
 
 from kwire_cli.cli.app import KwireUsageError, diagnostic, std_binary
 from kwire_cli.cli.options import limit_options, show_secrets_option
+from kwire_cli.cli.schemas import values_options
 from kwire_cli.errors import FilterError
 from kwire_cli.render.safe import escape, json_text
 
@@ -69,6 +70,7 @@ def _hostport(value: str, option: str) -> tuple[str, int]:
 @click.option("--insecure", is_flag=True, help="Do not check the brokers' certificates (testing only).")
 @limit_options(capture=True)
 @show_secrets_option()
+@values_options
 def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, write_pcap, listen_tls, broker_tls,
           ca, client_cert, insecure, limits, show_secrets):
     """Decode a running client's Kafka traffic by proxying it to its brokers.

@@ -27,6 +27,7 @@ from kwire_cli.capture.kafka import DEFAULT_MAX_FRAME
 from kwire_cli.codec.internal import decode_internal_batch, is_internal
 from kwire_cli.errors import KwireError
 from kwire_cli.records import decode_records
+from kwire_cli.values.records import decode_batches as decode_values
 
 _HEAD = struct.Struct(">qi")
 HEADER_SIZE = 12        # int64 offset + int32 length
@@ -99,6 +100,8 @@ def decode_entry(data: bytes, position: int, topic: str | None = None,
             batch[k] = v
     if topic is not None and is_internal(topic) and "error" not in batch:
         decode_internal_batch(batch, topic, show_secrets)
+    elif "error" not in batch:
+        decode_values({"batches": [batch]})  # Schema Registry framed keys and values, when asked
     return batch
 
 

@@ -10,6 +10,7 @@ or their hex.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from contextvars import ContextVar
 from typing import Any
@@ -18,6 +19,7 @@ from kwire_cli.render.plaintree import Label, Node
 from kwire_cli.render.safe import escape, quoted
 from kwire_cli.spec.meanings import struct_reading, value_meaning
 from kwire_cli.spec.model import FieldSpec, FieldType, StructSpec
+from kwire_cli.values.records import DECODED_KEYS, decoded_form
 
 MAX_BYTES_SHOWN = 64      # bytes of a bytes/records value printed before cutting short
 MAX_INLINE_SCALARS = 16   # arrays of scalars up to this length print on one line
@@ -279,11 +281,28 @@ def _kv_text(v: Any) -> Label:
     """A record key/value/header value: {"text": s}, {"hex": h} or None."""
     if v is None:
         return Label("null", style=S_NULL)
+    if isinstance(v, dict) and "note" in v:  # a key/value naming a schema that did not decode
+        return _kv_text({k: x for k, x in v.items() if k != "note"}) + Label(
+            f"  (not decoded: {escape(str(v['note']))})", style=S_NOTE)
     if isinstance(v, dict) and isinstance(v.get("text"), str):
         return _long_text(v["text"])
     if isinstance(v, dict) and isinstance(v.get("hex"), str):
         return Label("0x") + _hex_text(v["hex"])
+    if isinstance(v, dict) and decoded_form(v) is not None:  # read with its schema (kwire_cli.values)
+        return _decoded_text(v)
     return Label(escape(v))
+
+
+def _decoded_text(v: dict) -> Label:
+    """A decoded key/value: its object as one line of JSON, then its format and schema."""
+    obj = decoded_form(v)
+    t = Label(escape(obj if isinstance(obj, str) else
+                     json.dumps(obj, ensure_ascii=False, separators=(", ", ": "), default=str)))
+    schema = v.get("schema") or {}
+    names = [f"{k} {schema[k]}" for k in ("id", "subject", "message", "guid") if k in schema]
+    fmt = next(k for k in DECODED_KEYS if k in v)
+    t.append(escape(f"  ({fmt}{', ' if names else ''}{', '.join(names)})"), style=S_TYPE)
+    return t
 
 
 def _record_label(i: int, r: dict) -> Label:

@@ -5,7 +5,8 @@ store (a registry over HTTP, files saved from one, or answers shipped from a Spa
 
     framing     Confluent's magic byte, schema id / GUID, Protobuf message indexes, id headers
     schemas     Schema, the answer stores' interface, lookups cached per run, saved answers
-    registry    the registry's REST API over HTTP (auth from the environment, timeout)
+    registry    the registry's REST API over HTTP (auth from the environment, timeout; imported
+                by whoever uses it, so a run without --schema-registry loads no HTTP client)
     avro        fastavro with the registry's schema and references
     protobuf    .proto text compiled by protoc, the message chosen by its indexes, JSON mapping
     jsonvalues  JSON Schema values (validated on request); JSON form of every decoded value
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 from kwire_cli.values.decoder import FORMATS, Decoded, ValueDecoder
 from kwire_cli.values.jsonvalues import jsonable
-from kwire_cli.values.registry import RegistryAnswers
 from kwire_cli.values.schemas import (
                                       AnswerStore,
                                       DirectoryAnswers,
@@ -26,5 +26,5 @@ from kwire_cli.values.schemas import (
                                       Schemas,
 )
 
-__all__ = ["FORMATS", "AnswerStore", "Decoded", "DirectoryAnswers", "RecordingAnswers", "RegistryAnswers",
+__all__ = ["FORMATS", "AnswerStore", "Decoded", "DirectoryAnswers", "RecordingAnswers",
            "SavedAnswers", "Schema", "SchemaLookupError", "Schemas", "ValueDecoder", "jsonable"]
