@@ -36,7 +36,8 @@ def _default_specs(monkeypatch):
 #
 # spark: the test needs PySpark (and most start a local Spark session or a standalone cluster);
 #   every test of these files, and any test that asks for a fixture named `spark`.
-SPARK_FILES = {"test_spark.py", "test_spark_cluster.py", "test_spark_class_data.py", "test_spark_localfs.py"}
+SPARK_FILES = {"test_spark.py", "test_spark_cluster.py", "test_spark_class_data.py", "test_spark_localfs.py",
+               "test_values_spark.py"}
 # slow: about 2 s or more on an idle 2-core machine (5 s and more when the machine is shared),
 #   measured with `python -m pytest --durations=50`. Spark's own slow tests are listed too, so that
 #   `-m "not slow"` alone also leaves them out. tests/test_tooling.py checks that every name here

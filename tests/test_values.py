@@ -10,7 +10,6 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ import pytest
 from kwire_cli.values import DirectoryAnswers, SavedAnswers, Schemas, ValueDecoder
 from kwire_cli.values.framing import FramingError, message_indexes, read_header, read_prefix
 from kwire_cli.values.registry import RegistryAnswers
+from registry_server import Registry
 
 ROOT = Path(__file__).resolve().parents[1]
 VALUES = ROOT / "fixtures" / "values"
@@ -147,44 +147,6 @@ def test_json_values_validated_on_request():
 
 
 # --------------------------------------------------------------------------- the registry over HTTP
-class Registry(ThreadingHTTPServer):
-    """The Schema Registry's REST API over the saved answers (GET only), with basic or bearer auth."""
-
-    def __init__(self, auth):
-        self.auth = auth
-        self.requests: list[str] = []
-        super().__init__(("127.0.0.1", 0), RegistryHandler)
-
-    @property
-    def url(self):
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class RegistryHandler(BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-    def answer(self, code, body):
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self):
-        self.server.requests.append(self.path)
-        if self.headers.get("Authorization") != self.server.auth:
-            return self.answer(401, {"error_code": 401, "message": "Unauthorized"})
-        parts = self.path.strip("/").split("/")
-        file = DirectoryAnswers(SCHEMAS)._file(self.path)
-        if file is not None and file.is_file():
-            return self.answer(200, json.loads(file.read_text()))
-        if parts[:2] == ["schemas", "ids"]:
-            return self.answer(404, {"error_code": 40403, "message": f"Schema {parts[2]} not found"})
-        return self.answer(404, {"error_code": 40401, "message": "Subject not found"})
-
-
 @pytest.fixture
 def registry():
     def start(auth):

@@ -132,3 +132,24 @@ def test_both_sources_at_once_is_a_usage_error():
 def test_bad_registry_urls_are_usage_errors(url):
     res = kwire("pcap", PCAP, "--schema-registry", url)
     assert res.code == 2 and "--schema-registry" in res.err and "p@" not in res.err
+
+
+@pytest.mark.parametrize("expr,keys", [
+    ("value.customer.name=c2", {"kwire-avro": 5, "kwire-protobuf": 4}),  # Avro A-2's frame, Protobuf P-2's
+    ("key.id~B-", {"kwire-avro": 5}),
+    ("value.lines.qty>5", {"kwire-protobuf": 4}),  # P-2's line of 7
+    ("value.amount<0 and value.id~J", {"kwire-json": 3}),
+    ("value.counts.n=1099511627776", {"kwire-avro": 5}),
+    ("value.customer.tier>2", {}),
+    ("value.status!=PLACED and api=Produce", {"kwire-json": 3}),  # no record of the frame is PLACED
+])
+def test_filters_on_decoded_fields_keep_the_frames_holding_such_a_record(expr, keys):
+    lines = record_lines("--schemas", SCHEMAS, "--filter", f"api=Produce and ({expr})")
+    got: dict[str, int] = {}
+    for line in lines:
+        got[line["topic"]] = got.get(line["topic"], 0) + 1
+    assert got == keys
+
+
+def test_decoded_fields_match_nothing_without_schemas():
+    assert record_lines("--filter", "value.customer.name=c1") == []

@@ -7,6 +7,8 @@
     undecodable             conn=127.0.0.1:9092   conn=9092   src=...   dst=...
     topic=orders  topic~ord  partition=3  group=g1  member~consumer  producer_id=1000
     transactional_id=tx-1   key=k-0  key~user-  header=trace  header~t-   (values inside the body)
+    value.customer.name=c1  key.id~A-  value.lines.qty>1   (fields of keys and values read with
+                            their schema: --schema-registry, --schemas; names case-sensitive)
     combined with and / or / not (also && || ! and a comma for and) and parentheses.
 
 The fields, the columns each reads and how it compares are declared in
@@ -75,6 +77,10 @@ def _int(value: str, name: str, pos: int) -> int:
 
 
 def _term(name: str, op: str | None, value: str | None, pos: int) -> Predicate:
+    from kwire_cli.values.fields import parse_path
+    path = parse_path(name)
+    if path is not None:  # value.customer.name, key.id: fields of keys and values read with their schema
+        return _decoded_term(path[0], path[1], op, value, pos)
     name = name.lower()
     field = _BY_NAME.get(name)
     if field is None:
@@ -166,6 +172,44 @@ def _body_term(name: str, match: str, op: str, value: str, pos: int) -> Predicat
         cmp = op
         some = lambda r: any(isinstance(v, str) and _cmp(cmp, v, value) for v in row_values(name, r))  # noqa: E731
     return some if op != "!=" else (lambda r: not some(r))
+
+
+def _decoded_term(field: str, path: list[str], op: str | None, value: str | None, pos: int) -> Predicate:
+    """A field inside the decoded keys or values of a frame's records (``kwire_cli.values.fields``):
+    true when any record's leaf there compares so (``!=``: when none equals; no comparison: when
+    any record has one). Numbers compare as numbers, everything else as its text."""
+    from kwire_cli.values.fields import values_at
+
+    def leaves(r: dict) -> Any:
+        return values_at(r.get("body"), field, path)
+
+    if op is None:
+        return lambda r: next(iter(leaves(r)), None) is not None
+    if value is None:
+        raise FilterError(f"filter: {field}.{'.'.join(path)}{op} needs a value (position {pos})")
+    try:
+        num: float | None = float(value) if len(value) <= MAX_DIGITS else None
+    except ValueError:
+        num = None
+
+    def compare(v: Any, cmp: str) -> bool:
+        if cmp == "~":
+            return value in _leaf_text(v)
+        if num is not None and isinstance(v, (int, float)) and not isinstance(v, bool):
+            return _cmp(cmp, v, num)
+        return _cmp(cmp, _leaf_text(v), value)
+
+    if op == "!=":
+        return lambda r: not any(compare(v, "=") for v in leaves(r))
+    return lambda r: any(compare(v, op) for v in leaves(r))
+
+
+def _leaf_text(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
 
 
 class _Parser:
@@ -264,6 +308,7 @@ def header_filter(text: str | None) -> Predicate | None:
         return None
     parser = _Parser(text)
     pred = parser.parse()
-    if not parser.fields or any(not set(_BY_NAME[f].columns) <= HEADER_COLUMNS for f in parser.fields):
+    if not parser.fields or any(f not in _BY_NAME or not set(_BY_NAME[f].columns) <= HEADER_COLUMNS
+                                for f in parser.fields):
         return None
     return pred

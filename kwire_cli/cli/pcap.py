@@ -41,7 +41,9 @@ client (client~part), error (any non-zero code anywhere in the body, or
 error=NAME|CODE), undecodable, conn / src / dst (ip:port, ip or port), corr,
 frame, size, latency (ms), file; and values inside the body: topic, group,
 member, transactional_id (=, !=, ~part), partition, producer_id (numbers, a-b),
-key (a record key), header (a record header's key or value); joined with
+key (a record key), header (a record header's key or value); fields of keys
+and values read with --schema-registry or --schemas: value.PATH, key.PATH
+(value.customer.name=c1, key.id~A-, value.lines.qty>1); joined with
 and / or / not and parentheses. An unknown field or API name is a usage error.
 
 \b

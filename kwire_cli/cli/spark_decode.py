@@ -10,6 +10,7 @@ import click
 
 from kwire_cli.cli.app import KwireUsageError, diagnostic
 from kwire_cli.cli.options import limit_options, read_keylogs, show_secrets_option, tls_keylog_option
+from kwire_cli.cli.schemas import values_options
 from kwire_cli.errors import KwireError
 from kwire_cli.render.damage import damage_warning
 from kwire_cli.render.safe import escape
@@ -109,6 +110,7 @@ MASTER = re.compile(r"local(\[(\*|\d+)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]"
 @limit_options(capture=True)
 @tls_keylog_option(dsb=False)
 @show_secrets_option()
+@values_options
 def spark_decode(inputs, out, fmt, master, ports, partitions, split_size, raw_records, overwrite, conf,
                  ship_code, summary_format, strict, filter_expr, tls_keylogs, limits, show_secrets):
     """Decode Kafka conversations from captures with Spark (same codec and capture code as

@@ -327,7 +327,10 @@ def _decode_and_write(paths_used: dict, spark, plans, tasks, labels, out, fmt, p
 
     Topic ids are first named from the answers each task saw itself; if an answer on a connection
     of another task named an id earlier than a row that used (or lacked) it (``topics_agree``), the
-    stage runs again with every answer the job learned, and its rows replace the first ones."""
+    stage runs again with every answer the job learned, and its rows replace the first ones.
+
+    Keys and values framed by a Schema Registry (--schema-registry, --schemas): every schema is
+    read here, once, on the driver, and shipped to the tasks with their closures."""
     from kwire_cli.spark.rows import row_schema
     from kwire_cli.spark.stages import (
         SORT_COLUMNS,
@@ -337,6 +340,8 @@ def _decode_and_write(paths_used: dict, spark, plans, tasks, labels, out, fmt, p
         read_batches,
         topics_agree,
     )
+    from kwire_cli.values.records import current as values_decoder
+    from kwire_cli.values.shipping import ship, within
     sc = spark.sparkContext
     bplans = sc.broadcast((plans, tasks))
     heavy_min, chunk_bytes = heavy_conf(spark)
@@ -366,6 +371,7 @@ def _decode_and_write(paths_used: dict, spark, plans, tasks, labels, out, fmt, p
             frame_schema_ddl())
         by_chunk = frames.repartition(nparts, "p").sortWithinPartitions(*CHUNK_SORT_COLUMNS)
     schema = row_schema(fmt)
+    shipped = ship(values_decoder())
     names = None
     passes = 0
     try:
@@ -378,21 +384,22 @@ def _decode_and_write(paths_used: dict, spark, plans, tasks, labels, out, fmt, p
                 not_local = cs.not_local  # their packets are decoded elsewhere: shared or heavy
                 rows = spark.range(len(local), numPartitions=len(local)).mapInArrow(
                     lambda it, b=bplans, w=local, sh=not_local, labels=labels, fmt=fmt, rm=records_mode, sn=specs_name,
-                    acc=acc, ports=ports, bn=bnames, ss=show_secrets, kl=keylog, st=strict, fe=filter_expr:
-                    local_batches(it, w, b.value[1], b.value[0], sh, labels, fmt, rm, sn, acc, ports, bn.value, limits,
-                                  ss, kl, st, fe), schema)
+                    acc=acc, ports=ports, bn=bnames, ss=show_secrets, kl=keylog, st=strict, fe=filter_expr, vs=shipped:
+                    within(vs, local_batches(it, w, b.value[1], b.value[0], sh, labels, fmt, rm, sn, acc, ports,
+                                             bn.value, limits, ss, kl, st, fe)), schema)
             if by_conn is not None:
                 decoded = by_conn.mapInArrow(
                     lambda it, labels=labels, fmt=fmt, rm=records_mode, sn=specs_name, acc=acc, ports=ports,
-                    bn=bnames, ss=show_secrets, kl=keylog, st=strict, fe=filter_expr:
-                    decode_batches(it, labels, fmt, rm, sn, acc, ports, bn.value, limits, ss, kl, st, fe), schema)
+                    bn=bnames, ss=show_secrets, kl=keylog, st=strict, fe=filter_expr, vs=shipped:
+                    within(vs, decode_batches(it, labels, fmt, rm, sn, acc, ports, bn.value, limits, ss, kl, st, fe)),
+                    schema)
                 rows = decoded if rows is None else rows.union(decoded)
             if by_chunk is not None:
                 from kwire_cli.spark.split import chunk_batches
                 decoded = by_chunk.mapInArrow(
                     lambda it, labels=labels, fmt=fmt, rm=records_mode, sn=specs_name, acc=acc, bn=bnames,
-                    ss=show_secrets, st=strict, fe=filter_expr:
-                    chunk_batches(it, labels, fmt, rm, sn, acc, bn.value, limits, ss, st, fe), schema)
+                    ss=show_secrets, st=strict, fe=filter_expr, vs=shipped:
+                    within(vs, chunk_batches(it, labels, fmt, rm, sn, acc, bn.value, limits, ss, st, fe)), schema)
                 rows = decoded if rows is None else rows.union(decoded)
             _write(spark, rows, out, fmt, bool(cs.heavy))
             bnames.unpersist()
