@@ -66,6 +66,7 @@ SLOW_TESTS = {
         "test_twenty_thousand_records_with_acks_all_through_the_proxy_come_back_equal",
     },
     # the proxy in front of a real tansu broker (and stunnel), with real clients
+    "test_values_proxy.py": {"test_proxy_rows_show_the_values_decoded"},  # a real tansu and a proxy
     "test_proxy.py": {
         "test_kafka_python_produces_and_consumes_in_a_group_through_the_proxy",
         "test_confluent_kafka_through_the_proxy",

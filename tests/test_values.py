@@ -336,3 +336,36 @@ def test_protobuf_serialized_schema_as_confluents_registry_keeps_it(rows):
     order = [r for r in by_topic(rows, "Produce") if r["topic"] == "kwire-protobuf"][0]
     sent = [r for r in MANIFEST["records"] if r["topic"] == "kwire-protobuf"][0]
     assert decoder.decode("value", raw(order["value"])).value == sent["value"]
+
+
+def test_unknown_ids_stop_being_looked_up_past_a_bound():
+    """Binary values that start with byte 0 name a different "schema id" each: past MAX_MISSES
+    distinct misses no new one is asked for."""
+    from kwire_cli.values.schemas import MAX_MISSES
+
+    asked = []
+
+    class Counting(SavedAnswers):
+        def get(self, path):
+            asked.append(path)
+            return super().get(path)
+
+    decoder = ValueDecoder(Schemas(Counting({})))
+    notes = [decoder.decode("value", b"\0" + i.to_bytes(4, "big") + b"x").note for i in range(MAX_MISSES + 50)]
+    assert len(asked) == MAX_MISSES
+    assert notes[-1] == f"schema id {MAX_MISSES + 49} not looked up: {MAX_MISSES} schemas already were not found " \
+                        "in the schemas looked up before the run"
+    assert len(decoder.notes) <= 100
+
+
+def test_a_shipped_decoder_is_put_in_force_per_task_and_taken_off_by_the_next():
+    import pickle
+
+    from kwire_cli.values.records import current
+    from kwire_cli.values.shipping import ship, within
+
+    shipped = pickle.loads(pickle.dumps(ship(ValueDecoder(Schemas(DirectoryAnswers(SCHEMAS))))))
+    assert "/schemas/ids/3" in shipped.answers and "/subjects/kwire%2Fcommon.proto/versions/1" in shipped.answers
+    seen = list(within(shipped, iter([current])))
+    assert seen[0]() is not None and seen[0]().decode("value", b"\0\0\0\0\x07{}").value == {}
+    assert [f() for f in within(None, iter([current]))] == [None]

@@ -153,3 +153,8 @@ def test_filters_on_decoded_fields_keep_the_frames_holding_such_a_record(expr, k
 
 def test_decoded_fields_match_nothing_without_schemas():
     assert record_lines("--filter", "value.customer.name=c1") == []
+
+
+def test_reasons_values_were_not_decoded_are_summed_up_on_stderr():
+    res = kwire("pcap", PCAP, "--format", "records", "--schemas", SCHEMAS)
+    assert f"kwire: note: 2 keys/values: schema id 4 not found in schema directory {SCHEMAS}" in res.err.splitlines()

@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from kwire_cli.cli.app import KwireUsageError
+from kwire_cli.cli.app import KwireUsageError, diagnostic
 
 FORMAT_CHOICES = ("auto", "avro", "protobuf", "json", "string", "hex")
 NAMES = ("schema_registry", "schemas_dir", "key_format", "value_format", "validate_values", "registry_timeout")
@@ -31,8 +31,11 @@ def values_options(f: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return f(*args, **kwargs)
         finally:
-            from kwire_cli.values.records import use
+            from kwire_cli.values.records import current, use
+            decoder = current()
             use(None)
+            if decoder is not None:
+                report(decoder.notes)
 
     options = [
         click.option("--schema-registry", "schema_registry", metavar="URL",
@@ -61,6 +64,18 @@ def values_options(f: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(options):
         run = option(run)
     return run
+
+
+SHOWN_NOTES = 5
+
+
+def report(notes: dict[str, int]) -> None:
+    """The reasons keys and values were not decoded (or did not validate), on stderr: one line
+    each, the most frequent first, at most SHOWN_NOTES."""
+    for note, n in sorted(notes.items(), key=lambda kv: -kv[1])[:SHOWN_NOTES]:
+        diagnostic("note", f"{n} key{'s' if n != 1 else ''}/values: {note}")
+    if len(notes) > SHOWN_NOTES:
+        diagnostic("note", f"{len(notes) - SHOWN_NOTES} other reasons (the notes beside the keys and values)")
 
 
 def install(schema_registry: str | None, schemas_dir: Path | None, key_format: str, value_format: str,

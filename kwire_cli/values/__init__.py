@@ -11,6 +11,9 @@ store (a registry over HTTP, files saved from one, or answers shipped from a Spa
     protobuf    .proto text compiled by protoc, the message chosen by its indexes, JSON mapping
     jsonvalues  JSON Schema values (validated on request); JSON form of every decoded value
     decoder     ValueDecoder: one key or value decoded, or a note why not
+    records     the decoder in force (use/current) applied to decoded records, in place
+    fields      fields of decoded keys and values, for filters (value.customer.name=c1)
+    shipping    every answer read once on a Spark driver, shipped to its tasks
 """
 from __future__ import annotations
 

@@ -33,6 +33,7 @@ def reader(fmt: str) -> ModuleType:
     except ImportError:
         raise ValueError(f"decoding {fmt} values needs {libraries}: pip install 'kwire[values]'") from None
 Headers = Sequence[tuple[str, "bytes | None"]]
+MAX_NOTES = 100  # distinct notes counted for the run's summary on stderr
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,13 @@ class ValueDecoder:
         self.formats = {"key": key_format, "value": value_format}
         self.validate = validate
         self._compiled: dict[tuple[str, str], Any] = {}
+        self.notes: dict[str, int] = {}  # each note given, and how many keys/values got it
+
+    def _noted(self, decoded: Decoded | None) -> Decoded | None:
+        if decoded is not None and decoded.note is not None and (decoded.note in self.notes
+                                                                 or len(self.notes) < MAX_NOTES):
+            self.notes[decoded.note] = self.notes.get(decoded.note, 0) + 1
+        return decoded
 
     def active(self) -> bool:
         """Whether it can change any output (a registry or a forced format)."""
@@ -86,6 +94,9 @@ class ValueDecoder:
 
     def decode(self, field: str, data: bytes | None, headers: Headers = ()) -> Decoded | None:
         """The key (``field == "key"``) or value ``data`` decoded, or None: nothing to decode."""
+        return self._noted(self._decode(field, data, headers))
+
+    def _decode(self, field: str, data: bytes | None, headers: Headers) -> Decoded | None:
         fmt = self.formats[field]
         if data is None or fmt == "hex":
             return Decoded("hex", data.hex()) if data is not None and fmt == "hex" else None

@@ -21,6 +21,9 @@ SCHEMA_TYPES = ("AVRO", "PROTOBUF", "JSON")
 MAX_REFERENCE_DEPTH = 16
 MAX_REFERENCES = 256
 MAX_ANSWER_BYTES = 32 << 20
+# distinct ids/GUIDs that were not found, past which no new one is looked up: binary values that
+# happen to start with byte 0 would otherwise cost a registry request per distinct "id"
+MAX_MISSES = 256
 
 
 class SchemaLookupError(Exception):
@@ -99,6 +102,7 @@ class Schemas:
     store: AnswerStore
     _found: dict[tuple[str, str], Schema | SchemaLookupError] = field(default_factory=dict)
     _subjects: dict[tuple[str, int], Schema] = field(default_factory=dict)
+    _misses: int = 0
 
     def describe(self) -> str:
         return self.store.describe()
@@ -107,10 +111,14 @@ class Schemas:
         """The schema ``ref`` names; raises SchemaLookupError with the reason it cannot be had."""
         key = ("id", str(ref.schema_id)) if ref.schema_id is not None else ("guid", str(ref.guid))
         if key not in self._found:
+            if self._misses >= MAX_MISSES:
+                raise SchemaLookupError(f"schema {ref.name()} not looked up: {MAX_MISSES} schemas already were "
+                                        f"not found in {self.store.describe()}")
             try:
                 self._found[key] = self._lookup(ref)
             except SchemaLookupError as exc:
                 self._found[key] = exc
+                self._misses += 1
         found = self._found[key]
         if isinstance(found, SchemaLookupError):
             raise found

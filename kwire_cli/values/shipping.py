@@ -148,10 +148,11 @@ def within(shipped: Shipped | None, rows: Iterator[Any]) -> Iterator[Any]:
     process, so each schema is compiled once per process, not once per task)."""
     from kwire_cli.values.records import use
 
+    decoder = None
     if shipped is not None:
         decoder = _landed.get(shipped.token)
         if decoder is None:
             _landed.clear()
             decoder = _landed[shipped.token] = shipped.decoder()
-        use(decoder)
+    use(decoder)  # None too: a worker process reused by a later job keeps nothing of this one
     yield from rows
