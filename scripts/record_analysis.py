@@ -13,7 +13,8 @@ checks kwire's sections against those.
 
 * group: three kafka-python members of group an-group on a 4-partition topic join one by one,
   the second closes (LeaveGroup), the third is killed (SIGKILL: its session, 6 s, times out).
-* lag: 30 records, one batch each; a member reading one record per Fetch stops after 10, commits.
+* lag: 30 records, one batch each; a kafka-python member reading one record per poll stops after 10
+  and commits; a confluent-kafka member of another group reads 12, commits (its statistics after).
 * producers: a confluent-kafka idempotent producer (20 records over 2 partitions) and a
   transactional one (commit 3 records, abort 2, commit 1).
 """
@@ -109,7 +110,12 @@ def scenario_lag(bootstrap: str, work: Path) -> dict:
     f = work / "lagging"
     c = client("consumer", bootstrap, "an-lag-group", "an-lag-topic", str(f), "--max-records", "10", "--fetch-one")
     c.wait(90)
-    return {"group_id": "an-lag-group", "produced": 30, "consumer": lines(f)}
+    rd = work / "rdkafka"
+    c = client("rdconsumer", bootstrap, "an-rdlag-group", "an-lag-topic", str(rd), "12")
+    if c.wait(90) != 0:
+        raise RecordError("the confluent-kafka consumer failed")
+    return {"group_id": "an-lag-group", "produced": 30, "consumer": lines(f),
+            "rdkafka_group_id": "an-rdlag-group", "rdkafka_consumer": json.loads(rd.read_text())}
 
 
 def scenario_producers(bootstrap: str, work: Path) -> dict:

@@ -53,15 +53,30 @@ def test_lag_and_commits_are_the_consumers_own_figures():
     d, seen = summary("analysis-lag")
     offsets = next(e for e in seen["consumer"] if e["event"] == "offsets")
     (p,) = offsets["partitions"]
-    (lag,) = d["lag"]
+    (lag,) = [e for e in d["lag"] if e["group_id"] == seen["group_id"]]
     assert (lag["topic"], lag["partition"], lag["group_id"]) == (p["topic"], p["partition"], seen["group_id"])
     # the consumer fetched once: from its first record's offset, when highwater() said the first figure
     assert lag["max_lag"] == offsets["first"]["highwater"] - offsets["first"]["offset"]
     assert lag["last_high_watermark"] == p["highwater"]
-    (c,) = d["commits"]
+    (c,) = [e for e in d["commits"] if e["group_id"] == seen["group_id"]]
     assert c["last_committed_offset"] == p["committed"] == p["position"]
     assert c["high_watermark"] == p["highwater"]
     assert c["committed_lag"] == p["highwater"] - p["committed"]
+
+
+def test_lag_and_commits_are_what_librdkafkas_statistics_said():
+    d, seen = summary("analysis-lag")
+    rd = seen["rdkafka_consumer"]
+    (st,) = rd["partitions"].values()
+    (lag,) = [e for e in d["lag"] if e["group_id"] == seen["rdkafka_group_id"]]
+    # librdkafka fetched ahead of what it handed over: its fetch position is next_offset
+    assert lag["last_fetch_offset"] == st["next_offset"]
+    assert lag["last_high_watermark"] == st["hi_offset"]
+    assert lag["last_lag"] == st["hi_offset"] - st["next_offset"]
+    assert lag["max_lag"] == st["hi_offset"] - rd["first_offset"]
+    (c,) = [e for e in d["commits"] if e["group_id"] == seen["rdkafka_group_id"]]
+    assert c["last_committed_offset"] == st["committed_offset"] == rd["records"]
+    assert c["committed_lag"] == st["consumer_lag"]
 
 
 def test_producers_are_what_librdkafkas_statistics_counted():

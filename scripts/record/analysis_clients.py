@@ -73,6 +73,36 @@ def consumer(bootstrap: str, group: str, topic: str, path: str, max_records: int
         emit(out, event="closed")
 
 
+def rdconsumer(bootstrap: str, group: str, topic: str, path: str, n: int) -> None:
+    """A confluent-kafka group member: reads N records, commits, and writes the statistics
+    callback's figures for its partitions once the commit is in them."""
+    from confluent_kafka import Consumer
+    last: dict = {}
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": "an-rdkafka-consumer",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "statistics.interval.ms": 100,
+                  "stats_cb": lambda s: last.update(json.loads(s))})
+    c.subscribe([topic])
+    got, first = 0, None
+    deadline = time.monotonic() + 60
+    while got < n and time.monotonic() < deadline:
+        m = c.poll(0.2)
+        if m is not None and not m.error():
+            first = m.offset() if first is None else first
+            got += 1
+    c.commit(asynchronous=False)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 1.5:
+        c.poll(0.1)
+    parts = {}
+    for pid, part in ((last.get("topics") or {}).get(topic) or {}).get("partitions", {}).items():
+        if int(pid) >= 0:
+            parts[pid] = {k: part.get(k) for k in ("hi_offset", "committed_offset", "consumer_lag", "app_offset",
+                                                   "next_offset", "fetch_state")}
+    c.close()
+    with open(path, "w") as out:
+        json.dump({"records": got, "first_offset": first, "partitions": parts}, out, indent=1)
+
+
 def idempotent(bootstrap: str, topic: str, path: str, n: int) -> None:
     from confluent_kafka import Producer
     last = {}
@@ -128,6 +158,8 @@ if __name__ == "__main__":
     if a[0] == "consumer":
         mx = int(a[a.index("--max-records") + 1]) if "--max-records" in a else None
         consumer(a[1], a[2], a[3], a[4], mx, "--fetch-one" in a)
+    elif a[0] == "rdconsumer":
+        rdconsumer(a[1], a[2], a[3], a[4], int(a[5]))
     elif a[0] == "idempotent":
         idempotent(a[1], a[2], a[3], int(a[4]))
     elif a[0] == "transactional":
