@@ -8,13 +8,16 @@ proxy's own address for that broker (``AddressBook``: one local port per broker,
 broker first appears). Everything else in the answer is written back exactly as it came (the
 codec re-encodes what it decoded byte for byte: unknown tags and records bytes are kept).
 
-Metadata and FindCoordinator answers (the ones every client asks, again and again) are not decoded
+Metadata and FindCoordinator answers (the ones every client asks, again and again), DescribeCluster,
+DescribeQuorum (its ports are uint16), ShareFetch and ShareAcknowledge answers are not decoded
 and encoded again: ``splice_addresses`` walks their bytes by the spec only as far as the last field
 that can hold a broker address (Metadata's Brokers come second; the topics after them are not
 read), and splices the new Host and Port bytes in; the result is byte for byte the one of the
 decode and re-encode path (tests/test_proxy.py checks it on every such answer in fixtures/), in
 a small part of its time. Anything the walk does not expect (a tagged or nullable struct on the
-way, bytes that end early) falls back to that path.
+way, bytes that end early) falls back to that path. Produce and Fetch answers, whose addresses
+are only in top-level tagged fields, are walked to their tags (``tagged_addresses``) and decoded
+only when they carry endpoints.
 
 ApiVersions answers are read too: for an address-carrying API whose advertised MaxVersion is
 newer than kwire's specs, the proxy could not rewrite the answers of that version, so it caps
@@ -177,10 +180,12 @@ def _cap_versions(frame: bytes, version: int) -> Rewritten | None:
 # ---------------------------------------------------------------------------------------------
 # the walk that splices (Metadata, FindCoordinator)
 
-SPLICED = frozenset({3, 10})  # Metadata, FindCoordinator
+# Metadata, FindCoordinator, DescribeQuorum, DescribeCluster, ShareFetch, ShareAcknowledge
+SPLICED = frozenset({3, 10, 55, 60, 78, 79})
 _FIXED = {k: struct.calcsize(">" + f) for k, f in FMT.items()}
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
+_PORTS = {"int32": _I32, "uint16": struct.Struct(">H")}
 
 
 class NotSpliced(Exception):
@@ -256,6 +261,7 @@ class _Walk:
     def fields(self, fields: list[FieldSpec], top: bool = False) -> None:
         host: tuple[int, int, str, bool] | None = None   # start, end, value, compact
         port: tuple[int, int] | None = None               # offset, value
+        port_st = _I32
         for f in fields:
             if self.v not in f.versions or f.tagged_in(self.v):
                 continue
@@ -272,10 +278,12 @@ class _Walk:
                     raise NotSpliced from e
                 self.pos += n
                 host = (start, self.pos, value, compact)
-            elif f.name == "Port" and kind == "int32":
-                self.need(4)
-                port = (self.pos, _I32.unpack_from(self.buf, self.pos)[0])
-                self.pos += 4
+            elif f.name == "Port" and kind in _PORTS:
+                st = _PORTS[kind]  # int32, or DescribeQuorum's uint16
+                self.need(st.size)
+                port = (self.pos, st.unpack_from(self.buf, self.pos)[0])
+                port_st = st
+                self.pos += st.size
             else:
                 self.value(f)
         if self.flexible and not top:
@@ -290,7 +298,7 @@ class _Walk:
                 raw = lhost.encode("utf-8")
                 head = wire.uvarint_bytes(len(raw) + 1) if host[3] else _I16.pack(len(raw))
                 self.splices.append((host[0], host[1], head + raw))
-                self.splices.append((port[0], port[0] + 4, _I32.pack(lport)))
+                self.splices.append((port[0], port[0] + port_st.size, port_st.pack(lport)))
 
     def tags(self) -> None:
         for _ in range(self.uvarint()):
