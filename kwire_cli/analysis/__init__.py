@@ -13,7 +13,8 @@ from typing import Any
 from kwire_cli.analysis.state import Analysis
 from kwire_cli.capture.summary import Summary
 
-SECTIONS = ("latency", "connections", "who", "groups", "lag", "commits", "producers", "expert", "expert_counts")
+SECTIONS = ("latency", "connections", "who", "groups", "lag", "commits", "producers", "expert", "expert_counts",
+            "series")
 
 __all__ = ["SECTIONS", "AnalysedSummary", "Analysis"]
 

@@ -16,6 +16,7 @@ from kwire_cli.analysis.groups import EPOCH_HEARTBEATS, HEARTBEAT, JOIN, LEAVE, 
 from kwire_cli.analysis.names import topic_name
 from kwire_cli.analysis.offsets import FETCH, OFFSET_COMMIT, TXN_OFFSET_COMMIT, Offsets
 from kwire_cli.analysis.producers import ADD_OFFSETS, ADD_PARTITIONS, END_TXN, INIT_PID, PRODUCE, Producers
+from kwire_cli.analysis.series import Series
 from kwire_cli.analysis.traffic import Traffic
 
 GROUP_APIS = frozenset({JOIN, SYNC, HEARTBEAT, LEAVE, *EPOCH_HEARTBEATS})
@@ -34,6 +35,7 @@ class Analysis:
         self.offsets = Offsets()
         self.producers = Producers()
         self.expert = Expert()
+        self.series = Series()
         # (client, broker) -> correlation id -> (pos, api key, brief, what the sections keep)
         self.pending: dict[tuple[Any, ...], dict[Any, tuple[Any, ...]]] = {}
         # (client, broker) -> correlation id -> (pos, api key, what the answer said): answers whose
@@ -43,6 +45,7 @@ class Analysis:
     def add(self, r: dict[str, Any], pos: Any) -> None:
         self.traffic.add(r, pos)
         self.expert.row(r, pos)
+        self.series.add(r, pos)
         kind = r["kind"]
         key = r.get("api_key")
         if key is None:
@@ -117,12 +120,14 @@ class Analysis:
             return
         if key == FETCH:
             self.offsets.fetch_apply(pos, keep, ext)
+            self.series.fetch(pos, keep, ext)
         elif key == PRODUCE:
             self.producers.apply(pos, keep, ext)
         elif key in GROUP_APIS:
             self.groups.apply(pos, keep, ext)
         elif key in COMMITS:
             self.offsets.commit_apply(pos, keep, ext)
+            self.series.commit(pos, keep, ext)
         elif key in TXN_APIS:
             self.producers.txn_apply(pos, keep, ext)
 
@@ -147,6 +152,7 @@ class Analysis:
         self.offsets.merge(o.offsets)
         self.producers.merge(o.producers)
         self.expert.merge(o.expert)
+        self.series.merge(o.series)
         # answers whose requests are in the other part meet them now (positions order them)
         for conn, orphans in o.orphans.items():
             p = self.pending.get(conn)
@@ -210,6 +216,7 @@ class Analysis:
             "producers": self.producers.to_list(anomalies),
             "expert": listed,
             "expert_counts": dict(sorted(ex.counts.items())),
+            "series": self.series.to_dict(groups, self.groups.client_group),
         }
 
 

@@ -1,0 +1,265 @@
+"""Time series of a conversation, downsampled to a bounded number of points: response-time
+percentiles per API, bytes and records per topic (produce and fetch), lag per partition, committed
+offsets, error codes and group events over time.
+
+Every series shares one grid of time buckets: a bucket is ``BASE_S * 2**k`` seconds wide, its index
+``floor(ts / width)`` (capture time since the Unix epoch, so parts of one capture agree). When more
+than ``MAX_POINTS`` buckets hold something, the width doubles and neighbouring buckets combine, so
+each series has at most ``MAX_POINTS`` points whatever the capture's length. ``merge`` brings two
+parts to the wider grid first and then combines bucket by bucket (the result is the one ``add``
+would have built over both parts' rows). Series keys are bounded too: past ``MAX_SERIES`` keys of one
+kind, later keys are counted under "(other)".
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from kwire_cli.analysis.dist import percentile
+from kwire_cli.analysis.names import topic_name
+
+BASE_S = 0.001  # the narrowest bucket: 1 ms
+MAX_POINTS = 240  # buckets (points per series) at most
+MAX_SERIES = 64  # series of one kind (APIs, topics, partitions, error codes); later keys go to "(other)"
+MAX_VALUES = 2000  # response times kept per bucket of one API (the first by position) for percentiles
+OTHER = "(other)"
+FETCH = 1
+PRODUCE = 0
+BATCH_OVERHEAD = 12  # a record batch's BaseOffset and BatchLength, before the BatchLength bytes
+
+Cell = list[Any]
+Grid = dict[int, Cell]
+
+
+def _lat_combine(a: Cell, b: Cell) -> Cell:
+    both = sorted(a + b, key=lambda pv: pv[0])
+    return both[:MAX_VALUES]
+
+
+def _sum_combine(a: Cell, b: Cell) -> Cell:
+    return [x + y for x, y in zip(a, b, strict=True)]
+
+
+def _last_combine(a: Cell, b: Cell) -> Cell:
+    """Cells [position, value, ..., maximum of value]: the later one's values, the larger maximum."""
+    last = list(b) if b[0] >= a[0] else list(a)
+    last[-1] = max(a[-1], b[-1])
+    return last
+
+
+def _commit_combine(a: Cell, b: Cell) -> Cell:
+    return list(b) if b[0] >= a[0] else list(a)
+
+
+COMBINE: dict[str, Callable[[Cell, Cell], Cell]] = {
+    "latency": _lat_combine,
+    "throughput": _sum_combine,
+    "errors": _sum_combine,
+    "lag": _last_combine,
+    "commits": _commit_combine,
+}
+
+
+class Series:
+    """Bucketed time series of every kind (see the module doc)."""
+
+    def __init__(self) -> None:
+        self.k = 0
+        self.used: set[int] = set()
+        self.data: dict[str, dict[tuple[Any, ...], Grid]] = {kind: {} for kind in COMBINE}
+
+    def width(self) -> float:
+        return BASE_S * (1 << self.k)
+
+    def _put(self, kind: str, key: tuple[Any, ...], ts: Any, cell: Cell) -> None:
+        if not isinstance(ts, (int, float)) or not math.isfinite(ts):
+            return
+        series = self.data[kind]
+        grid = series.get(key)
+        if grid is None:
+            if len(series) >= MAX_SERIES:
+                key = (OTHER,) * len(key)
+                grid = series.get(key)
+            if grid is None:
+                grid = series[key] = {}
+        i = math.floor(ts / self.width())
+        old = grid.get(i)
+        grid[i] = cell if old is None else COMBINE[kind](old, cell)
+        if i not in self.used:
+            self.used.add(i)
+            if len(self.used) > MAX_POINTS:
+                self._coarsen(self.k + 1)
+
+    def _coarsen(self, k: int) -> None:
+        """Wider buckets (2**(k - self.k) times), until at most MAX_POINTS hold something."""
+        while True:
+            shift = k - self.k
+            if shift > 0:
+                for kind, series in self.data.items():
+                    comb = COMBINE[kind]
+                    for key, grid in series.items():
+                        new: Grid = {}
+                        for i, cell in grid.items():
+                            j = i >> shift
+                            old = new.get(j)
+                            new[j] = cell if old is None else comb(old, cell)
+                        series[key] = new
+                self.used = {i >> shift for i in self.used}
+                self.k = k
+            if len(self.used) <= MAX_POINTS:
+                return
+            k = self.k + 1
+
+    def add(self, r: dict[str, Any], pos: Any) -> None:
+        """One output row: its response time, error codes and record batches."""
+        ts = r.get("ts")
+        key = r.get("api_key")
+        kind = r.get("kind")
+        if kind == "response":
+            ms = r.get("latency_ms")
+            if isinstance(ms, (int, float)):
+                self._put("latency", (r.get("api_name") or str(key),), ts, [(pos, float(ms))])
+            for code in r.get("error_codes") or []:
+                self._put("errors", (str(code),), ts, [1])
+        if r.get("error") is not None:
+            return
+        if key == PRODUCE and kind == "request":
+            self._batches(r, ts, "produce", "TopicData", "PartitionData")
+        elif key == FETCH and kind == "response":
+            self._batches(r, ts, "fetch", "Responses", "Partitions")
+
+    def _batches(self, r: dict[str, Any], ts: Any, direction: str, topics: str, parts: str) -> None:
+        body = r.get("body")
+        if not isinstance(body, dict):
+            return
+        names = r.get("topic_names")
+        for t in body.get(topics) or []:
+            if not isinstance(t, dict):
+                continue
+            size = records = 0
+            for p in t.get(parts) or []:
+                recs = p.get("Records") if isinstance(p, dict) else None
+                if not isinstance(recs, dict):
+                    continue
+                for b in recs.get("batches") or []:
+                    length = b.get("BatchLength")
+                    if isinstance(length, int):
+                        size += length + BATCH_OVERHEAD
+                    n = b.get("RecordCount")
+                    if isinstance(n, int):
+                        records += n
+            if size or records:
+                self._put("throughput", (direction, topic_name(t, names)), ts, [size, records])
+
+    def fetch(self, pos: Any, asked: Any, ext: Any) -> None:
+        """A Fetch answer met its request (``Offsets.fetch_request``/``fetch_extract``'s data)."""
+        if ext is None or not asked:
+            return
+        cid, ts, got = ext
+        for name, part, hw in got:
+            off = asked.get((name, part))
+            if isinstance(off, int):
+                lag = hw - off
+                self._put("lag", (cid, name, part), ts, [pos, lag, hw, lag])
+
+    def commit(self, pos: Any, req: Any, ext: Any) -> None:
+        """An OffsetCommit answer met its request (``Offsets.commit_request``/``commit_extract``'s data)."""
+        if req is None or ext is None:
+            return
+        group, offs = req
+        ts, ok = ext
+        for name, part in ok:
+            off = offs.get((name, part))
+            if isinstance(off, int):
+                self._put("commits", (group, name, part), ts, [pos, off])
+
+    def merge(self, o: Series) -> Series:
+        if o.k > self.k:
+            self._coarsen(o.k)
+        shift = self.k - o.k
+        for kind, theirs in o.data.items():
+            comb = COMBINE[kind]
+            for key, grid in theirs.items():
+                for i, cell in grid.items():
+                    j = i >> shift
+                    series = self.data[kind]
+                    mine = series.get(key)
+                    if mine is None:
+                        if len(series) >= MAX_SERIES:
+                            key = (OTHER,) * len(key)
+                            mine = series.get(key)
+                        if mine is None:
+                            mine = series[key] = {}
+                    old = mine.get(j)
+                    mine[j] = list(cell) if old is None else comb(old, cell)
+                    self.used.add(j)
+        self._coarsen(self.k)
+        return self
+
+    def to_dict(self, groups: list[dict[str, Any]], client_group: dict[Any, Any] | None = None) -> dict[str, Any]:
+        """The `series` section; ``groups``: the groups section (its events are bucketed here);
+        ``client_group``: client id -> (position, group id) (for the lag series)."""
+        w = self.width()
+        # group events on the same grid (the groups section keeps the first 1000)
+        ev: dict[tuple[Any, ...], Grid] = {}
+        for g in groups:
+            for e in g.get("events") or []:
+                ts = e.get("ts")
+                if isinstance(ts, (int, float)):
+                    grid = ev.setdefault((g["group_id"], e["kind"]), {})
+                    i = math.floor(ts / w)
+                    grid[i] = [grid.get(i, [0])[0] + 1]
+
+        def at(i: int) -> float:
+            return round(i * w, 6)
+
+        d = self.data
+        lat = []
+        for (api,), grid in sorted(d["latency"].items(), key=_key):
+            pts = []
+            for i, cell in sorted(grid.items()):
+                vs = sorted(v for _, v in cell)
+                pts.append({"ts": at(i), "count": len(vs), "p50_ms": percentile(vs, 0.5),
+                            "p90_ms": percentile(vs, 0.9), "p99_ms": percentile(vs, 0.99), "max_ms": vs[-1]})
+            lat.append({"api_name": api, "points": pts})
+        thr = [{"direction": dr, "topic": t,
+                "points": [{"ts": at(i), "bytes": c[0], "records": c[1]} for i, c in sorted(grid.items())]}
+               for (dr, t), grid in sorted(d["throughput"].items(), key=_key)]
+        cg = client_group or {}
+        lag = [{"client_id": cid, "group_id": (cg.get(cid) or (None, None))[1], "topic": t, "partition": p,
+                "points": [{"ts": at(i), "lag": c[1], "high_watermark": c[2], "max_lag": c[3]}
+                           for i, c in sorted(grid.items())]}
+               for (cid, t, p), grid in sorted(d["lag"].items(), key=_key)]
+        # the newest high watermark of each partition by bucket (from every lag series of it)
+        hws: dict[tuple[Any, Any], dict[int, Cell]] = {}
+        for (_cid, t, p), grid in d["lag"].items():
+            per = hws.setdefault((t, p), {})
+            for i, c in grid.items():
+                old = per.get(i)
+                if old is None or c[0] >= old[0]:
+                    per[i] = c
+        commits = []
+        for (g, t, p), grid in sorted(d["commits"].items(), key=_key):
+            seen = sorted(hws.get((t, p), {}).items())
+            pts = []
+            for i, c in sorted(grid.items()):
+                hw = None
+                for j, h in seen:  # the newest answer's high watermark at or before the commit's bucket
+                    if j > i:
+                        break
+                    hw = h[2]
+                pts.append({"ts": at(i), "committed_offset": c[1],
+                            "committed_lag": hw - c[1] if hw is not None else None})
+            commits.append({"group_id": g, "topic": t, "partition": p, "points": pts})
+        errors = [{"error": e, "points": [{"ts": at(i), "count": c[0]} for i, c in sorted(grid.items())]}
+                  for (e,), grid in sorted(d["errors"].items(), key=_key)]
+        gev = [{"group_id": g, "kind": kind, "points": [{"ts": at(i), "count": c[0]} for i, c in sorted(grid.items())]}
+               for (g, kind), grid in sorted(ev.items(), key=_key)]
+        return {"bucket_ms": round(w * 1000, 6), "max_points": MAX_POINTS, "latency": lat, "throughput": thr,
+                "lag": lag, "commits": commits, "errors": errors, "group_events": gev}
+
+
+def _key(item: tuple[tuple[Any, ...], Any]) -> tuple[Any, ...]:
+    """Sort keys with None and mixed types: by their text."""
+    return tuple("" if x is None else str(x) for x in item[0])
