@@ -74,3 +74,13 @@ def test_pcap_of_a_directory_skips_what_is_not_a_capture_with_one_note(tmp_path)
 def test_a_missing_file_is_exit_code_2_in_every_command(args):
     r = kwire(*args)
     assert r.code == 2 and r.out == "" and r.err.count("\n") == 1 and "/no/such" in r.err, r
+
+
+def test_dump_log_reads_a_quoted_glob_as_its_directory():
+    """dump-log FILES through the shared expander: a glob stands for the log files it matches,
+    each partition's in base-offset order, as the directory itself gives them."""
+    part = Path(__file__).resolve().parent.parent / "fixtures" / "logs" / "kwire-produce-gzip-0"
+    by_dir = kwire("dump-log", str(part), "--format", "jsonl")
+    by_glob = kwire("dump-log", str(part / "*"), "--format", "jsonl")
+    assert by_dir.code == by_glob.code == 0 and by_glob.out == by_dir.out and by_dir.out
+    assert kwire("dump-log", str(part.parent / "no-such-*")).code == 2

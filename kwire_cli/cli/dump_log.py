@@ -339,8 +339,8 @@ def dump_log(files: tuple[str, ...], fmt: str, topic: str | None, verify: bool, 
     """Dump Kafka log FILES: segments (*.log: every record batch and legacy message set from
     position 0, with file positions), offset and time indexes (*.index, *.timeindex), KRaft
     snapshots (*.checkpoint), producer state snapshots (*.snapshot, their CRC checked) and
-    transaction indexes (*.txnindex: aborted transactions). A directory stands for the log files
-    under it.
+    transaction indexes (*.txnindex: aborted transactions). A directory or a quoted glob stands
+    for the log files in it, each partition's in base-offset order.
 
     Every record is decoded as `kwire decode` shows records; records of internal topics are decoded
     into their keys and values (Internal). Files are streamed: memory stays one batch whatever

@@ -197,8 +197,8 @@ def pcap(files: tuple[str, ...], fmt: str, fields: tuple[str, ...], field_layout
          record_format: str | None, summary: bool, filter_expr: str | None,
          ports: tuple[int, ...], raw_records: bool, follow: bool, request_timeout: float | None, strict: bool,
          tls_keylogs: tuple[str, ...], limits: DecodeLimits, show_secrets: bool) -> None:
-    """Decode Kafka conversations from pcap/pcapng FILES (a directory: the regular files under it,
-    in rotation order: cap, cap1, cap2 ... cap10; -: standard input, read as it comes).
+    """Decode Kafka conversations from pcap/pcapng FILES (a directory or a quoted glob: the
+    captures in it, in rotation order: cap, cap1, cap2 ... cap10; -: standard input, read as it comes).
 
     Every Kafka frame becomes one output row: requests decode from their header, responses by pairing
     with their request through the correlation id on the same connection. Damaged captures still
@@ -209,8 +209,10 @@ def pcap(files: tuple[str, ...], fmt: str, fields: tuple[str, ...], field_layout
 
     The files of one run are one capture: their packets are merged by timestamp, so connections go
     on across tcpdump's rotated files (-C, -G); each row keeps its file and packet number. A file
-    named twice is read twice. FIFOs, sockets and devices in a directory are skipped with a note; a
-    FIFO named explicitly is read as a stream (alone: live, as -). A connection caught mid-stream resynchronises only on
+    named twice is read twice. In a directory, files that are not captures are skipped with one
+    note, FIFOs, sockets and devices with a note each; a file named on the command line is read
+    (one that is not a capture is an error, exit 1), a FIFO as a stream (alone: live, as -); a
+    name that does not exist is a usage error (exit 2). A connection caught mid-stream resynchronises only on
     frames the codec confirms (nothing is made of payload bytes); a segment that arrives after the
     ACK of later bytes still fills its hole (held 0.2 s or 64 packets) instead of being a gap.
     A capture cut by a snap length (tcpdump -s, editcap -s) still gives a row for every frame whose

@@ -17,7 +17,7 @@ from kwire_cli.render.safe import escape
 
 EPILOG = """\b
 Examples:
-  kwire spark-decode fixtures/captures --out /tmp/kwire-out
+  kwire spark-decode fixtures/captures --out /tmp/kwire-out --overwrite
   kwire spark-decode 'traces/*.pcap*' --out /data/kafka-rows --format jsonl --port 19092
   kwire spark-decode /shared/captures --out /shared/rows --master spark://10.0.0.5:7077
   spark-submit --master yarn "$(python -m kwire_cli.cli.spark_submit --path)" /shared/captures --out /shared/rows

@@ -5,6 +5,7 @@ log is ``__cluster_metadata-0``. Segment files are named by their base offset (2
 """
 from __future__ import annotations
 
+import glob
 import os
 import re
 from collections.abc import Callable
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 
 from kwire_cli.capture.inputs import file_kind
 from kwire_cli.errors import KwireError
+from kwire_cli.inputs.paths import expand_paths, is_glob
 from kwire_cli.inputs.source import SourceError
 
 KINDS = {".log": "segment", ".index": "offset-index", ".timeindex": "time-index", ".checkpoint": "snapshot",
@@ -74,10 +76,10 @@ def log_files(args: list[str], topic: str | None = None,
               on_skip: Callable[[str, str], None] | None = None) -> list[LogFile]:
     """The files FILE|DIR arguments stand for: a file as given (its kind from its extension); a
     directory, the log files under it (recursively, sorted: each partition's files in base-offset
-    order), other files there skipped. Only regular files are read: under a directory, a FIFO, a
-    socket, a device or a dangling symbolic link named like a log file is told to ``on_skip(path,
-    what)`` and skipped (a FIFO would block the reading for ever, a device never end); named
-    itself, it is an error."""
+    order), other files there skipped; a quoted glob, the log files it matches, in the same order.
+    Only regular files are read: under a directory or a glob, a FIFO, a socket, a device or a
+    dangling symbolic link named like a log file is told to ``on_skip(path, what)`` and skipped (a
+    FIFO would block the reading for ever, a device never end); named itself, it is an error."""
     out: list[LogFile] = []
     for arg in args:
         if os.path.isdir(arg):
@@ -100,6 +102,18 @@ def log_files(args: list[str], topic: str | None = None,
             if what is not None:
                 raise KwireError(f"{arg}: a {what}, not a regular file: dump-log reads log files")
             out.append(_log_file(arg, topic))
+        elif is_glob(arg) and glob.glob(arg, recursive=True):
+            # a quoted glob, through the one expander of every command: its log files, each
+            # directory's in base-offset order (a segment, then its indexes)
+            found = expand_paths([arg], accept=_not_a_log_file, on_skip=on_skip).paths
+            if not found:
+                raise KwireError(f"{arg}: no log files ({', '.join('*' + e for e in KINDS)}) match")
+            found.sort(key=lambda p: (os.path.dirname(p), _order(os.path.basename(p))))
+            out.extend(_log_file(p, topic) for p in found)
         else:
             raise SourceError(f"{arg}: no such file or directory")  # an input that cannot be read: exit 2
     return out
+
+
+def _not_a_log_file(path: str) -> str | None:
+    return None if os.path.splitext(path)[1] in KINDS else "not a log file"
