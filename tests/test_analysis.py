@@ -166,3 +166,14 @@ def test_a_kip848_group_reads_as_member_epochs_with_their_assignments(tmp_path):
     assert got == {1: {"A": [[0, 1]]}, 2: {"B": [[1]], "A": [[0]]}, 3: {"A": [[0, 1]]}}
     assert [[(c["kind"], c["member_id"]) for c in gen["causes"]] for gen in g["generations"]] == [
         [("first", None)], [("joined", "B")], [("left", "B")]]
+
+
+@pytest.mark.parametrize("name,version", [("tls12-ecdhe-rsa-aes128-gcm-kafka-python", "TLSv1.2"),
+                                          ("tls13-aes128-gcm-kafka-python", "TLSv1.3")])
+def test_connections_name_the_tls_version_their_handshake_gave(name, version):
+    cap = FIXTURES / "secure" / "tls" / name
+    out = subprocess.run([sys.executable, "-m", "kwire_cli", "pcap", f"{cap}.pcap", "--tls-keylog", f"{cap}.keylog",
+                          "--port", "9093", "--summary", "--format", "json"], capture_output=True, text=True,
+                         env={"PYTHONPATH": str(REPO)}, check=True).stdout
+    conns = json.loads(out)["connections"]
+    assert conns and {c["tls_version"] for c in conns} == {version}

@@ -42,5 +42,17 @@ class AnalysedSummary(Summary):
                 notes: list[dict[Any, Any]] | None = None,
                 damage_kinds: dict[str, list[int]] | None = None) -> dict[Any, Any]:
         out = super().to_dict(stats, damage, notes, damage_kinds)
-        out.update(self.analysis.sections(out.get("auth"), out.get("negotiation_audit")))
+        out.update(self.analysis.sections(out.get("auth"), out.get("negotiation_audit"), tls_versions(out)))
         return out
+
+
+def tls_versions(summary: dict[str, Any]) -> dict[str, str]:
+    """"client broker" -> the TLS version its handshake gave, from the summary's ``tls`` section
+    (its handshakes are listed when the capture's notes are at hand: kwire pcap and the proxy)."""
+    out: dict[str, str] = {}
+    for h in (summary.get("tls") or {}).get("handshakes") or []:
+        client, _, broker = str(h.get("conn") or "").partition("->")
+        words = str(h.get("detail") or "").rsplit(": ", 1)[-1].split()
+        if broker and words and words[0].startswith(("TLS", "SSL")):
+            out.setdefault(f"{client} {broker}", words[0])
+    return out
