@@ -406,8 +406,8 @@ def test_stream_without_seek_and_short_reads():
 
 def test_kafka_frame_crossing_read_chunks(monkeypatch):
     """Records straddle the reader's chunk boundary: shrink the chunk to prove it."""
-    from kwire_cli.capture import reader
-    monkeypatch.setattr(reader, "CHUNK", 50)
+    from kwire_cli.capture import chunks
+    monkeypatch.setattr(chunks, "CHUNK", 50)
     segs, expected = conversation(mss=37)
     for data in (write_pcap(segs), _as_pcapng(segs)):
         assert_clean(data, expected)

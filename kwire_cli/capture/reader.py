@@ -43,14 +43,13 @@ from __future__ import annotations
 
 import os
 import struct
-import zlib
 from collections.abc import Iterator
-from typing import BinaryIO
 
 from kwire_cli.errors import CaptureError
 from kwire_cli.tls import DSB_BLOCK_TYPE, KeyLog
 
 from . import linklayer
+from .chunks import Chunks, Gunzip, Prefixed, read_fully
 from .events import (
     CORRUPT_BLOCK,
     OVER_SNAPLEN,
@@ -62,103 +61,6 @@ from .events import (
     Packet,
 )
 from .formats import GZIP_MAGIC, HARD_RECORD_LIMIT, PCAP_FILE_HEADER, PCAP_MAGICS, PCAPNG_BYTE_ORDER, PCAPNG_SHB
-
-CHUNK = 1 << 20
-
-
-def _read_fully(f: BinaryIO | _Gunzip | _Prefixed, n: int) -> bytes:
-    """Read up to ``n`` bytes, looping over short reads; fewer only at end of file.
-
-    A compressed stream cut short (gzip's EOFError) reads as the end of the file, so the record
-    layer reports the truncated record like any other cut capture.
-    """
-    try:
-        data = f.read(n)
-    except EOFError:
-        return b""
-    if data is None:
-        data = b""
-    if len(data) >= n or not data:
-        return data
-    parts = [data]
-    got = len(data)
-    while got < n:
-        try:
-            more = f.read(n - got)
-        except EOFError:
-            break
-        if not more:
-            break
-        parts.append(more)
-        got += len(more)
-    return b"".join(parts)
-
-
-def _read_some(f: BinaryIO | _Gunzip | _Prefixed, least: int, most: int) -> bytes:
-    """Read at least ``least`` bytes (fewer only at end of file) and at most ``most``: one read
-    asks for ``most``, further reads only for what ``least`` still lacks. A regular file fills
-    the whole chunk at once; a stream (a pipe, a followed file: ``kwire_cli.capture.live``) gives
-    what has arrived, so a packet is read as soon as its bytes are there and never waits for a
-    chunk's worth of later packets."""
-    try:
-        data = f.read(most)
-    except EOFError:
-        return b""
-    if data is None:
-        data = b""
-    if len(data) >= least or not data:
-        return data
-    more = _read_fully(f, least - len(data))
-    return data + more if more else data
-
-
-class _Chunks:
-    """A sliding window over a binary stream: ``ensure(pos, n)`` makes buf[pos:pos+n] present.
-
-    Kept as attributes (buf, base) that the record loops copy into locals; ``base`` is the file
-    offset of ``buf[0]`` (for error messages).
-    """
-
-    __slots__ = ("f", "buf", "base", "eof")
-
-    def __init__(self, f: BinaryIO, initial: bytes = b""):
-        self.f = f
-        self.buf = initial
-        self.base = 0
-        self.eof = False
-
-    def refill(self, pos: int, need: int) -> int:
-        """Drop buf[:pos], read so that at least ``need`` bytes follow; return the new pos (0)."""
-        rest = self.buf[pos:]
-        self.base += pos
-        if self.eof:
-            self.buf = rest
-            return 0
-        want = need - len(rest)
-        data = _read_some(self.f, want, want if want > CHUNK else CHUNK)
-        if len(data) < want or not data:
-            self.eof = True
-        self.buf = rest + data if rest else data
-        return 0
-
-    def discard(self, pos: int, n: int) -> tuple[int, int]:
-        """Skip ``n`` bytes from ``pos`` without buffering them: (bytes skipped, new pos)."""
-        avail = len(self.buf) - pos
-        if n <= avail:
-            return n, pos + n
-        skipped = avail
-        self.base += len(self.buf)
-        self.buf = b""
-        left = n - avail
-        while left > 0:
-            d = _read_fully(self.f, min(left, CHUNK))
-            if not d:
-                self.eof = True
-                break
-            skipped += len(d)
-            left -= len(d)
-            self.base += len(d)
-        return skipped, 0
 
 
 def _open(path_or_fileobj, file_label):
@@ -196,11 +98,11 @@ def iter_records(path_or_fileobj, file_label: str | None = None, *, stats: Captu
     at = _offsets(header, offset)
     try:
         if header is not None:
-            f = _Prefixed(header, f)
-        head = _read_fully(f, 4)
+            f = Prefixed(header, f)
+        head = read_fully(f, 4)
         if head[:2] == GZIP_MAGIC:
-            f2 = _Gunzip(_Prefixed(head, f), label)
-            head = _read_fully(f2, 4)
+            f2 = Gunzip(Prefixed(head, f), label)
+            head = read_fully(f2, 4)
             src = f2
         else:
             src = f
@@ -237,67 +139,9 @@ def _same(v: int) -> int:
     return v
 
 
-class _Gunzip:
-    """Streaming gzip decompression (several members allowed). A stream cut short just ends: the
-    bytes decompressed so far are all returned, and the record layer reports the cut."""
-
-    def __init__(self, f, label: str):
-        self.f = f
-        self.label = label
-        self.z = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        self.out = bytearray()
-        self.done = False
-
-    def read(self, n: int = -1) -> bytes:
-        # (one read of what has arrived at a time: a stream's reader asks again for what it lacks)
-        while not self.done and (n < 0 or not self.out):
-            raw = self.f.read(1 << 16)
-            if not raw:
-                self.done = True
-                break
-            while raw:
-                try:
-                    self.out += self.z.decompress(raw)
-                except zlib.error as e:
-                    raise CaptureError(f"{self.label}: gzip data corrupt: {e}") from None
-                if self.z.eof:
-                    raw = self.z.unused_data
-                    self.z = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                else:
-                    raw = b""
-        if n < 0 or n >= len(self.out):
-            data = bytes(self.out)
-            self.out.clear()
-        else:
-            data = bytes(self.out[:n])
-            del self.out[:n]
-        return data
-
-
-class _Prefixed:
-    """A read-only file object that first returns ``head`` then the rest of ``f``."""
-
-    def __init__(self, head: bytes, f):
-        self.head = head
-        self.f = f
-
-    def read(self, n=-1):
-        if self.head:
-            if n is None or n < 0:
-                d = self.head + self.f.read()
-                self.head = b""
-                return d
-            d = self.head[:n]
-            self.head = self.head[n:]
-            if len(d) < n:
-                d += self.f.read(n - len(d)) or b""
-            return d
-        return self.f.read(n)
-
-
 def _pcap_records(f, magic, label, stats, frame, at):
     bo, unit, hlen = PCAP_MAGICS[magic]
-    rest = _read_fully(f, PCAP_FILE_HEADER - 4)
+    rest = read_fully(f, PCAP_FILE_HEADER - 4)
     if len(rest) < PCAP_FILE_HEADER - 4:
         raise CaptureError(f"{label}: pcap file header cut short: {4 + len(rest)} of {PCAP_FILE_HEADER} bytes")
     _vmaj, _vmin, _zone, _sigfigs, snaplen, network = struct.unpack(bo + "HHiIII", rest)
@@ -305,7 +149,7 @@ def _pcap_records(f, magic, label, stats, frame, at):
     limit = HARD_RECORD_LIMIT
     over = snaplen if 0 < snaplen < HARD_RECORD_LIMIT else limit  # past it: one note, read whole
     rec = struct.Struct(bo + "IIII").unpack_from
-    ch = _Chunks(f)
+    ch = Chunks(f)
     ch.base = PCAP_FILE_HEADER
     buf = b""
     pos = 0
@@ -355,7 +199,7 @@ def _pcap_records(f, magic, label, stats, frame, at):
 
 
 def _pcapng_records(f, head, label, stats, frame, at, keylog=None):
-    ch = _Chunks(f, head)
+    ch = Chunks(f, head)
     buf = ch.buf
     pos = 0
     first = frame
