@@ -208,14 +208,49 @@ class TlsConnection:
         return self._sides[direction]
 
     def _consume(self, s: Side, data: bytes | memoryview, out: list[Item]) -> None:
-        """Walk ``data`` (the next bytes of ``s``): records, bytes to skip, and, while scanning,
-        the search for a record header; one pass, the parts handing a position to each other."""
-        if s.scanning and s.scan_wait and len(s.buf) + len(data) < s.scan_wait and not s.skip:
-            s.buf += data        # a candidate record found while scanning is still incomplete
+        """The next bytes of ``s``: the usual case here (the rest of a buffered record, then whole
+        records), anything else (bytes to skip, the search for a record header) in ``_walk``."""
+        mv = data if isinstance(data, memoryview) else memoryview(data)
+        if s.scanning or s.skip:
+            if s.scanning and s.scan_wait and len(s.buf) + len(data) < s.scan_wait and not s.skip:
+                s.buf += data        # a candidate record found while scanning is still incomplete
+                return
+            self._walk(s, data, mv, 0, out)
             return
         n = len(data)
         p = 0
-        mv = data if isinstance(data, memoryview) else memoryview(data)
+        if s.buf:
+            p = self._complete(s, mv, 0, out)
+            if p == n or s.buf or s.scanning or s.skip:
+                if p < n:
+                    self._walk(s, data, mv, p, out)
+                return
+        # records wholly inside ``data``: no copy (as ``_records``, inline: the common path)
+        record = self._record
+        while n - p >= 5:
+            ctype = data[p]
+            ln = data[p + 3] << 8 | data[p + 4]
+            if ctype not in TYPES or data[p + 1] != 3 or data[p + 2] > 4 or ln > MAX_RECORD:
+                self._walk(s, data, mv, p, out)
+                return
+            end = p + 5 + ln
+            if end > n:
+                break
+            version = data[p + 1] << 8 | data[p + 2]
+            if ctype != APPLICATION_DATA or s.mode != ENC or not self._fast(s, version, mv[p + 5:end], s.pos, out):
+                record(s, ctype, version, mv[p + 5:end], s.pos, out)
+            s.pos += end - p
+            p = end
+            if s.scanning or s.skip:
+                self._walk(s, data, mv, p, out)
+                return
+        if p < n:
+            s.buf = bytearray(mv[p:])
+
+    def _walk(self, s: Side, data: bytes | memoryview, mv: memoryview, p: int, out: list[Item]) -> None:
+        """``data[p:]`` in any state: records, bytes to skip, and, while scanning, the search for
+        a record header; one pass, the parts handing a position to each other."""
+        n = len(data)
         while p < n:
             if s.skip:
                 k = min(s.skip, n - p)
