@@ -77,6 +77,7 @@ def test_the_table_marks_cut_frames(tmp_path: Path) -> None:
     lines = [line for line in res.stdout.splitlines() if not line.startswith("kwire:")]
     assert len(lines) == 59  # the heading and 58 rows
     assert sum("cut: " in line and "bytes captured" in line for line in lines) == 48
+    assert "kwire: note: 48 frame(s) cut by the capture's snap length" in res.stderr
 
 
 def test_records_longer_than_the_header_snap_length_are_read_whole_with_one_note(tmp_path: Path) -> None:

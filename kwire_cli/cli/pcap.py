@@ -484,6 +484,9 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
     from kwire_cli.capture.summary import tls_not_decrypted_notes
     for note in tls_not_decrypted_notes(stats.tls_not_decrypted, keylog is not None and len(keylog) > 0):
         diagnostic("note", note)
+    if stats.cut_frames:
+        diagnostic("note", f"{stats.cut_frames:,} frame(s) cut by the capture's snap length: rows with what their "
+                           "headers say, marked cut (captured); the bytes it cut are counted as gaps")
     for n in conv.notes:  # a file whose records are longer than its snap length (read whole)
         if n["kind"] == OVER_SNAPLEN:
             diagnostic("note", escape(f"{n['file']}: {n['detail']}"))
