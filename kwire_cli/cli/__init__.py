@@ -30,6 +30,7 @@ COMMANDS = {
     "negotiate": ("kwire_cli.cli.negotiate", "negotiate"),
     "pcap": ("kwire_cli.cli.pcap", "pcap"),
     "proxy": ("kwire_cli.cli.proxy", "proxy"),
+    "report": ("kwire_cli.cli.report", "report"),
     "spark-decode": ("kwire_cli.cli.spark_decode", "spark_decode"),
 }
 
