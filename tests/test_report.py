@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 from conftest import FIXTURES, ROOT
-
 from kwire_cli.report import SECTIONS, render
 
 GROUP = FIXTURES / "analysis" / "analysis-group.pcap"

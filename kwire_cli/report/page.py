@@ -21,7 +21,7 @@ _CLOSE = re.compile(r"</script", re.IGNORECASE)
 
 
 def _asset(name: str) -> str:
-    return resources.files("kwire_cli.report").joinpath("assets", name).read_text(encoding="utf-8")
+    return resources.files("kwire_cli.report").joinpath("assets").joinpath(name).read_text(encoding="utf-8")
 
 
 def embed_json(doc: Any) -> str:
