@@ -39,9 +39,9 @@ class AuthSummary:
     """SASL facts per connection; see the module doc."""
 
     def __init__(self) -> None:
-        self.facts: dict[tuple[str, str], list[tuple]] = {}
+        self.facts: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
 
-    def add(self, r: dict, pos: Any) -> None:
+    def add(self, r: dict[str, Any], pos: Any) -> None:
         """Note one row (any row: only SaslHandshake and SaslAuthenticate rows that decoded count)."""
         key = r["api_key"]
         if key != SASL_AUTHENTICATE and key != SASL_HANDSHAKE and r["kind"] != SASL_TOKEN:
@@ -49,7 +49,7 @@ class AuthSummary:
         body = r.get("body")
         if body is None or r.get("error") is not None:
             return
-        fact: tuple
+        fact: tuple[Any, ...]
         if r["kind"] == SASL_TOKEN:  # KIP-43 raw tokens: a client's is an authenticate, a broker's its answer
             sasl = body.get("Sasl") or {}
             if body.get("Side") == "client":
@@ -93,12 +93,12 @@ class AuthSummary:
                     del mine[MAX_FACTS:]
         return self
 
-    def to_dict(self) -> dict | None:
+    def to_dict(self) -> dict[str, Any] | None:
         if not self.facts:
             return None
         totals = {"authentications": 0, "succeeded": 0, "failed": 0, "incomplete": 0, "reauthentications": 0}
         mechanisms: dict[str, int] = {}
-        principals: dict[str, dict] = {}
+        principals: dict[str, dict[str, Any]] = {}
         conns = []
         failures = []
         ordered = sorted(self.facts.items(), key=lambda kv: _pos(min(kv[1], key=_pos)))
@@ -138,21 +138,21 @@ class AuthSummary:
         return out
 
 
-def _pos(fact: tuple) -> Any:
+def _pos(fact: tuple[Any, ...]) -> Any:
     return fact[0]
 
 
-def _new(mechanism: Any, attempts: list[dict]) -> dict:
+def _new(mechanism: Any, attempts: list[dict[str, Any]]) -> dict[str, Any]:
     a = {"mechanism": mechanism, "principal": None, "result": None, "error": None, "message": None,
          "reauthentication": any(x["result"] == "ok" for x in attempts), "session_lifetime_ms": None}
     attempts.append(a)
     return a
 
 
-def _attempts(facts: list[tuple]) -> list[dict]:
+def _attempts(facts: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
     """Replay one connection's facts (in position order) into its authentication attempts."""
-    attempts: list[dict] = []
-    cur: dict | None = None
+    attempts: list[dict[str, Any]] = []
+    cur: dict[str, Any] | None = None
     for f in facts:
         tag = f[1]
         if tag == "H":

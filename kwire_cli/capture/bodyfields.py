@@ -87,7 +87,7 @@ def paths(field: str, api_key: int, version: int, kind: str) -> tuple[Path, ...]
     return _cached_paths(registry().folder, field, api_key, version, kind)
 
 
-def _follow(node: Any, path: Path, out: list) -> None:
+def _follow(node: Any, path: Path, out: list[Any]) -> None:
     if isinstance(node, list):
         for x in node:
             _follow(x, path, out)
@@ -120,7 +120,7 @@ def _text(v: Any) -> str | None:
     return None
 
 
-def _records(batches: Any) -> Iterator[dict]:
+def _records(batches: Any) -> Iterator[dict[str, Any]]:
     """Every record (v2) or legacy message in a decoded records value, wrappers opened."""
     if isinstance(batches, dict):
         batches = batches.get("batches")
@@ -138,7 +138,7 @@ def _records(batches: Any) -> Iterator[dict]:
             yield b
 
 
-def _batches(body: Any, key: int, version: int, kind: str) -> Iterator[dict]:
+def _batches(body: Any, key: int, version: int, kind: str) -> Iterator[dict[str, Any]]:
     values: list[Any] = []
     for p in paths("records", key, version, kind):
         _follow(body, p, values)
@@ -148,7 +148,7 @@ def _batches(body: Any, key: int, version: int, kind: str) -> Iterator[dict]:
             yield from (b for b in bs if isinstance(b, dict))
 
 
-def row_values(field: str, row: dict) -> list[Any]:
+def row_values(field: str, row: dict[str, Any]) -> list[Any]:
     """The values of filter field ``field`` (a BODY_FIELDS or RECORD_FIELDS name) in ``row``."""
     body, key, version, kind = row.get("body"), row.get("api_key"), row.get("api_version"), row.get("kind")
     out: list[Any] = []

@@ -19,11 +19,17 @@ what places the rest of the body. Every answer is cached per (api key, version).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
 from kwire_cli.codec.message import decode_request, decode_response
 from kwire_cli.codec.partial import walk_message
 from kwire_cli.errors import DecodeError, TrailingBytes
 from kwire_cli.spec.headers import response_header_version
 from kwire_cli.spec.registry import registry
+
+if TYPE_CHECKING:
+    from kwire_cli.spec.versions import Versions
 
 NO = 0        # does not decode
 TRAILING = 1  # a complete message, followed by bytes the spec does not explain (weak evidence)
@@ -31,7 +37,7 @@ EXACT = 2     # decodes, every byte used
 SASL_AUTHENTICATE = 36
 
 
-def _versions(v) -> range:
+def _versions(v: Versions) -> range:
     return range(v.lo, min(v.hi, v.lo + 100) + 1) if not v.empty else range(0)
 
 
@@ -128,7 +134,7 @@ class CodecCheck:
 PREFIX_MARGIN = 10  # an error this close to the end of the real bytes may come from the padding
 
 
-def _prefix_ok(prefix: bytes, size: int, decode) -> bool:
+def _prefix_ok(prefix: bytes, size: int, decode: Callable[[bytes], Any]) -> bool:
     """Decode ``prefix`` padded with zero bytes to ``size``: a real frame's first bytes decode, or
     fail only where the padding begins (zeros read as counts, lengths, nulls); a failure well
     inside the real bytes (a count or length that cannot fit, a bad value, the message ending

@@ -110,7 +110,7 @@ class Gunzip:
     """Streaming gzip decompression (several members allowed). A stream cut short just ends: the
     bytes decompressed so far are all returned, and the record layer reports the cut."""
 
-    def __init__(self, f, label: str):
+    def __init__(self, f: BinaryIO | Prefixed, label: str):
         self.f = f
         self.label = label
         self.z = zlib.decompressobj(16 + zlib.MAX_WBITS)
@@ -146,11 +146,11 @@ class Gunzip:
 class Prefixed:
     """A read-only file object that first returns ``head`` then the rest of ``f``."""
 
-    def __init__(self, head: bytes, f):
+    def __init__(self, head: bytes, f: BinaryIO):
         self.head = head
         self.f = f
 
-    def read(self, n=-1):
+    def read(self, n: int = -1) -> bytes:
         if self.head:
             if n is None or n < 0:
                 d = self.head + self.f.read()

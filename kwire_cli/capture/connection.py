@@ -18,7 +18,7 @@ class Connection:
                  "last_ts", "file", "gen", "kafka", "reset", "fin_seen", "apis", "opened", "cid", "held",
                  "hold_pkts", "tls", "sasl", "sasl_mech", "stages", "framer", "sink")
 
-    def __init__(self, src: tuple, dst: tuple, gen: int = 1, framer: Any = None) -> None:
+    def __init__(self, src: tuple[Any, ...], dst: tuple[Any, ...], gen: int = 1, framer: Any = None) -> None:
         self.ends = (src, dst)
         self.keys = (src + dst, dst + src)
         self.frames = (FrameDir(), FrameDir())
@@ -26,8 +26,8 @@ class Connection:
         self.broker: int | None = None
         self.reason = ""
         self.label = f"{endpoint(*src)}<->{endpoint(*dst)}" + (f"#{gen}" if gen > 1 else "")
-        self.open: dict = {}  # correlation id -> (api_key, api_version, ts, packet)
-        self.noreply: dict = {}  # the last few acks=0 Produce requests, in case a broker answers anyway
+        self.open: dict[int, Any] = {}  # correlation id -> (api_key, api_version, ts, packet)
+        self.noreply: dict[int, Any] = {}  # the last few acks=0 Produce requests, in case a broker answers anyway
         self.syn_from: int | None = None
         self.last_ts = 0.0
         self.file = ""
@@ -35,7 +35,7 @@ class Connection:
         self.kafka = True
         self.reset = False
         self.fin_seen = False
-        self.apis: set = set()   # (api key, version) of the requests seen (bounded)
+        self.apis: set[tuple[int, int]] = set()   # (api key, version) of the requests seen (bounded)
         self.opened = 0          # requests opened so far (resync rescans when it changes)
         self.cid = False         # a client id of this connection is in known_clients
         self.held = False        # a direction holds an acknowledged hole open (late segments)
@@ -43,7 +43,7 @@ class Connection:
         self.tls: Any = None     # the TlsStage, when the connection is TLS
         self.sasl: Any = None    # the SaslTokens stage while KIP-43 raw tokens are still to come
         self.sasl_mech: str | None = None  # the mechanism the last SaslHandshake v0 request named
-        self.stages: list = []   # transforms of the byte stream, in order, before the framer
+        self.stages: list[Any] = []   # transforms of the byte stream, in order, before the framer
         self.framer = framer     # the last stage
         self.sink = framer       # the first stage: where reassembly's bytes go
 

@@ -8,7 +8,7 @@ counts everything and can show that every payload byte is accounted for (``recon
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 # TCP flag bits (as in the TCP header's flags byte).
 FIN = 0x01
@@ -41,7 +41,7 @@ class Packet(NamedTuple):
     wire_len: int
 
 
-def conn_key(pkt: Packet) -> tuple:
+def conn_key(pkt: Packet) -> tuple[Any, ...]:
     """The direction-free key of a packet's connection: ``(ip_a, port_a, ip_b, port_b)`` sorted.
 
     Group packets by this key (e.g. across rotated files in Spark) and feed each group, ordered by
@@ -142,7 +142,7 @@ class Damage(NamedTuple):
     bytes: int
     detail: str
     ts: float | None = None
-    corrs: tuple | None = None
+    corrs: tuple[Any, ...] | None = None
 
 
 class Note(NamedTuple):
@@ -176,7 +176,7 @@ class CaptureStats:
     packets: int = 0            # packets read (each gets a packet number, TCP or not)
     tcp_packets: int = 0
     payload_bytes: int = 0      # captured TCP payload bytes fed to the StreamAssembler
-    skipped: dict = field(default_factory=dict)       # reason -> packet count (non-tcp etc.)
+    skipped: dict[str, int] = field(default_factory=dict)       # reason -> packet count (non-tcp etc.)
     delivered_bytes: int = 0    # in-order stream bytes handed to the framer
     duplicate_bytes: int = 0    # retransmitted / overlapping bytes dropped (first copy wins)
     after_close_bytes: int = 0
@@ -194,14 +194,14 @@ class CaptureStats:
     acks0_answered: int = 0     # acks=0 Produce requests a broker answered anyway (paired)
     expired_requests: int = 0   # requests unanswered for the request timeout (live captures), dropped
     connections: int = 0
-    damage_count: dict = field(default_factory=dict)  # kind -> events
+    damage_count: dict[str, int] = field(default_factory=dict)  # kind -> events
     tls_connections: int = 0    # connections recognised as TLS
     tls_decrypted: int = 0      # ... whose records were decrypted (the key log had their secrets)
     tls_bytes: int = 0          # delivered bytes that were TLS records (given to kwire_cli.tls)
     tls_plaintext: int = 0      # application data decrypted from them (given to the framer)
-    tls_sessions: dict = field(default_factory=dict)  # "TLSv1.3 TLS_AES_128_GCM_SHA256" -> connections
-    tls_not_decrypted: dict = field(default_factory=dict)  # "TLS 1.2 on 127.0.0.1:9093" -> connections without keys
-    damage_bytes: dict = field(default_factory=dict)  # kind -> bytes
+    tls_sessions: dict[str, int] = field(default_factory=dict)  # "TLSv1.3 TLS_AES_128_GCM_SHA256" -> connections
+    tls_not_decrypted: dict[str, int] = field(default_factory=dict)  # "TLS 1.2 on HOST:PORT" -> connections (no keys)
+    damage_bytes: dict[str, int] = field(default_factory=dict)  # kind -> bytes
 
     def add_damage(self, kind: str, nbytes: int) -> None:
         self.damage_count[kind] = self.damage_count.get(kind, 0) + 1
@@ -215,7 +215,7 @@ class CaptureStats:
         """Stream bytes that never became part of a frame: gaps plus skipped delivered bytes."""
         return sum(self.damage_bytes.get(k, 0) for k in (GAP, RESYNC_SKIP, PARTIAL_FRAME, OVERSIZE_FRAME))
 
-    def reconcile(self) -> dict:
+    def reconcile(self) -> dict[str, Any]:
         """Both balance equations; ``ok`` is True when every byte is accounted for."""
         payload_side = (self.delivered_bytes + self.duplicate_bytes + self.after_close_bytes
                         + self.non_kafka_bytes + self.pending_bytes)
@@ -241,7 +241,7 @@ class CaptureStats:
                 setattr(self, name, a + b)
         return self
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = {name: getattr(self, name) for name in self.__dataclass_fields__}
         d["lost_bytes"] = self.lost_bytes
         d["reconcile"] = self.reconcile()

@@ -31,7 +31,7 @@ MAX_NESTING = 100  # parentheses inside parentheses: past it a one-line error, n
 MAX_DIGITS = 30    # a number longer than this matches no row, and int() refuses 4300 digits
 _BY_NAME = {f.name: f for f in FILTER_FIELDS}
 
-Predicate = Callable[[dict], bool]
+Predicate = Callable[[dict[str, Any]], bool]
 
 
 def _tokens(text: str) -> list[tuple[str, str, int]]:
@@ -57,8 +57,9 @@ def _tokens(text: str) -> list[tuple[str, str, int]]:
 def _cmp(op: str, a: Any, b: Any) -> bool:
     if a is None:
         return op == "!="
-    return {"=": a == b, "==": a == b, "!=": a != b, ">": a > b, "<": a < b, ">=": a >= b,
-            "<=": a <= b}[op]
+    result: bool = {"=": a == b, "==": a == b, "!=": a != b, ">": a > b, "<": a < b, ">=": a >= b,
+                    "<=": a <= b}[op]
+    return result
 
 
 def _endpoint_match(value: str, ep: str | None) -> bool:
@@ -121,7 +122,7 @@ def _term(name: str, op: str | None, value: str | None, pos: int) -> Predicate:
         key = cols[0]
         if op in ("=", "==", "!=") and re.fullmatch(r"\d+-\d+", value):
             lo, hi = (_int(v, name, pos) for v in value.split("-"))
-            inside = lambda r: r.get(key) is not None and lo <= r[key] <= hi  # noqa: E731
+            inside: Predicate = lambda r: r.get(key) is not None and lo <= r[key] <= hi  # noqa: E731
             return inside if op != "!=" else (lambda r: not inside(r))
         try:
             num: float = float(value) if COLUMNS[key].type is FLOAT64 else _int(value, name, pos)
@@ -139,7 +140,7 @@ def _term(name: str, op: str | None, value: str | None, pos: int) -> Predicate:
         if value.lstrip("-").isdigit():
             from kwire_cli.spec.error_codes import error_name
             want = error_name(_int(value, name, pos))
-        has = lambda r: want in (r.get(col) or [])  # noqa: E731
+        has: Predicate = lambda r: want in (r.get(col) or [])  # noqa: E731
         return has if op != "!=" else (lambda r: not has(r))
     if match == "endpoint":
         has = lambda r: any(_endpoint_match(value, r.get(k)) for k in cols)  # noqa: E731
@@ -156,7 +157,7 @@ def _body_term(name: str, match: str, op: str, value: str, pos: int) -> Predicat
             raise FilterError(f"filter: {name} takes =, !=, <, >, <=, >= or a range a-b, not ~ (position {pos})")
         if re.fullmatch(r"-?\d+-\d+", value) and not value.startswith("-"):
             lo, hi = (_int(v, name, pos) for v in value.split("-"))
-            some = lambda r: any(isinstance(v, int) and lo <= v <= hi for v in row_values(name, r))  # noqa: E731
+            some: Predicate = lambda r: any(isinstance(v, int) and lo <= v <= hi for v in row_values(name, r))  # noqa: E731
         else:
             try:
                 num = _int(value, name, pos)
@@ -180,7 +181,7 @@ def _decoded_term(field: str, path: list[str], op: str | None, value: str | None
     any record has one). Numbers compare as numbers, everything else as its text."""
     from kwire_cli.values.fields import values_at
 
-    def leaves(r: dict) -> Any:
+    def leaves(r: dict[str, Any]) -> Any:
         return values_at(r.get("body"), field, path)
 
     if op is None:

@@ -16,9 +16,13 @@ Spark's range reader (``kwire_cli.spark.reading``: cut a file at packet boundari
 """
 from __future__ import annotations
 
+import mmap
 import struct
 import zlib
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+# what a capture's bytes are read from: a chunk read from a file, or an mmap of the whole file
+Data = bytes | bytearray | memoryview | mmap.mmap
 
 
 class PcapMagic(NamedTuple):
@@ -134,7 +138,7 @@ def header_context(head: bytes) -> Layout | None:
     return None
 
 
-def packet_at(buf, p: int, layout: Layout, prev_sec: int | None = None,
+def packet_at(buf: Data, p: int, layout: Layout, prev_sec: int | None = None,
               reference: float | None = None) -> tuple[int, int] | None:
     """``(length, timestamp seconds)`` when a plausible packet starts at offset ``p`` of ``buf``
     (bytes, or an mmap of the whole file), else None.
@@ -171,7 +175,7 @@ def packet_at(buf, p: int, layout: Layout, prev_sec: int | None = None,
     return layout.header_len + incl, sec
 
 
-def walk_packets(buf, p: int, stop: int, layout: Layout, seen: list | None = None) -> tuple[int, int]:
+def walk_packets(buf: Data, p: int, stop: int, layout: Layout, seen: list[Any] | None = None) -> tuple[int, int]:
     """Follow packets from offset ``p`` (a packet boundary) while they start before ``stop``:
     ``(offset where the walk ended, packets passed)``, counted as the capture reader numbers them.
 

@@ -56,11 +56,11 @@ class FrameDir:
         self.src = ""
         self.dst = ""
         # hunting (resync confirmed by a FrameCheck): where each buffered packet's bytes start
-        self.marks: list = []            # (offset in the hunt, packet, ts, file), ascending
+        self.marks: list[Any] = []            # (offset in the hunt, packet, ts, file), ascending
         self.hoff = 0                    # offset in the hunt of buf[0]
         self.scan = 0                    # buf offset from which candidates are still to be judged
         self.scan_ver = -1               # the connection's ``opened`` count when ``scan`` was set
-        self.wait: list = []             # candidates waiting for their frame: (end, offset, extra)
+        self.wait: list[Any] = []             # candidates waiting for their frame: (end, offset, extra)
         self.divert = False              # a stage was put before framing: hand it the bytes after this frame
         self.cut = False                 # the frame being skipped was cut by a gap and shown all the same
 

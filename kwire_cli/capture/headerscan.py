@@ -47,7 +47,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from .formats import HARD_RECORD_LIMIT, PCAP_FILE_HEADER, PCAP_MAGICS, PCAPNG_BYTE_ORDER, PCAPNG_SHB
+from .formats import HARD_RECORD_LIMIT, PCAP_FILE_HEADER, PCAP_MAGICS, PCAPNG_BYTE_ORDER, PCAPNG_SHB, Data
 from .linklayer import bsd_ip_version
 
 RawKey = tuple[bytes, int, int]  # (source + destination address bytes, source port, destination port)
@@ -69,7 +69,8 @@ def _load_native() -> Callable[..., Any] | None:
     if os.environ.get("KWIRE_NO_SPEEDUPS", "") not in ("", "0"):
         return None
     try:
-        return importlib.import_module("kwire_cli.capture._headerscan").tcp_connections
+        walk: Callable[..., Any] = importlib.import_module("kwire_cli.capture._headerscan").tcp_connections
+        return walk
     except ImportError:
         return None
 
@@ -78,13 +79,14 @@ def _load_native() -> Callable[..., Any] | None:
 native_tcp_connections = _load_native()
 
 
-def tcp_connections(buf, start: int, end: int, header: bytes | None = None) -> dict[RawKey, int] | None:
+def tcp_connections(buf: Data, start: int, end: int, header: bytes | None = None) -> dict[RawKey, int] | None:
     """The raw keys of the TCP packets the capture reader reads from ``header`` + ``buf[start:end]``
     (``header`` None: ``buf[start:end]`` is a whole capture) and their captured TCP bytes, or None
     where the scan cannot answer
     exactly (the module docstring lists when). The C walk when built, else ``py_tcp_connections``."""
     if native_tcp_connections is not None:
-        return native_tcp_connections(buf, start, end, header, HARD_RECORD_LIMIT)
+        keys: dict[RawKey, int] | None = native_tcp_connections(buf, start, end, header, HARD_RECORD_LIMIT)
+        return keys
     return py_tcp_connections(buf, start, end, header)
 
 
@@ -101,7 +103,7 @@ def four_tuple(key: RawKey) -> tuple[str, int, str, int]:
     return s, key[1], d, key[2]
 
 
-def py_tcp_connections(buf, start: int, end: int, header: bytes | None = None) -> dict[RawKey, int] | None:
+def py_tcp_connections(buf: Data, start: int, end: int, header: bytes | None = None) -> dict[RawKey, int] | None:
     """``tcp_connections`` in Python (the reference walk)."""
     end = min(end, len(buf))
     keys: dict[RawKey, int] = {}
@@ -120,14 +122,15 @@ def py_tcp_connections(buf, start: int, end: int, header: bytes | None = None) -
         return keys
     if magic != PCAPNG_SHB:
         return None  # gzip, or not a capture: the reader's own path
-    state: list = ["<", []]  # byte order, interfaces [(link type, snap length)]
+    state: list[Any] = ["<", []]  # byte order, interfaces [(link type, snap length)]
     if header is not None and _pcapng_walk(header, 0, len(header), state, keys) != _DONE:
         return None  # a header context that does not end where a block ends
     _pcapng_walk(buf, start, end, state, keys)
     return keys
 
 
-def _pcap_walk(buf, pos: int, end: int, bo: str, hlen: int, limit: int, linktype: int, keys: dict) -> None:
+def _pcap_walk(buf: Data, pos: int, end: int, bo: str, hlen: int, limit: int, linktype: int,
+               keys: dict[RawKey, int]) -> None:
     caplen_at = struct.Struct(bo + "8xI").unpack_from
     while end - pos >= hlen:  # fewer: the end, or a cut record header (the reader stops)
         caplen = caplen_at(buf, pos)[0]
@@ -141,7 +144,7 @@ def _pcap_walk(buf, pos: int, end: int, bo: str, hlen: int, limit: int, linktype
         pos += caplen
 
 
-def _pcapng_walk(buf, pos: int, end: int, state: list, keys: dict) -> int:
+def _pcapng_walk(buf: Data, pos: int, end: int, state: list[Any], keys: dict[RawKey, int]) -> int:
     bo, ifaces = state
     u32 = struct.Struct(bo + "I").unpack_from
     while True:
@@ -193,7 +196,7 @@ def _pcapng_walk(buf, pos: int, end: int, state: list, keys: dict) -> int:
         pos += blen
 
 
-def _packet_key(lt: int, buf, off: int, end: int, keys: dict) -> None:
+def _packet_key(lt: int, buf: Data, off: int, end: int, keys: dict[RawKey, int]) -> None:
     """Count the key of the packet ``buf[off:end]`` of link type ``lt`` and its captured TCP bytes if
     the reader yields a ``Packet`` for it (``linklayer.packets``' walk, step for step)."""
     # ---- link layer -> IP version

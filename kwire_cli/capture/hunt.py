@@ -29,15 +29,16 @@ _I32P = struct.Struct(">i").pack
 _INF = float("inf")
 
 
-def _first(t: tuple) -> Any:
+def _first(t: tuple[Any, ...]) -> Any:
     return t[0]
 
 
-def mark(d: FrameDir, off: int) -> tuple:
+def mark(d: FrameDir, off: int) -> tuple[Any, ...]:
     """(offset, packet, ts, file) of the packet that delivered ``d.buf[off]``."""
     marks = d.marks
     i = bisect_right(marks, (d.hoff + off, _INF)) - 1
-    return marks[i if i >= 0 else 0]
+    found: tuple[Any, ...] = marks[i if i >= 0 else 0]
+    return found
 
 
 def drop(d: FrameDir, k: int, skipped: bool = True) -> None:
@@ -57,7 +58,7 @@ def drop(d: FrameDir, k: int, skipped: bool = True) -> None:
         del marks[:i]
 
 
-def _cover(wait: list, i: int, plausible: _Plausible) -> int | None:
+def _cover(wait: list[Any], i: int, plausible: _Plausible) -> int | None:
     """The end of the furthest-reaching candidate still waiting that starts before ``i`` and whose
     frame would hold it: a frame found inside a frame not yet judged waits for that judgement.
     Waiting candidates whose first bytes already contradict the spec (``plausible(offset, extra)``
@@ -104,7 +105,7 @@ class Hunter:
     directions' ``FrameDir`` (``marks``, ``hoff``, ``scan``, ``wait``)."""
 
     def __init__(self, box: Outbox, framer: Framer, *, check: FrameCheck, max_frame: int, resync_window: int,
-                 known_clients: set) -> None:
+                 known_clients: set[Any]) -> None:
         self.box = box
         self.framer = framer
         self.emit = framer.emit
@@ -135,7 +136,7 @@ class Hunter:
         while True:
             if d.is_request:
                 at, keep = self.hunt_request(d, final)
-                tiles: list = []
+                tiles: list[Any] = []
             else:
                 at, keep, tiles = self.hunt_response(conn, d, final)
             if at is None:
@@ -156,12 +157,12 @@ class Hunter:
                 return
 
     @staticmethod
-    def rejudge(wait: list, n: int, judge: Any, plausible: _Plausible, final: bool) -> tuple:
+    def rejudge(wait: list[Any], n: int, judge: Any, plausible: _Plausible, final: bool) -> tuple[Any, ...]:
         """Judge again the candidates waiting for bytes (``(end, offset, extra, seen)``, by offset):
         those whose frame is all here, all of them at the end of the stream.
         Returns (the first confirmed ``(offset, extra)`` no earlier waiting candidate's frame holds,
         or None; the candidates still waiting)."""
-        still: list = []
+        still: list[Any] = []
         for ent in wait:
             e, i, x, seen = ent
             if e <= n or final:
@@ -181,7 +182,7 @@ class Hunter:
                 still.append((e2, i, x, seen))
         return None, still
 
-    def hunt_request(self, d: FrameDir, final: bool = False) -> tuple:
+    def hunt_request(self, d: FrameDir, final: bool = False) -> tuple[Any, ...]:
         """(offset of the first confirmed request, 0) or (None, bytes that can never start one).
 
         Candidates whose frame has not fully arrived wait (``d.wait``); a later candidate that the
@@ -189,7 +190,7 @@ class Hunter:
         buf = d.buf
         n = len(buf)
 
-        def judge(i: int, _x: Any) -> tuple:
+        def judge(i: int, _x: Any) -> tuple[Any, ...]:
             return self.judge_request(buf, i, n)
 
         check = self.check
@@ -294,7 +295,7 @@ class Hunter:
         cl = _H16(buf, i + 12)[0]
         return (-1, e) if cl > 0 and bytes(buf[i + 14:i + 14 + cl]) in self.known_clients else (0, 0)
 
-    def hunt_response(self, conn: Any, d: FrameDir, final: bool = False) -> tuple:
+    def hunt_response(self, conn: Any, d: FrameDir, final: bool = False) -> tuple[Any, ...]:
         """(anchor, 0, tiles): the first response to a request still open on the connection,
         confirmed, and the frames (offset, end) that tile the bytes before it exactly; or
         (None, bytes to forget, ()) while none is confirmed (up to ``resync_window`` bytes are kept).
@@ -312,7 +313,7 @@ class Hunter:
             d.wait = []
             d.scan_ver = conn.opened
 
-        def judge(i: int, cr: tuple) -> tuple:
+        def judge(i: int, cr: tuple[Any, ...]) -> tuple[Any, ...]:
             r = self.judge_response(conn, d, i, n, cr[0], cr[1])
             return r, i + 4 + _I32(buf, i)[0]
 
@@ -358,7 +359,7 @@ class Hunter:
             keep = min(keep, wait[0][1])
         return None, keep, ()
 
-    def judge_response(self, conn: Any, d: FrameDir, i: int, n: int, corr: int, req: tuple) -> int:
+    def judge_response(self, conn: Any, d: FrameDir, i: int, n: int, corr: int, req: tuple[Any, ...]) -> int:
         """1: the answer to ``req`` starts at ``d.buf[i]``; 0: it does not; -2: wait for its bytes."""
         check = self.check
         buf = d.buf

@@ -15,11 +15,12 @@ import os
 import re
 import stat
 from collections.abc import Callable
+from typing import Any
 
 _DIGITS = re.compile(r"(\d+)")
 
 
-def rotation_key(path: str) -> tuple:
+def rotation_key(path: str) -> tuple[Any, ...]:
     """Sort key: the path's parts with runs of digits compared as numbers (``cap2`` < ``cap10``)."""
     parts = _DIGITS.split(path)
     return tuple((0, int(p), len(p)) if i % 2 else (1, p, 0) for i, p in enumerate(parts))

@@ -18,6 +18,7 @@ from typing import Protocol
 
 from kwire_cli.codec.peek import peek_request_field
 from kwire_cli.errors import KwireError
+from kwire_cli.wire import Buffer
 
 DEFAULT_MAX_FRAME = 100 << 20   # 100 MiB
 MAX_FRAME_OPTION = "--max-frame-size"  # the command-line option that sets it (named in damage)
@@ -60,7 +61,7 @@ class FrameCheck(Protocol):
     def response_prefix(self, prefix: bytes, size: int, api_key: int, api_version: int) -> bool: ...
 
 
-def plausible_at(buf, i: int, max_frame: int, api_check: ApiCheck | None) -> int:
+def plausible_at(buf: Buffer, i: int, max_frame: int, api_check: ApiCheck | None) -> int:
     """1: plausible request header at buf[i:], 0: not, -1: cannot tell yet (need more bytes)."""
     n = len(buf)
     if n - i < 14:
@@ -79,12 +80,12 @@ def plausible_at(buf, i: int, max_frame: int, api_check: ApiCheck | None) -> int
     return 1
 
 
-def looks_like_request(data, max_frame: int = DEFAULT_MAX_FRAME, api_check: ApiCheck | None = None) -> bool:
+def looks_like_request(data: Buffer, max_frame: int = DEFAULT_MAX_FRAME, api_check: ApiCheck | None = None) -> bool:
     """True if ``data`` (size prefix included) starts with a plausible Kafka request header."""
     return plausible_at(data, 0, max_frame, api_check) == 1
 
 
-def find_request_start(buf, start: int = 0, max_frame: int = DEFAULT_MAX_FRAME,
+def find_request_start(buf: bytes | bytearray, start: int = 0, max_frame: int = DEFAULT_MAX_FRAME,
                        api_check: ApiCheck | None = None) -> tuple[int, bool]:
     """Scan ``buf`` from ``start`` for a plausible request start.
 
@@ -108,7 +109,7 @@ def find_request_start(buf, start: int = 0, max_frame: int = DEFAULT_MAX_FRAME,
         i += 1
 
 
-def find_response_start(buf, open_ids: Iterable[int], start: int = 0,
+def find_response_start(buf: bytes | bytearray, open_ids: Iterable[int], start: int = 0,
                         max_frame: int = DEFAULT_MAX_FRAME) -> tuple[int, bool]:
     """First offset >= ``start`` where a response to one of ``open_ids`` plausibly starts.
 
@@ -133,7 +134,7 @@ def find_response_start(buf, open_ids: Iterable[int], start: int = 0,
     return max(start, n - 7), False
 
 
-def find_response_start_blind(buf, start: int = 0, max_frame: int = DEFAULT_MAX_FRAME) -> tuple[int, bool]:
+def find_response_start_blind(buf: Buffer, start: int = 0, max_frame: int = DEFAULT_MAX_FRAME) -> tuple[int, bool]:
     """Like ``find_response_start`` for a connection whose requests were never captured (only the
     broker's side is in the file): a sane size and a correlation id in 0..2**24, and when the
     whole candidate frame is buffered, a sane size right after it."""
@@ -155,20 +156,22 @@ def find_response_start_blind(buf, start: int = 0, max_frame: int = DEFAULT_MAX_
     return max(start, n - 7), False
 
 
-def request_prefix(data) -> tuple[int, int, int] | None:
+def request_prefix(data: Buffer) -> tuple[int, int, int] | None:
     """``(api_key, api_version, correlation_id)`` of a request frame (no size prefix), or None."""
     if len(data) < 8:
         return None
-    return _PREFIX.unpack_from(data, 0)
+    head: tuple[int, int, int] = _PREFIX.unpack_from(data, 0)
+    return head
 
 
-def produce_acks(data, api_version: int | None = None) -> int | None:
+def produce_acks(data: bytes, api_version: int | None = None) -> int | None:
     """The ``acks`` of a Produce request frame (without size prefix); None if it cannot be read.
 
     Read by the codec from the header and the body fields before ``Acks`` (their layout per
     version comes from the spec), so a request cut short after its acks still gives them."""
     try:
-        return peek_request_field(data, "Acks", api_version=api_version)
+        acks: int | None = peek_request_field(data, "Acks", api_version=api_version)
+        return acks
     except KwireError:
         return None
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import socket
 import struct
 from collections.abc import Iterable, Iterator
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .events import (
     CORRUPT_BLOCK,
@@ -36,6 +36,7 @@ from .events import (
     Note,
     Packet,
 )
+from .formats import Data
 
 # link types
 LT_NULL, LT_ETHERNET, LT_RAW12, LT_RAW14, LT_RAW, LT_LOOP = 0, 1, 12, 14, 101, 108
@@ -58,7 +59,7 @@ _V6_EXT = frozenset({0, 43, 60, 135, 139, 140})     # generic (len+1)*8 extensio
 _AF_INET6 = frozenset({10, 24, 28, 30})             # Linux, OpenBSD/NetBSD, FreeBSD, Darwin
 
 
-def bsd_ip_version(buf, off: int, loop: bool) -> int:
+def bsd_ip_version(buf: Data, off: int, loop: bool) -> int:
     """The IP version (4, 6; 0: another family) of a BSD null / LOOP header's 4-byte address family
     at ``off``: big-endian for LOOP, the capturing host's order for null (read little-endian, and
     big-endian when that gives no family)."""
@@ -81,7 +82,7 @@ def _ntop6(b: bytes) -> str:
     return socket.inet_ntop(socket.AF_INET6, b)
 
 
-def packets(records: Iterable, label: str, stats: CaptureStats, report_skipped: bool = False
+def packets(records: Iterable[Any], label: str, stats: CaptureStats, report_skipped: bool = False
             ) -> Iterator[Packet | Damage | Note]:
     """The TCP segments of captured packets, as ``Packet`` tuples, in order.
 
@@ -92,8 +93,8 @@ def packets(records: Iterable, label: str, stats: CaptureStats, report_skipped: 
     ``stats.skipped``; with ``report_skipped=True`` each also yields a ``Damage`` event (``kind``:
     the reason). Adds to ``stats.packets`` (packets read) and ``stats.tcp_packets``.
     """
-    ipcache: dict = {}
-    unsupported: set = set()
+    ipcache: dict[bytes, tuple[str, str]] = {}
+    unsupported: set[int] = set()
     skipped = stats.skipped
     npk = ntcp = 0
     addr = b""

@@ -279,7 +279,7 @@ class _End:
 
 def _produce(live: LiveInput, q: queue.Queue, stats: CaptureStats, stop: threading.Event, keylog,
              failures: list[str], report_skipped: bool, on_skip) -> None:
-    batch: list = []
+    batch: list[Any] = []
 
     def flush() -> None:
         if batch:

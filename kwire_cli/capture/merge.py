@@ -44,13 +44,13 @@ class _Part:
         self.label = label
         self.order = order
         self.first_ts: float | None = None
-        self.head: list = []        # items already read (kept when the source cannot be reopened)
-        self.it: Iterator | None = None
+        self.head: list[Any] = []        # items already read (kept when the source cannot be reopened)
+        self.it: Iterator[Any] | None = None
         self.reopen = False
         self.keylog: Any = None      # a kwire_cli.tls.KeyLog for the file's Decryption Secrets Blocks
 
 
-def merged_packets(sources: list, stats: CaptureStats, *, report_skipped: bool = False,
+def merged_packets(sources: list[Any], stats: CaptureStats, *, report_skipped: bool = False,
                    failures: list[str] | None = None,
                    wrap: Callable[[Any, str], Any] | None = None,
                    reopenable: Callable[[Any], bool] | None = None,
@@ -77,7 +77,7 @@ def merged_packets(sources: list, stats: CaptureStats, *, report_skipped: bool =
     return _merge(parts, stats, report_skipped, failures, wrap)
 
 
-def _open(p: _Part, stats: CaptureStats, report_skipped: bool, wrap) -> tuple[Iterator, Any]:
+def _open(p: _Part, stats: CaptureStats, report_skipped: bool, wrap) -> tuple[Iterator[Any], Any]:
     f = None
     src = p.src
     if isinstance(src, (str, bytes, os.PathLike)):
@@ -89,7 +89,7 @@ def _open(p: _Part, stats: CaptureStats, report_skipped: bool, wrap) -> tuple[It
     return iter_packets(src, p.label, stats=stats, report_skipped=report_skipped, keylog=p.keylog), f
 
 
-def _guarded(p: _Part, stats: CaptureStats, report_skipped: bool, failures, wrap) -> Generator:
+def _guarded(p: _Part, stats: CaptureStats, report_skipped: bool, failures, wrap) -> Generator[Any, None, None]:
     """The file's items; a KwireError ends them (reported in ``failures``, or raised)."""
     f = None
     try:
@@ -131,9 +131,9 @@ def _peek(p: _Part, stats: CaptureStats, report_skipped: bool, failures) -> bool
     return True  # read once: its first packet's time is learnt when the merge opens it
 
 
-def _merge(parts: list[_Part], stats: CaptureStats, report_skipped: bool, failures, wrap) -> Iterator:
+def _merge(parts: list[_Part], stats: CaptureStats, report_skipped: bool, failures, wrap) -> Iterator[Any]:
     # streams that cannot be reopened are opened now (their first item tells their time)
-    heap: list = []
+    heap: list[Any] = []
     waiting: list[_Part] = []
     for p in parts:
         if p.head:  # a file that failed at its start: only the damage it reported
@@ -179,12 +179,12 @@ def _first(p: _Part) -> float:
     return _NEG if p.first_ts is None else p.first_ts
 
 
-def _push(heap: list, p: _Part, it: Iterator, last: float) -> None:
+def _push(heap: list[Any], p: _Part, it: Iterator[Any], last: float) -> None:
     for item in it:
         ts = item.ts
         _push_item(heap, p, it, item, ts if ts is not None else last)
         return
 
 
-def _push_item(heap: list, p: _Part, it: Iterator, item, key: float) -> None:
+def _push_item(heap: list[Any], p: _Part, it: Iterator[Any], item, key: float) -> None:
     heapq.heappush(heap, (key, p.order, item, it, p))

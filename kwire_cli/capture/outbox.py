@@ -6,7 +6,7 @@ from typing import Any
 
 from .events import CaptureStats, Damage
 
-_EMPTY: tuple = ()
+_EMPTY: tuple[Any, ...] = ()
 
 
 class Outbox:
@@ -16,15 +16,15 @@ class Outbox:
 
     def __init__(self, stats: CaptureStats) -> None:
         self.stats = stats
-        self.events: list = []
+        self.events: list[Any] = []
 
     def damage(self, file: str, packet: int | None, conn: Any, kind: str, nbytes: int, detail: str,
-               ts: float | None = None, corrs: tuple | None = None) -> None:
+               ts: float | None = None, corrs: tuple[Any, ...] | None = None) -> None:
         """Count and report damage of ``kind`` on connection ``conn``."""
         self.stats.add_damage(kind, nbytes)
         self.events.append(Damage(file, packet, conn.label, kind, nbytes, detail, ts, corrs))
 
-    def take(self) -> list | tuple:
+    def take(self) -> list[Any] | tuple[Any, ...]:
         """The events so far (an empty tuple when none), and a fresh list for the next ones."""
         out = self.events
         if out:

@@ -32,7 +32,7 @@ class Pairing:
     (``conn.open``, ``conn.noreply``)."""
 
     def __init__(self, box: Outbox, *, max_open: int, request_timeout: float | None,
-                 known_clients: set | None, on_sasl: Callable[[Any, Any, int], None]) -> None:
+                 known_clients: set[Any] | None, on_sasl: Callable[[Any, Any, int], None]) -> None:
         self.box = box
         self.stats = box.stats
         self.max_open = max_open
@@ -136,7 +136,7 @@ class Pairing:
             if cl > 0:
                 known.add(bytes(data[10:10 + cl]))
 
-    def expire(self, conns: list, now: float) -> None:
+    def expire(self, conns: list[Any], now: float) -> None:
         """Requests of ``conns`` unanswered for ``request_timeout`` expire."""
         timeout = self.request_timeout
         assert timeout is not None

@@ -74,7 +74,7 @@ def error_codes(body: Any) -> list[str]:
     return found
 
 
-def _topic_ids(node: Any, out: set) -> None:
+def _topic_ids(node: Any, out: set[Any]) -> None:
     if isinstance(node, dict):
         for k, v in node.items():
             if k == "TopicId" and isinstance(v, str) and v != ZERO_UUID:
@@ -86,7 +86,7 @@ def _topic_ids(node: Any, out: set) -> None:
             _topic_ids(x, out)
 
 
-def _framing_row(f: KafkaFrame) -> dict:
+def _framing_row(f: KafkaFrame) -> dict[str, Any]:
     """A new row with what the capture layers know of a frame: where and when, its kind, api key and
     version, correlation id, size and latency."""
     rec = new_row()
@@ -128,10 +128,10 @@ class Conversation:
         self.strict = strict  # --strict: a frame that breaks the format is undecodable, not read leniently
         self._mechanisms: dict[str, str | None] = {}
         self._envelopes: OrderedDict[tuple[str, int], tuple[int, int]] = OrderedDict()
-        self.damage: list[dict] = []  # the first Damage events seen by ``rows``, as the summary lists them
+        self.damage: list[dict[str, Any]] = []  # the first Damage events seen by ``rows``, as the summary lists them
         self.damage_kinds: dict[str, list[int]] = {}  # kind -> [events, bytes] of all of them
         self.max_damage = max_damage
-        self.notes: list[dict] = []   # the Note events (TLS handshakes, alerts), as the summary lists them
+        self.notes: list[dict[str, Any]] = []   # the Note events (TLS handshakes, alerts), as the summary lists them
         self._names: dict[str, str] = {}
         # per connection (least recently used first: a live capture's closed connections go)
         self._open: OrderedDict[str, OrderedDict[int, tuple[Any, Any]]] = OrderedDict()
@@ -182,7 +182,7 @@ class Conversation:
         """The SASL mechanism the last SaslHandshake request on ``conn`` named (None: none seen)."""
         return self._mechanisms.get(conn)
 
-    def _protect(self, rec: dict, f: KafkaFrame, body: Any) -> None:
+    def _protect(self, rec: dict[str, Any], f: KafkaFrame, body: Any) -> None:
         """Redact the row's body (an API of the redaction table), with what this connection knows."""
         key, conn = rec["api_key"], f.conn
         if key == SASL_HANDSHAKE:
@@ -219,7 +219,7 @@ class Conversation:
                 self._names[tid] = name
 
     # ------------------------------------------------------------------ rows
-    def row(self, f: KafkaFrame) -> dict:
+    def row(self, f: KafkaFrame) -> dict[str, Any]:
         """The output row of one Kafka frame (a frame that does not decode is a row with ``error``
         and ``error_kind``; what did decode is kept)."""
         rec = _framing_row(f)
@@ -288,7 +288,7 @@ class Conversation:
         if f.kind == "response" and name in TOPIC_NAMING_APIS:
             self.learn_topic_names((t["TopicId"], t["Name"]) for t in body.get("Topics") or []
                                    if t.get("TopicId") and t["TopicId"] != ZERO_UUID and t.get("Name"))
-        ids: set = set()
+        ids: set[Any] = set()
         _topic_ids(body, ids)
         if ids:
             names = self._names
@@ -302,7 +302,7 @@ class Conversation:
                 rec["embedded"] = embedded
         return rec
 
-    def _cut(self, rec: dict, f: KafkaFrame) -> dict:
+    def _cut(self, rec: dict[str, Any], f: KafkaFrame) -> dict[str, Any]:
         """A frame a gap cut after its header: what its first bytes say (the request header's API,
         version, correlation id and client id; a response: its request's), no body."""
         rec["captured"] = len(f.data)
@@ -326,7 +326,7 @@ class Conversation:
             rec["client_id"] = self.take_request(f.conn, f.correlation_id)[0]
         return rec
 
-    def _sasl_token(self, rec: dict, f: KafkaFrame) -> dict:
+    def _sasl_token(self, rec: dict[str, Any], f: KafkaFrame) -> dict[str, Any]:
         """A KIP-43 raw SASL token (after a SaslHandshake v0): decoded for the mechanism that
         handshake named, shown as SaslAuthenticate's AuthBytes are (secrets redacted)."""
         side: Side = "client" if f.conn.startswith(f.src + "->") else "server"
@@ -338,7 +338,7 @@ class Conversation:
         rec["error_codes"] = []
         return rec
 
-    def head(self, f: KafkaFrame) -> dict | None:
+    def head(self, f: KafkaFrame) -> dict[str, Any] | None:
         """The row of a frame with only what is known before its body is decoded
         (``rows.HEADER_COLUMNS``: framing, pairing, the request header), or None for a frame that
         is decoded whatever a filter says (``ALWAYS_DECODED``, KIP-43 raw SASL tokens, an unpaired
@@ -362,7 +362,7 @@ class Conversation:
             return None
         return rec
 
-    def skip(self, f: KafkaFrame, head: dict) -> None:
+    def skip(self, f: KafkaFrame, head: dict[str, Any]) -> None:
         """Leave a frame out undecoded (a filter rejected its ``head``), keeping what later rows
         need: a request's client id for its answer; an answer ends its request."""
         self.skipped += 1
@@ -373,7 +373,7 @@ class Conversation:
             self.take_request(f.conn, f.correlation_id)
 
     def rows(self, events: Iterable[KafkaFrame | Damage | Note],
-             wanted: Callable[[dict], bool] | None = None) -> Iterator[dict]:
+             wanted: Callable[[dict[str, Any]], bool] | None = None) -> Iterator[dict[str, Any]]:
         """A row per Kafka frame; damage events are kept in ``damage``, notes in ``notes``.
         ``wanted``: a predicate over ``head`` rows (``filter.header_filter``): a frame it rejects is
         not decoded and gives no row (counted in ``skipped``)."""

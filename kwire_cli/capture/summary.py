@@ -18,14 +18,14 @@ from kwire_cli.records.stats import batch_stats, new_batch_stats
 from kwire_cli.spec.registry import registry
 
 
-def damage_entry(d: Damage, file: Any = None) -> dict:
+def damage_entry(d: Damage, file: Any = None) -> dict[str, Any]:
     """A damage event as the summary lists it (``file``: instead of ``d.file``). Its ``frame`` is
     the number of the packet where it was noticed (None: no one packet)."""
     return {"file": d.file if file is None else file, "frame": d.packet, "conn": d.conn, "kind": d.kind,
             "bytes": d.bytes, "detail": d.detail}
 
 
-def note_entry(n: Note, file: Any = None) -> dict:
+def note_entry(n: Note, file: Any = None) -> dict[str, Any]:
     """A note (a TLS handshake, alert or key update) as the summary lists it."""
     return {"file": n.file if file is None else file, "frame": n.packet, "conn": n.conn, "kind": n.kind,
             "detail": n.detail}
@@ -45,7 +45,7 @@ def tls_not_decrypted_notes(not_decrypted: dict[str, int], have_keys: bool) -> l
     return out
 
 
-def tls_section(stats: dict, notes: list[dict] | None) -> dict | None:
+def tls_section(stats: dict[str, Any], notes: list[dict[str, Any]] | None) -> dict[str, Any] | None:
     """The summary's ``tls`` section: TLS connections, how many were decrypted, the versions and
     cipher suites, the connections not decrypted for want of keys per version and server, and each
     connection's handshake (from the capture counters and the notes)."""
@@ -60,7 +60,7 @@ def tls_section(stats: dict, notes: list[dict] | None) -> dict | None:
     return out
 
 
-def what_if_for_row(r: dict) -> dict | None:
+def what_if_for_row(r: dict[str, Any]) -> dict[str, Any] | None:
     """`kwire diff --what-if-tagged ErrorCode,ErrorMessage` for one decoded response row."""
     if r.get("kind") != "response" or r.get("error") is not None or r.get("body") is None:
         return None
@@ -91,11 +91,11 @@ class Summary:
         self.undecodable: dict[str, int] = {}
         self.with_violations = 0  # decoded frames that break a rule of the format (lenient decoding)
         self.violations: dict[str, int] = {}  # rule -> violations of it
-        self.apis: dict[tuple, dict] = {}
+        self.apis: dict[tuple[Any, ...], dict[str, Any]] = {}
         self.errors: dict[str, int] = {}
-        self.clients: dict[str, dict] = {}
+        self.clients: dict[str, dict[str, Any]] = {}
         self.advertised: dict[str, dict[int, tuple[int, int]]] = {}
-        self.requests_seen: dict[tuple, int] = {}  # (broker, client, api_key, api_name, version) -> n
+        self.requests_seen: dict[tuple[Any, ...], int] = {}  # (broker, client, api_key, api_name, version) -> n
         self.what_if = {"responses": 0, "applicable": 0, "bytes_now": 0, "bytes_tagged": 0, "saving": 0}
         self.record_batches = new_batch_stats()
         # where things were first / last seen, so that partial summaries merge exactly (``merge``)
@@ -103,7 +103,7 @@ class Summary:
         self.advertised_at: dict[str, Any] = {}
         self.auth = AuthSummary()  # SASL authentications per connection (the "auth" section)
 
-    def add(self, r: dict, pos: Any = None) -> None:
+    def add(self, r: dict[str, Any], pos: Any = None) -> None:
         """Count one row. ``pos``: its place in the capture's row order (default: the order of
         ``add`` calls); summaries of parts of one capture, added with comparable positions,
         ``merge`` into exactly the summary of the whole."""
@@ -216,7 +216,7 @@ class Summary:
                 mine[k] += v
         return self
 
-    def add_what_if(self, r: dict) -> None:
+    def add_what_if(self, r: dict[str, Any]) -> None:
         """Count one decoded response into the ErrorCode/ErrorMessage what-if total."""
         w = what_if_for_row(r)
         if w is None:
@@ -228,7 +228,7 @@ class Summary:
             self.what_if["bytes_tagged"] += w["bytes_tagged"]
             self.what_if["saving"] += w["saving"]
 
-    def audit(self) -> list[dict]:
+    def audit(self) -> list[dict[str, Any]]:
         """Requests whose version is outside what that broker advertised in this capture."""
         out = []
         for (broker, cid, key, name, version), n in sorted(self.requests_seen.items(), key=lambda kv: str(kv[0])):
@@ -242,8 +242,9 @@ class Summary:
                             "advertised": list(rng) if rng else None})
         return out
 
-    def to_dict(self, stats: dict | None = None, damage: list[dict] | None = None,
-                notes: list[dict] | None = None, damage_kinds: dict[str, list[int]] | None = None) -> dict:
+    def to_dict(self, stats: dict[str, Any] | None = None, damage: list[dict[str, Any]] | None = None,
+                notes: list[dict[str, Any]] | None = None,
+                damage_kinds: dict[str, list[int]] | None = None) -> dict[str, Any]:
         """The summary document. ``damage``: the damage events (the first 200 are listed); their
         counts by kind are made from them, or given as ``damage_kinds`` (kind -> [events, bytes]
         of all events, when only the first ones are kept: ``Conversation.damage_kinds``)."""
@@ -279,7 +280,7 @@ class Summary:
             if tls is not None:
                 out["tls"] = tls
         if damage is not None:
-            kinds: dict[str, dict] = {}
+            kinds: dict[str, dict[str, Any]] = {}
             if damage_kinds is not None:
                 for kind, (n, b) in damage_kinds.items():
                     kinds[kind] = {"events": n, "bytes": b}

@@ -24,6 +24,7 @@ from .events import GAP
 from .outbox import Outbox
 
 if TYPE_CHECKING:
+    from .connection import Connection
     from .framing import FrameDir
 
 SNAP_CUT = "cut by the snap length"  # why bytes of a packet are lost: the capture kept its first bytes only
@@ -40,8 +41,8 @@ class TcpDir:
     def __init__(self, frames: FrameDir) -> None:
         self.base: int | None = None     # sequence number of stream offset 0
         self.nxt = 0                     # next stream offset expected
-        self.ooo: dict = {}              # offset -> (payload, packet, ts, lost_tail)
-        self.heap: list = []             # sorted offsets of the buffered segments
+        self.ooo: dict[int, Any] = {}              # offset -> (payload, packet, ts, lost_tail)
+        self.heap: list[int] = []             # sorted offsets of the buffered segments
         self.ooo_bytes = 0
         self.fin_off: int | None = None
         self.last_packet: int | None = None
@@ -72,7 +73,7 @@ class Reassembly:
         self.max_buffered = max_buffered
         self.hold_time = hold_time
         self.hold_packets = hold_packets
-        self.holding: dict = {}          # id -> Connection with a hole held open (for ``tick``)
+        self.holding: dict[int, Connection] = {}          # id -> Connection with a hole held open (for ``tick``)
 
     def acked(self, conn: Any, r: TcpDir, file: str, ts: float) -> None:
         """The peer acknowledged up to ``r.ack_seq`` while segments of ``r`` wait in its buffer."""

@@ -24,21 +24,21 @@ class Tiler:
     pairs of the requests of every other connection (open or closed)."""
 
     def __init__(self, box: Outbox, hunter: Hunter, *, check: FrameCheck,
-                 other_apis: Callable[[Any], set], max_pending: int = 4 << 20) -> None:
+                 other_apis: Callable[[Any], set[Any]], max_pending: int = 4 << 20) -> None:
         self.box = box
         self.hunter = hunter
         self.check = check
         self.other_apis = other_apis
         self.max_pending = max_pending   # bytes set aside to tile at the end (``stash``), at most
-        self.pending: list = []
+        self.pending: list[Any] = []
         self.pending_bytes = 0
 
-    def tile(self, conn: Any, buf: bytearray, end: int, bound: int | None) -> list:
+    def tile(self, conn: Any, buf: bytearray, end: int, bound: int | None) -> list[Any]:
         """Responses to requests the capture never showed, before a confirmed start ``end``: frames
         (offset, end) that land exactly on each other and on ``end``, outermost first, each with a
         correlation id below the next one's (``bound``) and decoding as one of the APIs the
         connection uses."""
-        out: list = []
+        out: list[Any] = []
         apis = None
         while end >= 8:
             if apis is None:
@@ -52,7 +52,7 @@ class Tiler:
         out.reverse()
         return out
 
-    def tile_apis(self, conn: Any) -> list:
+    def tile_apis(self, conn: Any) -> list[Any]:
         """The (api key, version) pairs a response of unknown request may answer, likeliest first:
         the connection's own, those of the other connections, then ApiVersions (every connection's
         first request, so often the one a capture missed)."""
@@ -65,7 +65,7 @@ class Tiler:
         out += [(API_VERSIONS, v) for v in range(5) if (API_VERSIONS, v) not in seen and check.api_ok(API_VERSIONS, v)]
         return out
 
-    def landing(self, apis: list, buf: bytearray, end: int, bound: int | None) -> int | None:
+    def landing(self, apis: list[Any], buf: bytearray, end: int, bound: int | None) -> int | None:
         """The smallest offset s whose size prefix ends its frame exactly at ``end`` and whose frame
         decodes as an answer to one of ``apis`` (correlation id in 0..``bound``-1)."""
         check = self.check

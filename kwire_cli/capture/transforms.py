@@ -62,7 +62,7 @@ class TlsStage:
         if tls.handshake is not None and not tls.no_key and any(c.decrypted for c in tls.counters):
             self.stats.tls_decrypted += 1
 
-    def _items(self, conn: Any, items: list, file: str, packet: int | None, ts: float | None) -> None:
+    def _items(self, conn: Any, items: list[Any], file: str, packet: int | None, ts: float | None) -> None:
         """What the TLS connection gave back: plaintext to the next stage, events as damage or notes."""
         for it in items:
             if it.__class__ is Plaintext:
@@ -109,7 +109,7 @@ class SaslTokens:
         self.next: Any = None
         self.left = [0, 0]
         self.bufs = (bytearray(), bytearray())
-        self.starts: list = [None, None]
+        self.starts: list[Any] = [None, None]
         self.box = box
         self.max_frame = max_frame
 
