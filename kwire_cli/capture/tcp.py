@@ -24,7 +24,6 @@ from .events import GAP
 from .outbox import Outbox
 
 if TYPE_CHECKING:
-    from .connection import Connection
     from .framing import FrameDir
 
 SNAP_CUT = "cut by the snap length"  # why bytes of a packet are lost: the capture kept its first bytes only
@@ -73,7 +72,7 @@ class Reassembly:
         self.max_buffered = max_buffered
         self.hold_time = hold_time
         self.hold_packets = hold_packets
-        self.holding: dict[int, Connection] = {}          # id -> Connection with a hole held open (for ``tick``)
+        self.holding: dict[int, Any] = {}          # id -> Connection with a hole held open (for ``tick``)
 
     def acked(self, conn: Any, r: TcpDir, file: str, ts: float) -> None:
         """The peer acknowledged up to ``r.ack_seq`` while segments of ``r`` wait in its buffer."""
