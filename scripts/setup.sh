@@ -2,7 +2,8 @@
 # Set-up for kwire on a fresh machine: the package (editable) with its `spark` extra (PySpark, for
 # `kwire spark-decode`), its `values` extra (Avro, Protobuf and JSON Schema keys and values) and, with --test, the test extras (pytest, ruff, mypy, import-linter...) and
 # the packet tools the capture tests cross-check against (tcpdump, editcap/tshark) and the TLS
-# terminator the proxy's --broker-tls test puts in front of tansu (stunnel4); Debian packages,
+# terminator the proxy's --broker-tls test puts in front of tansu (stunnel4) and the headless browser of
+# kwire report's test (chromium); Debian packages,
 # installed when this runs as root with apt-get; otherwise those tests skip and say why.
 # Without Spark: `python -m pip install -e .` (decode, encode, diff, negotiate, pcap).
 set -e
@@ -19,6 +20,12 @@ if [ "${1:-}" = "--test" ]; then
         || ! command -v stunnel4 >/dev/null 2>&1; then
       (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tcpdump tshark stunnel4 >/dev/null) \
         || echo "setup: could not install tcpdump/tshark/stunnel4; the tests that need them will skip" >&2
+    fi
+    # the headless browser kwire report's page is tested in (Playwright's client drives it; its own
+    # browser downloads are never used)
+    if ! command -v chromium >/dev/null 2>&1; then
+      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+        || echo "setup: could not install chromium; the report's browser test will skip" >&2
     fi
   fi
 else

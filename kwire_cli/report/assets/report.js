@@ -108,7 +108,7 @@
       legend: {type: "scroll", bottom: 0},
       grid: {left: 70, right: 40, top: 40, bottom: 70, containLabel: false},
       toolbox: {feature: {dataZoom: {}, restore: {}}},
-      dataZoom: [{type: "inside"}]
+      dataZoom: [{type: "inside", filterMode: "none"}]
     };
     for (var k in option) { base[k] = option[k]; }
     c.setOption(base);
