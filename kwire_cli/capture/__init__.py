@@ -29,10 +29,11 @@ selects rows.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import cast
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, cast
 
 from kwire_cli.errors import CaptureError
+from kwire_cli.tls import KeyLog
 
 from .events import CaptureStats, Damage, KafkaFrame, Packet, conn_key, endpoint
 from .kafka import DEFAULT_MAX_FRAME, FrameCheck, broker_side, looks_like_request, produce_acks, request_prefix
@@ -49,11 +50,12 @@ __all__ = [
 ]
 
 
-def iter_capture(source, *, file_label: str | None = None, broker_ports: Iterable[int] | None = None,
+def iter_capture(source: Any, *, file_label: str | None = None, broker_ports: Iterable[int] | None = None,
                  max_frame: int = DEFAULT_MAX_FRAME, stats: CaptureStats | None = None,
                  report_skipped: bool = False, check: FrameCheck | str | None = CODEC,
-                 failures: list[str] | None = None, wrap=None, reopenable=None, keylog=None,
-                 **assembler_options) -> Iterator[KafkaFrame | Damage]:
+                 failures: list[str] | None = None,
+                 wrap: Callable[[Any, str], Any] | None = None, reopenable: Callable[[Any], bool] | None = None,
+                 keylog: KeyLog | None = None, **assembler_options: Any) -> Iterator[KafkaFrame | Damage]:
     """Kafka frames and damage from a capture, in capture order.
 
     ``source``: a path, a binary file object, or a list/tuple of those (or of ``(source, label)``

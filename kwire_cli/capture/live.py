@@ -32,14 +32,15 @@ import queue
 import select
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from kwire_cli.errors import CaptureError, KwireError
+from kwire_cli.tls import KeyLog
 
 from .events import CaptureStats, Damage, KafkaFrame, Note, Packet
 from .inputs import files_under, rotation_key
-from .kafka import DEFAULT_MAX_FRAME
+from .kafka import DEFAULT_MAX_FRAME, FrameCheck
 from .pipeline import CODEC, build_assembler
 from .reader import iter_packets
 
@@ -194,7 +195,7 @@ class LiveInput:
 
             yield from self._followed(cur, on_wait, stop, _every(0.25, later))
 
-    def _listing(self, on_skip, warned: set[str]) -> list[str]:
+    def _listing(self, on_skip: Callable[[str, str], object] | None, warned: set[str]) -> list[str]:
         def skip(p: str, what: str) -> None:
             if on_skip is not None and p not in warned:
                 warned.add(p)
@@ -203,7 +204,8 @@ class LiveInput:
         return files_under(self.path, skip)
 
     @staticmethod
-    def _followed(path: str, on_wait, stop, done, follow: bool = True,
+    def _followed(path: str, on_wait: Callable[[], object], stop: threading.Event, done: Callable[[], bool] | None,
+                  follow: bool = True,
                   watch: bool = False) -> Iterator[tuple[_Stream, str]]:
         try:
             fd = os.open(path, os.O_RDONLY)
@@ -277,8 +279,8 @@ class _End:
         self.error = error
 
 
-def _produce(live: LiveInput, q: queue.Queue, stats: CaptureStats, stop: threading.Event, keylog,
-             failures: list[str], report_skipped: bool, on_skip) -> None:
+def _produce(live: LiveInput, q: queue.Queue[Any], stats: CaptureStats, stop: threading.Event, keylog: KeyLog,
+             failures: list[str], report_skipped: bool, on_skip: Callable[[str, str], object] | None) -> None:
     batch: list[Any] = []
 
     def flush() -> None:
@@ -309,12 +311,12 @@ def _produce(live: LiveInput, q: queue.Queue, stats: CaptureStats, stop: threadi
     q.put(_End(err))
 
 
-def iter_live(live: LiveInput, *, broker_ports=None, max_frame: int = DEFAULT_MAX_FRAME,
-              stats: CaptureStats | None = None, check: Any = CODEC, keylog: Any = None,
+def iter_live(live: LiveInput, *, broker_ports: Iterable[int] | None = None, max_frame: int = DEFAULT_MAX_FRAME,
+              stats: CaptureStats | None = None, check: FrameCheck | str | None = CODEC, keylog: KeyLog | None = None,
               request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT, stop: threading.Event | None = None,
               failures: list[str] | None = None, report_skipped: bool = False,
               on_skip: Callable[[str, str], object] | None = None, tick: float = TICK,
-              **assembler_options) -> Iterator[KafkaFrame | Damage | Note]:
+              **assembler_options: Any) -> Iterator[KafkaFrame | Damage | Note]:
     """Kafka frames, damage and notes of a live capture as soon as they are complete (see the
     module docstring). ``failures``: where a file of a followed directory that is not a capture is
     reported (the others go on); standard input that is not a capture raises ``CaptureError``.
@@ -329,7 +331,7 @@ def iter_live(live: LiveInput, *, broker_ports=None, max_frame: int = DEFAULT_MA
                           keylog=keylog, request_timeout=request_timeout, **assembler_options)
     keylog = asm.keylog
     rstats = CaptureStats()
-    q: queue.Queue = queue.Queue(maxsize=8)
+    q: queue.Queue[Any] = queue.Queue(maxsize=8)
     worker = threading.Thread(target=_produce, name="kwire-live-reader", daemon=True,
                               args=(live, q, rstats, stop, keylog, failures, report_skipped, on_skip))
     worker.start()

@@ -77,7 +77,8 @@ def merged_packets(sources: list[Any], stats: CaptureStats, *, report_skipped: b
     return _merge(parts, stats, report_skipped, failures, wrap)
 
 
-def _open(p: _Part, stats: CaptureStats, report_skipped: bool, wrap) -> tuple[Iterator[Any], Any]:
+def _open(p: _Part, stats: CaptureStats, report_skipped: bool,
+          wrap: Callable[[Any, str], Any] | None) -> tuple[Iterator[Any], Any]:
     f = None
     src = p.src
     if isinstance(src, (str, bytes, os.PathLike)):
@@ -89,7 +90,8 @@ def _open(p: _Part, stats: CaptureStats, report_skipped: bool, wrap) -> tuple[It
     return iter_packets(src, p.label, stats=stats, report_skipped=report_skipped, keylog=p.keylog), f
 
 
-def _guarded(p: _Part, stats: CaptureStats, report_skipped: bool, failures, wrap) -> Generator[Any, None, None]:
+def _guarded(p: _Part, stats: CaptureStats, report_skipped: bool, failures: list[str] | None,
+             wrap: Callable[[Any, str], Any] | None) -> Generator[Any, None, None]:
     """The file's items; a KwireError ends them (reported in ``failures``, or raised)."""
     f = None
     try:
@@ -105,7 +107,7 @@ def _guarded(p: _Part, stats: CaptureStats, report_skipped: bool, failures, wrap
             f.close()
 
 
-def _peek(p: _Part, stats: CaptureStats, report_skipped: bool, failures) -> bool:
+def _peek(p: _Part, stats: CaptureStats, report_skipped: bool, failures: list[str] | None) -> bool:
     """Read up to the file's first packet for its time. False: the file failed and is left out
     (its counters go to ``stats`` and its damage events, if any, stay in ``p.head``: the file is
     not read again)."""
@@ -131,7 +133,8 @@ def _peek(p: _Part, stats: CaptureStats, report_skipped: bool, failures) -> bool
     return True  # read once: its first packet's time is learnt when the merge opens it
 
 
-def _merge(parts: list[_Part], stats: CaptureStats, report_skipped: bool, failures, wrap) -> Iterator[Any]:
+def _merge(parts: list[_Part], stats: CaptureStats, report_skipped: bool, failures: list[str] | None,
+           wrap: Callable[[Any, str], Any] | None) -> Iterator[Any]:
     # streams that cannot be reopened are opened now (their first item tells their time)
     heap: list[Any] = []
     waiting: list[_Part] = []
@@ -186,5 +189,5 @@ def _push(heap: list[Any], p: _Part, it: Iterator[Any], last: float) -> None:
         return
 
 
-def _push_item(heap: list[Any], p: _Part, it: Iterator[Any], item, key: float) -> None:
+def _push_item(heap: list[Any], p: _Part, it: Iterator[Any], item: Any, key: float) -> None:
     heapq.heappush(heap, (key, p.order, item, it, p))
