@@ -1,11 +1,13 @@
 """The `series` section (kwire_cli.analysis.series): time series recomputed here from the rows, the
 other sections' totals equal to the series' sums, points bounded, and parts merged equal to the whole
 at any bucket width."""
+import random
 from collections import Counter
 
 import pytest
 
 from kwire_cli.analysis import AnalysedSummary, series
+from kwire_cli.analysis.dist import percentile
 from kwire_cli.analysis.names import topic_name
 from test_analysis import ROWS, sections
 
@@ -17,9 +19,10 @@ def whole():
     return s.to_dict()
 
 
-@pytest.mark.parametrize("points", [4, 16, 240])
-def test_points_stay_bounded_and_parts_merge_into_the_whole_at_any_width(monkeypatch, points):
+@pytest.mark.parametrize("points,exact", [(4, 2), (16, 64), (240, 1)])
+def test_points_stay_bounded_and_parts_merge_into_the_whole_at_any_width(monkeypatch, points, exact):
     monkeypatch.setattr(series, "MAX_POINTS", points)
+    monkeypatch.setattr(series, "EXACT", exact)  # (response times counted in bins past it)
     one = whole()["series"]
     stamps = {p["ts"] for kind in ("latency", "throughput", "lag", "commits", "errors")
               for s in one[kind] for p in s["points"]}
@@ -76,3 +79,19 @@ def test_latency_and_lag_series_end_where_their_sections_say():
     assert commits == {(e["group_id"], e["topic"], e["partition"]): e["last_committed_offset"] for e in d["commits"]}
     errs = {s["error"]: sum(p["count"] for p in s["points"]) for s in d["series"]["errors"]}
     assert errs == d["error_codes"]
+
+
+def test_a_busy_buckets_percentiles_are_within_two_percent_and_its_maximum_exact():
+    rnd = random.Random(7)
+    values = [rnd.lognormvariate(1, 2) for _ in range(5000)] + [0.0]
+    parts = [series.Series() for _ in range(3)]
+    for pos, v in enumerate(values):
+        parts[pos % 3].add({"kind": "response", "api_key": 1, "api_name": "Fetch", "ts": 100.0, "latency_ms": v,
+                            "error": None}, pos)
+    whole = parts[0].merge(parts[1]).merge(parts[2])
+    (point,) = whole.to_dict([])["latency"][0]["points"]
+    vs = sorted(values)
+    assert point["count"] == len(values) and point["max_ms"] == vs[-1]
+    for name, q in (("p50_ms", 0.5), ("p90_ms", 0.9), ("p99_ms", 0.99)):
+        exact = percentile(vs, q)
+        assert exact <= point[name] <= exact * 1.02 + 0.001, name

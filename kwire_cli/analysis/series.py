@@ -22,7 +22,8 @@ from kwire_cli.analysis.names import topic_name
 BASE_S = 0.001  # the narrowest bucket: 1 ms
 MAX_POINTS = 240  # buckets (points per series) at most
 MAX_SERIES = 64  # series of one kind (APIs, topics, partitions, error codes); later keys go to "(other)"
-MAX_VALUES = 2000  # response times kept per bucket of one API (the first by position) for percentiles
+EXACT = 64  # response times kept exactly per bucket of one API; past them, counts in bins RATIO wide
+RATIO = 1.02  # a bin's upper bound over its lower one: percentiles read from bins are within 2 %
 OTHER = "(other)"
 FETCH = 1
 PRODUCE = 0
@@ -32,9 +33,60 @@ Cell = list[Any]
 Grid = dict[int, Cell]
 
 
+def _bin(v: float) -> int:
+    return 0 if v <= 0 else math.ceil(math.log(v) / math.log(RATIO))
+
+
 def _lat_combine(a: Cell, b: Cell) -> Cell:
-    both = sorted(a + b, key=lambda pv: pv[0])
-    return both[:MAX_VALUES]
+    """Cells [exact values or None, bins or None, count, max]: ``a`` updated with ``b`` (the values
+    kept while the bucket holds at most EXACT, then counted in bins: the same whatever the order)."""
+    count = a[2] + b[2]
+    if count <= EXACT:
+        a[0].extend(b[0])
+    else:
+        bins: dict[int, int] = a[1]
+        if bins is None:
+            bins = a[1] = {}
+            for v in a[0]:
+                i = _bin(v)
+                bins[i] = bins.get(i, 0) + 1
+            a[0] = None
+        if b[1] is not None:
+            for i, n in b[1].items():
+                bins[i] = bins.get(i, 0) + n
+        else:
+            for v in b[0]:
+                i = _bin(v)
+                bins[i] = bins.get(i, 0) + 1
+    a[2] = count
+    a[3] = max(a[3], b[3])
+    return a
+
+
+def _lat_points(cell: Cell) -> dict[str, Any]:
+    """A latency bucket's count, percentiles (nearest-rank; from bins: the bin's upper bound, at
+    most the maximum) and maximum."""
+    out: dict[str, Any] = {"count": cell[2]}
+    if cell[0] is not None:
+        vs = sorted(cell[0])
+        for name, q in (("p50_ms", 0.5), ("p90_ms", 0.9), ("p99_ms", 0.99)):
+            out[name] = percentile(vs, q)
+    else:
+        bins = sorted(cell[1].items())
+        for name, q in (("p50_ms", 0.5), ("p90_ms", 0.9), ("p99_ms", 0.99)):
+            rank = max(1, math.ceil(q * cell[2]))
+            seen = 0
+            for i, n in bins:
+                seen += n
+                if seen >= rank:
+                    out[name] = min(round(RATIO ** i, 3) if i else 0.0, cell[3])
+                    break
+    out["max_ms"] = cell[3]
+    return out
+
+
+def _copy(cell: Cell) -> Cell:
+    return [list(c) if isinstance(c, list) else dict(c) if isinstance(c, dict) else c for c in cell]
 
 
 def _sum_combine(a: Cell, b: Cell) -> Cell:
@@ -111,7 +163,7 @@ class Series:
                 return
             k = self.k + 1
 
-    def add(self, r: dict[str, Any], pos: Any) -> None:
+    def add(self, r: dict[str, Any], _pos: Any) -> None:
         """One output row: its response time, error codes and record batches."""
         ts = r.get("ts")
         key = r.get("api_key")
@@ -119,7 +171,7 @@ class Series:
         if kind == "response":
             ms = r.get("latency_ms")
             if isinstance(ms, (int, float)):
-                self._put("latency", (r.get("api_name") or str(key),), ts, [(pos, float(ms))])
+                self._put("latency", (r.get("api_name") or str(key),), ts, [[float(ms)], None, 1, float(ms)])
             for code in r.get("error_codes") or []:
                 self._put("errors", (str(code),), ts, [1])
         if r.get("error") is not None:
@@ -192,7 +244,7 @@ class Series:
                         if mine is None:
                             mine = series[key] = {}
                     old = mine.get(j)
-                    mine[j] = list(cell) if old is None else comb(old, cell)
+                    mine[j] = _copy(cell) if old is None else comb(old, cell)
                     self.used.add(j)
         self._coarsen(self.k)
         return self
@@ -217,11 +269,7 @@ class Series:
         d = self.data
         lat = []
         for (api,), grid in sorted(d["latency"].items(), key=_key):
-            pts = []
-            for i, cell in sorted(grid.items()):
-                vs = sorted(v for _, v in cell)
-                pts.append({"ts": at(i), "count": len(vs), "p50_ms": percentile(vs, 0.5),
-                            "p90_ms": percentile(vs, 0.9), "p99_ms": percentile(vs, 0.99), "max_ms": vs[-1]})
+            pts = [{"ts": at(i), **_lat_points(cell)} for i, cell in sorted(grid.items())]
             lat.append({"api_name": api, "points": pts})
         thr = [{"direction": dr, "topic": t,
                 "points": [{"ts": at(i), "bytes": c[0], "records": c[1]} for i, c in sorted(grid.items())]}
