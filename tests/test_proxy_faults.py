@@ -202,7 +202,7 @@ def test_a_port_in_use_is_skipped_without_node_ports():
 def test_a_huge_broker_list_is_refused_fast_and_other_clients_are_not_stalled():
     """A 20 MB Metadata answer naming one broker a million times: not walked a million times on the
     event loop (past 10,000 addresses it is refused, the connection ends); another client's
-    request and answer meanwhile take well under a second."""
+    request and answer meanwhile are not held up (~0.1 s; the walk of a million took ~15 s)."""
     async def answer(w, key, version, corr):
         if key == 3:
             w.write(metadata_answer_fast(corr, "broker-1.example", 9092, 1_000_000))
@@ -216,9 +216,9 @@ def test_a_huge_broker_list_is_refused_fast_and_other_clients_are_not_stalled():
             t = time.monotonic()
             w.write(metadata_request(1))
             w2.write(heartbeat_request(5))
-            assert await asyncio.wait_for(read_frame(r2), 2) == heartbeat_answer(5)
+            assert await asyncio.wait_for(read_frame(r2), 5) == heartbeat_answer(5)
             assert await ended(r)
-            assert time.monotonic() - t < 3
+            assert time.monotonic() - t < 5  # (a shared machine's margin: it was ~15 s, it is ~0.1 s)
             assert any("more than 10,000 broker addresses" in x for x in notes)
             w.close()
             w2.close()
