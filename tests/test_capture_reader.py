@@ -496,3 +496,23 @@ def test_truncated_gzip_capture_ends_cleanly():
     assert [(f.kind, f.data) for f in fr] == expected[:len(fr)]
     assert any(d.kind == "truncated-record" for d in dmg)
     assert st.reconcile()["ok"]
+
+
+def test_byte_range_read_from_a_path(tmp_path):
+    # a byte range of a capture given as a path (the range's bytes, the whole file's header apart):
+    # the same packets and numbers as the whole file, and the range's file is closed at the end
+    f = io.BytesIO()
+    w = PcapWriter(f, 1, "<")
+    c = Conversation()
+    for i in range(3):
+        seg = c.send(0, kafka_request(18, 0, i + 1, "x"))[0]
+        w.write((1_700_000_000 + i, 0), ethernet_frame(seg))
+    data = f.getvalue()
+    first = 24 + 16 + struct.unpack_from("<I", data, 24 + 8)[0]  # the second packet's offset
+    part = tmp_path / "range.bin"
+    part.write_bytes(data[first:])
+    whole = [(p.packet, p.ts) for p in iter_packets(io.BytesIO(data)) if isinstance(p, Packet)]
+    ranged = [(p.packet, p.ts) for p in iter_packets(str(part), header=data[:24], offset=first, packet_base=1)
+              if isinstance(p, Packet)]
+    assert ranged == whole[1:]
+    assert len(whole) == 3

@@ -66,7 +66,7 @@ class Chunks:
 
     __slots__ = ("f", "buf", "base", "eof")
 
-    def __init__(self, f: BinaryIO, initial: bytes = b""):
+    def __init__(self, f: BinaryIO | Gunzip | Prefixed, initial: bytes = b""):
         self.f = f
         self.buf = initial
         self.base = 0
@@ -146,7 +146,7 @@ class Gunzip:
 class Prefixed:
     """A read-only file object that first returns ``head`` then the rest of ``f``."""
 
-    def __init__(self, head: bytes, f: BinaryIO):
+    def __init__(self, head: bytes, f: BinaryIO | Prefixed):
         self.head = head
         self.f = f
 

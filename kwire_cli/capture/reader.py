@@ -43,7 +43,8 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any, BinaryIO
 
 from kwire_cli.errors import CaptureError
 from kwire_cli.tls import DSB_BLOCK_TYPE, KeyLog
@@ -63,7 +64,14 @@ from .events import (
 from .formats import GZIP_MAGIC, HARD_RECORD_LIMIT, PCAP_FILE_HEADER, PCAP_MAGICS, PCAPNG_BYTE_ORDER, PCAPNG_SHB
 
 
-def _open(path_or_fileobj, file_label):
+# a captured packet as the reader gives it: (number, timestamp, link type, chunk, start, end): the
+# packet is chunk[start:end]
+Record = tuple[int, float, int, bytes, int, int]
+Records = Iterator[Record | Damage | Note]
+Offsets = Callable[[int], int]  # offset in what the reader reads -> offset in the file
+
+
+def _open(path_or_fileobj: Any, file_label: str | None) -> tuple[BinaryIO, str, bool]:
     if isinstance(path_or_fileobj, (str, bytes, os.PathLike)):
         try:
             f = open(path_or_fileobj, "rb")  # noqa: SIM115 - the caller closes it (close=True)
@@ -78,9 +86,9 @@ def _open(path_or_fileobj, file_label):
     return f, label, False
 
 
-def iter_records(path_or_fileobj, file_label: str | None = None, *, stats: CaptureStats | None = None,
+def iter_records(path_or_fileobj: Any, file_label: str | None = None, *, stats: CaptureStats | None = None,
                  header: bytes | None = None, offset: int | None = None, packet_base: int = 0,
-                 keylog: KeyLog | None = None):
+                 keylog: KeyLog | None = None) -> Records:
     """Yield the packets of a capture as ``(number, ts, linktype, buf, start, end)`` or ``Damage``.
 
     ``buf[start:end]`` is the captured packet (``buf`` is the current read chunk: use it before
@@ -94,11 +102,11 @@ def iter_records(path_or_fileobj, file_label: str | None = None, *, stats: Captu
     ``keylog``: a ``kwire_cli.tls.KeyLog`` that the TLS secrets of pcapng Decryption Secrets Blocks
     are added to as they are read (they come before the packets they decrypt).
     """
-    f, label, close = _open(path_or_fileobj, file_label)
+    src: BinaryIO | Gunzip | Prefixed
+    opened, label, close = _open(path_or_fileobj, file_label)
     at = _offsets(header, offset)
     try:
-        if header is not None:
-            f = Prefixed(header, f)
+        f: BinaryIO | Prefixed = opened if header is None else Prefixed(header, opened)
         head = read_fully(f, 4)
         if head[:2] == GZIP_MAGIC:
             f2 = Gunzip(Prefixed(head, f), label)
@@ -120,10 +128,10 @@ def iter_records(path_or_fileobj, file_label: str | None = None, *, stats: Captu
         raise CaptureError(f"{label}: read error: {e}") from None
     finally:
         if close:
-            f.close()
+            opened.close()
 
 
-def _offsets(header: bytes | None, offset: int | None):
+def _offsets(header: bytes | None, offset: int | None) -> Offsets:
     """Offset in what the reader reads -> offset in the file (``header`` + a range from ``offset``)."""
     if header is None or offset is None:
         return _same
@@ -139,7 +147,8 @@ def _same(v: int) -> int:
     return v
 
 
-def _pcap_records(f, magic, label, stats, frame, at):
+def _pcap_records(f: BinaryIO | Gunzip | Prefixed, magic: bytes, label: str, stats: CaptureStats | None, frame: int,
+                  at: Offsets) -> Records:
     bo, unit, hlen = PCAP_MAGICS[magic]
     rest = read_fully(f, PCAP_FILE_HEADER - 4)
     if len(rest) < PCAP_FILE_HEADER - 4:
@@ -198,7 +207,8 @@ def _pcap_records(f, magic, label, stats, frame, at):
         pos = end
 
 
-def _pcapng_records(f, head, label, stats, frame, at, keylog=None):
+def _pcapng_records(f: BinaryIO | Gunzip | Prefixed, head: bytes, label: str, stats: CaptureStats | None,
+                    frame: int, at: Offsets, keylog: KeyLog | None = None) -> Records:
     ch = Chunks(f, head)
     buf = ch.buf
     pos = 0
@@ -207,8 +217,8 @@ def _pcapng_records(f, head, label, stats, frame, at, keylog=None):
     u32 = struct.Struct("<I").unpack_from
     epb = struct.Struct("<IIIII").unpack_from
     pb = struct.Struct("<HHIIII").unpack_from
-    ifaces: list = []
-    drops: dict = {}
+    ifaces: list[tuple[int, int, float, float]] = []  # (link type, snap length, ticks per second, offset)
+    drops: dict[tuple[int, int], int] = {}  # (section, interface) -> packets dropped
     section = 0
     last_ts = 0.0
     noted = False  # a record over its interface's snap length was noted
@@ -385,7 +395,7 @@ def _pcapng_records(f, head, label, stats, frame, at, keylog=None):
         pos += blen
 
 
-def _options(buf, o: int, oend: int, bo: str):
+def _options(buf: bytes, o: int, oend: int, bo: str) -> Iterator[tuple[int, int, int]]:
     """The options of a pcapng block whose options run from ``o`` to ``oend`` (the trailing block
     length), each as ``(code, value offset, value length)``, up to ``opt_endofopt`` or the end.
     Every value yielded lies inside the block: an option whose header or value runs past ``oend``
@@ -410,7 +420,8 @@ _OPTION_NAMES = {("interface description block", 9): "if_tsresol",
                  ("interface statistics block", 5): "isb_ifdrop"}
 
 
-def _option_damage(stats, label, what, boff, bad, ooff, olen, left):
+def _option_damage(stats: CaptureStats | None, label: str, what: str, boff: int, bad: int, ooff: int, olen: int,
+                   left: int) -> Damage:
     """An option that runs past its block (``left`` bytes from its offset to the block's trailing
     length): the options from it on are ignored, the block is kept with what it said before."""
     if olen < 0:
@@ -424,7 +435,8 @@ def _option_damage(stats, label, what, boff, bad, ooff, olen, left):
                    f"{left - 4} left in the block; options from there ignored")
 
 
-def _option_length_damage(stats, label, what, boff, name, ooff, olen, want):
+def _option_length_damage(stats: CaptureStats | None, label: str, what: str, boff: int, name: str, ooff: int,
+                          olen: int, want: int) -> Damage:
     """A known option of the wrong length: ignored (its default stands), the block is kept."""
     return _damage(stats, label, None, CORRUPT_BLOCK, olen,
                    f"{what} at offset {boff}: option {name} at offset {ooff} is {olen} bytes, not {want}; ignored")
@@ -437,14 +449,14 @@ def _over_snaplen(label: str, frame: int, caplen: int, what: str) -> Note:
                 "length are read whole, as Wireshark does", None)
 
 
-def _damage(stats, label, frame, kind, nbytes, detail):
+def _damage(stats: CaptureStats | None, label: str, frame: int | None, kind: str, nbytes: int, detail: str) -> Damage:
     if stats is not None:
         stats.add_damage(kind, nbytes)
     return Damage(label, frame, None, kind, nbytes, detail)
 
 
-def iter_packets(path_or_fileobj, file_label: str | None = None, *, stats: CaptureStats | None = None,
-                 report_skipped: bool = False, **where) -> Iterator[Packet | Damage | Note]:
+def iter_packets(path_or_fileobj: Any, file_label: str | None = None, *, stats: CaptureStats | None = None,
+                 report_skipped: bool = False, **where: Any) -> Iterator[Packet | Damage | Note]:
     """Stream the TCP segments of one capture file as ``Packet`` tuples, in file order.
 
     ``Damage`` events for the file itself (truncated or oversize records, corrupt blocks, an
@@ -462,7 +474,7 @@ def iter_packets(path_or_fileobj, file_label: str | None = None, *, stats: Captu
                              report_skipped)
 
 
-def _label_of(path_or_fileobj) -> str:
+def _label_of(path_or_fileobj: Any) -> str:
     if isinstance(path_or_fileobj, (str, bytes, os.PathLike)):
         return os.fsdecode(path_or_fileobj)
     name = getattr(path_or_fileobj, "name", None)
