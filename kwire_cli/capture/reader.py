@@ -63,7 +63,6 @@ from .events import (
 )
 from .formats import GZIP_MAGIC, HARD_RECORD_LIMIT, PCAP_FILE_HEADER, PCAP_MAGICS, PCAPNG_BYTE_ORDER, PCAPNG_SHB
 
-
 # a captured packet as the reader gives it: (number, timestamp, link type, chunk, start, end): the
 # packet is chunk[start:end]
 Record = tuple[int, float, int, bytes, int, int]

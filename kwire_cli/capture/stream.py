@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from kwire_cli.tls import KeyLog, TlsConnection, looks_like_client_hello, looks_like_tls_record
 
@@ -49,7 +50,7 @@ __all__ = ["Connection", "StreamAssembler", "SASL_TOKEN", "SASL_ROUNDS", "EPHEME
 
 _I32 = struct.Struct(">i").unpack_from
 _H16 = struct.Struct(">h").unpack_from
-_EMPTY: tuple = ()
+_EMPTY: tuple[Any, ...] = ()
 _INF = float("inf")
 EPHEMERAL = 32768  # the lowest port Linux (and IANA: 49152) hands out to clients
 
@@ -98,11 +99,12 @@ class StreamAssembler:
         self.keylog = keylog if keylog is not None else KeyLog()
         if check is not None and api_check is None:
             self.api_check = check.api_ok
-        self.known_clients: set = set()  # client ids (bytes) of requests seen, for large candidates; bounded
-        self._apis_closed: set = set()   # (api key, version) of the requests of closed connections; bounded
-        self.known_brokers: dict = {}    # (ip, port) -> True, learned; bounded
-        self._flows: dict = {}           # (src ip, src port, dst ip, dst port) -> (Connection, dir index)
-        self._closed: dict = {}          # same key -> (close ts, generation)
+        self.known_clients: set[bytes] = set()  # client ids (bytes) of requests seen, for large candidates; bounded
+        self._apis_closed: set[tuple[int, int]] = set()  # (api key, version) of closed connections' requests; bounded
+        self.known_brokers: dict[tuple[str, int], bool] = {}    # (ip, port) -> True, learned; bounded
+        # (src ip, src port, dst ip, dst port) -> (Connection, dir index)
+        self._flows: dict[tuple[str, int, str, int], tuple[Connection, int]] = {}
+        self._closed: dict[tuple[str, int, str, int], tuple[float, int]] = {}  # same key -> (close ts, generation)
         self._count = 0
         box = self._box = Outbox(self.stats)
         self._tcp = Reassembly(box, max_buffered=max_buffered, hold_time=hold_time, hold_packets=hold_packets)
@@ -118,7 +120,7 @@ class StreamAssembler:
             self._framer.hunter = hunter
 
     # ------------------------------------------------------------------ public
-    def feed(self, pkt: Packet) -> list | tuple:
+    def feed(self, pkt: Packet) -> list[Any] | tuple[Any, ...]:
         """Process one packet; return the events it produced (possibly empty)."""
         file, packet, ts, sip, sport, dip, dport, seq, ack, flags, payload, wire_len = pkt
         key = (sip, sport, dip, dport)
@@ -231,11 +233,12 @@ class StreamAssembler:
         return _EMPTY
 
 
-    def tick(self, now: float) -> list | tuple:
+    def tick(self, now: float) -> list[Any] | tuple[Any, ...]:
         """No packet until capture time ``now`` (a live capture waiting for traffic): declare the
         holes held open that are ``hold_time`` old, expire requests older than
         ``request_timeout``, forget closed connections' tombstones; return the events."""
         holding = self._tcp.holding
+        conn: Connection
         for key, conn in list(holding.items()):
             if self._flows.get(conn.keys[0], (None,))[0] is not conn:
                 del holding[key]  # closed since
@@ -248,9 +251,9 @@ class StreamAssembler:
             self._expire_requests(now)
         return self._box.take()
 
-    def _connections(self) -> list:
+    def _connections(self) -> list[Connection]:
         """Every open connection once, in the order they were first seen."""
-        seen: dict = {}
+        seen: dict[int, Connection] = {}
         for conn, _ in self._flows.values():
             seen.setdefault(id(conn), conn)
         return list(seen.values())
@@ -269,7 +272,7 @@ class StreamAssembler:
                     break
                 del closed[k]
 
-    def finish(self) -> list | tuple:
+    def finish(self) -> list[Any] | tuple[Any, ...]:
         """End of input: declare remaining gaps, flush partial frames, close every connection."""
         for conn in self._connections():
             self._close(conn, conn.file, "end of capture")
@@ -277,7 +280,7 @@ class StreamAssembler:
             self._tiler.resolve_pending()
         return list(self._box.take())
 
-    def process(self, packets: Iterable[Packet]) -> Iterator:
+    def process(self, packets: Iterable[Packet]) -> Iterator[Any]:
         """Feed every packet, then finish; yield the events."""
         feed = self.feed
         for p in packets:
@@ -365,9 +368,9 @@ class StreamAssembler:
             cd.need = 0
             stage.data(conn, cd, rest, conn.file, cd.start_packet, conn.last_ts)
 
-    def _other_apis(self, conn: Connection) -> set:
+    def _other_apis(self, conn: Connection) -> set[tuple[int, int]]:
         """The (api key, version) pairs of the requests of the connections but ``conn`` (tiling)."""
-        others: set = set()
+        others: set[tuple[int, int]] = set()
         for c, _ in self._flows.values():
             if c is not conn:
                 others |= c.apis
