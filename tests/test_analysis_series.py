@@ -95,3 +95,10 @@ def test_a_busy_buckets_percentiles_are_within_two_percent_and_its_maximum_exact
     for name, q in (("p50_ms", 0.5), ("p90_ms", 0.9), ("p99_ms", 0.99)):
         exact = percentile(vs, q)
         assert exact <= point[name] <= exact * 1.02 + 0.001, name
+
+
+def test_heartbeats_are_the_heartbeat_requests_per_group():
+    want: Counter = Counter(r["body"]["GroupId"] for r in ROWS
+                            if r["kind"] == "request" and r["api_key"] in (12, 68, 76, 88) and r.get("error") is None)
+    got = {s["group_id"]: sum(p["count"] for p in s["points"]) for s in whole()["series"]["heartbeats"]}
+    assert got == dict(want) and got

@@ -1,6 +1,6 @@
 """Time series of a conversation, downsampled to a bounded number of points: response-time
 percentiles per API, bytes and records per topic (produce and fetch), lag per partition, committed
-offsets, error codes and group events over time.
+offsets, error codes, heartbeats and group events over time.
 
 Every series shares one grid of time buckets: a bucket is ``BASE_S * 2**k`` seconds wide, its index
 ``floor(ts / width)`` (capture time since the Unix epoch, so parts of one capture agree). When more
@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kwire_cli.analysis.dist import percentile
+from kwire_cli.analysis.groups import EPOCH_HEARTBEATS, HEARTBEAT
 from kwire_cli.analysis.names import topic_name
 
 BASE_S = 0.001  # the narrowest bucket: 1 ms
@@ -108,6 +109,7 @@ COMBINE: dict[str, Callable[[Cell, Cell], Cell]] = {
     "latency": _lat_combine,
     "throughput": _sum_combine,
     "errors": _sum_combine,
+    "heartbeats": _sum_combine,
     "lag": _last_combine,
     "commits": _commit_combine,
 }
@@ -176,7 +178,12 @@ class Series:
                 self._put("errors", (str(code),), ts, [1])
         if r.get("error") is not None:
             return
-        if key == PRODUCE and kind == "request":
+        if kind == "request" and (key == HEARTBEAT or key in EPOCH_HEARTBEATS):
+            body = r.get("body")
+            group = body.get("GroupId") if isinstance(body, dict) else None
+            if isinstance(group, str):
+                self._put("heartbeats", (group,), ts, [1])
+        elif key == PRODUCE and kind == "request":
             self._batches(r, ts, "produce", "TopicData", "PartitionData")
         elif key == FETCH and kind == "response":
             self._batches(r, ts, "fetch", "Responses", "Partitions")
@@ -302,10 +309,13 @@ class Series:
             commits.append({"group_id": g, "topic": t, "partition": p, "points": pts})
         errors = [{"error": e, "points": [{"ts": at(i), "count": c[0]} for i, c in sorted(grid.items())]}
                   for (e,), grid in sorted(d["errors"].items(), key=_key)]
+        beats = [{"group_id": g, "points": [{"ts": at(i), "count": c[0]} for i, c in sorted(grid.items())]}
+                 for (g,), grid in sorted(d["heartbeats"].items(), key=_key)]
         gev = [{"group_id": g, "kind": kind, "points": [{"ts": at(i), "count": c[0]} for i, c in sorted(grid.items())]}
                for (g, kind), grid in sorted(ev.items(), key=_key)]
         return {"bucket_ms": round(w * 1000, 6), "max_points": MAX_POINTS, "latency": lat, "throughput": thr,
-                "lag": lag, "commits": commits, "errors": errors, "group_events": gev}
+                "lag": lag, "commits": commits, "errors": errors, "heartbeats": beats,
+                "group_events": gev}
 
 
 def _key(item: tuple[tuple[Any, ...], Any]) -> tuple[Any, ...]:

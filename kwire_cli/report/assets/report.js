@@ -221,6 +221,10 @@
     var tip = {trigger: "item", confine: true};
     chart(s, "Consumer groups: generations (bands from the first JoinGroup to the last SyncGroup answer) and events",
           {tooltip: tip, xAxis: timeAxis(), yAxis: {type: "category", data: names, name: "group", nameLocation: "end"}, series: series});
+    var beats = (SER.heartbeats || []).map(function (b) {
+      return {name: vis(b.group_id), type: "bar", stack: "heartbeats", data: pts(b.points, "count")};
+    });
+    chart(s, "Heartbeat requests per group over time", {xAxis: timeAxis(), yAxis: valueAxis("heartbeats per bucket"), series: beats});
     var gens = [];
     groups.forEach(function (g) { (g.generations || []).forEach(function (gen) { gens.push([g, gen]); }); });
     table(s, "Generations", gens, [
