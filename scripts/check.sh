@@ -1,8 +1,9 @@
 #!/bin/sh
 # Every check of the project, in the order CI runs them (after `sh scripts/setup.sh --test`):
-#   ruff (lint, config in pyproject.toml), mypy (strict on kwire_cli.spec, .codec and .records),
-#   lint-imports (the layers listed in pyproject.toml, imports inside functions included),
-#   scripts/check_imports.py (no reach-ins to another package's private names), then the tests.
+#   ruff (lint, config in pyproject.toml), mypy (strict on kwire_cli.spec, .codec, .records, .values,
+#   .tls, .capture, .output and .analysis), lint-imports (the layers listed in pyproject.toml, imports
+#   inside functions included), scripts/check_imports.py (no reach-ins to another package's private
+#   names) and its --scope module run (none between the modules of one package either), then the tests.
 # Each one runs even when an earlier one failed; the exit status is 1 if any failed.
 #
 #   sh scripts/check.sh                  # everything
@@ -30,6 +31,7 @@ run ruff python -m ruff check .
 run mypy python -m mypy
 run import-linter python -c "from importlinter.cli import lint_imports_command; lint_imports_command(prog_name='lint-imports')"
 run private-names python scripts/check_imports.py
+run private-names-module python scripts/check_imports.py --scope module
 if [ -z "$static_only" ]; then
   run pytest python -m pytest "$@"
 fi
