@@ -132,10 +132,17 @@ def test_text_from_the_capture_is_shown_as_text_never_run(browser, tmp_path):
     summary = summary_of(str(GROUP))
     summary["clients"] = {evil: {"requests": 7, "versions": {"Fetch": [12]}}}
     summary["latency"][0]["client_id"] = evil
+    summary["series"]["latency"][0]["api_name"] = evil  # a series name: in the legend and the tooltip
+    summary["groups"][0]["generations"][0]["cause"] = evil  # in the timeline's own tooltip
     html = tmp_path / "evil.html"
     html.write_text(render(summary, [evil], title=evil))
     page, errors, outside = open_page(browser, html)
     assert errors == [] and outside == []
+    tips = page.evaluate("""() => [['#latency .chart', 0], ['#groups .chart', 0]].map(([sel, i]) => {
+        const box = document.querySelector(sel), c = echarts.getInstanceByDom(box);
+        c.dispatchAction({type: 'showTip', seriesIndex: i, dataIndex: 0});
+        return box.textContent; })""")
+    assert all("<img" in t for t in tips), tips  # shown as text in the tooltips
     assert page.evaluate("document.querySelectorAll('img').length") == 0
     assert page.title() != "owned"
     cells = table_rows(page, "clients", "Client ids")["rows"]
