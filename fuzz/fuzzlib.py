@@ -608,7 +608,7 @@ TARGETS["segment"] = t_segment
 
 
 def t_records_long(data: bytes, rng: random.Random) -> None:
-    """The long-value paths (issue 15): decode_records with every key and value of a few bytes or
+    """The long-value paths: decode_records with every key and value of a few bytes or
     more taken as a long one (records.forms.LONG lowered, the native path off: memoryviews, looks
     a few bytes at a time, costs charged before a form is made) gives the tree the normal path
     gives whenever no cap stopped it, and under small frame caps only KwireErrors; the writers'
@@ -648,7 +648,7 @@ TARGETS["records_long"] = t_records_long
 
 
 def t_records_big(data: bytes, rng: random.Random) -> None:
-    """The native records path over long batches (issue 15): one batch of 1-3 records whose keys,
+    """The native records path over long batches: one batch of 1-3 records whose keys,
     values and headers are a few bytes or about a megabyte (zeros, ASCII, ASCII with emoji, random
     bytes: hex and text forms), uncompressed (read in place: a memoryview of the field) or zstd (a
     bytearray), a few bytes past its header overwritten with the input's; the native path and the

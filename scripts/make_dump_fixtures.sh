@@ -1,5 +1,5 @@
 #!/bin/sh
-# Write the dump-form fixtures of fixtures/hex/dumps/ (issue 14) with the real tools, from kwire's
+# Write the dump-form fixtures of fixtures/hex/dumps/ with the real tools, from kwire's
 # own recordings. Run from the repository root:  sh scripts/make_dump_fixtures.sh
 # Needs: tcpdump, tshark + editcap (wireshark-common), od, xxd, base64, python3 (+ dpkt), node,
 # jshell (a JDK), go. Timestamps in tcpdump/tshark output are those of the recording.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Re-write an Ethernet pcap with another link-layer header, for the dump fixtures of issue 14.
+"""Re-write an Ethernet pcap with another link-layer header, for the dump fixtures.
 
     python scripts/relink_capture.py IN.pcap OUT.pcap {sll,sll2,rawip,null}
 

@@ -126,7 +126,7 @@ TABLE: tuple[Entry, ...] = (
     Entry("request", "IncrementalAlterConfigs", 44, ("Resources", "[]", "Configs"), "config", "sensitive-config"),
     Entry("request", "Envelope", 58, ("RequestData",), "envelope", "envelope-request"),
     Entry("response", "Envelope", 58, ("ResponseData",), "envelope", "envelope-response"),
-    # KRaft metadata records (issue 19's log reading calls redact_record by record name).
+    # KRaft metadata records (kwire dump-log calls redact_record by record name).
     # DelegationTokenRecord has no entry: it holds no HMAC (Kafka derives it from the token id and
     # delegation.token.secret.key, a config hidden above), and token ids are shown in answers too.
     Entry("record", "UserScramCredentialRecord", 11, ("Salt",), "hide", "scram-salt"),

@@ -43,8 +43,8 @@ CAPTURE_MAX_FRAME_DECOMPRESSED = 128 * 1024 * 1024
 # so at most ~900 B of tree per item. The outputs add little to it (JSON is streamed, the decode
 # tree shows at most 10,000 lines of records, kwire pcap writes one frame's line at a time), so
 # 400,000 items keep a frame's tree under ~360 MB: with the ~110 MB kwire starts with, kwire
-# decode stays under 1 GiB and kwire pcap under 500 MB (tests/test_memory_bombs.py; the table of
-# issue 15). Real frames stay far below it (a 1 MiB producer batch of 100-byte records is ~10,000
+# decode stays under 1 GiB and kwire pcap under 500 MB (tests/test_memory_bombs.py; bench/README.md,
+# "Memory bombs"). Real frames stay far below it (a 1 MiB producer batch of 100-byte records is ~10,000
 # items; a 50 MiB fetch of them, 500,000).
 DEFAULT_MAX_FRAME_ITEMS = 400_000
 BATCH_ITEMS = 2

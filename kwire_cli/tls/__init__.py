@@ -1,4 +1,4 @@
-"""Sans-io TLS record decryption from key logs (issue 16).
+"""Sans-io TLS record decryption from key logs.
 
     keys = KeyLog()
     problems = keys.add_text(open(path, "rb").read(), source=path)   # NSS key log; or
