@@ -66,6 +66,14 @@ typedef struct {
 } ProgramObject;
 
 static PyObject *s_unknown_tags;
+
+#if PY_VERSION_HEX >= 0x030A0000
+#define KW_GC_PAUSE() PyGC_Disable()
+#define KW_GC_RESUME(was_on) do { if (was_on) PyGC_Enable(); } while (0)
+#else
+#define KW_GC_PAUSE() 0
+#define KW_GC_RESUME(was_on) ((void)(was_on))
+#endif
 static PyObject *s_explicit_tags;
 
 /* ------------------------------------------------------------------------- reading */
@@ -585,7 +593,12 @@ static PyObject *program_vectorcall(PyObject *obj, PyObject *const *args, size_t
         if (pos < 0 || end < pos || end > PyBytes_GET_SIZE(args[0]))
             goto fallback;
         Ctx c = {(const unsigned char *)PyBytes_AS_STRING(args[0]), self};
+        /* The cyclic collector pauses while the tree is built: the new containers cannot form a
+         * cycle before they are returned, so a collection started by their allocations (one per
+         * ~700 containers, each scanning them all) finds nothing; it runs as usual afterwards. */
+        int gc_was_on = KW_GC_PAUSE();
         PyObject *d = decode_struct(&c, 0, &pos, end, 0, 0);
+        KW_GC_RESUME(gc_was_on);
         if (d == NULL) {
             if (PyErr_Occurred()) {
                 if (!PyErr_ExceptionMatches(PyExc_Exception))
