@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import random
 import socket
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -25,16 +26,18 @@ def free_port() -> int:
 
 
 def free_range(n: int) -> int:
-    """The first of ``n + 1`` consecutive ports that are free now."""
-    for _ in range(50):
-        first = free_port()
-        if first + n > 65535:
-            continue
+    """The first of ``n + 1`` consecutive ports that are free now: below the kernel's ephemeral range
+    (where the machine's own outgoing connections take ports, and a range found free there is soon
+    taken), probed with SO_REUSEADDR as the proxy binds them (a port in TIME_WAIT is free to it)."""
+    rng = random.Random()
+    for _ in range(500):
+        first = rng.randrange(20000, 32000 - n)
         socks = []
         try:
             for p in range(first, first + n + 1):
                 s = socket.socket()
                 socks.append(s)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 s.bind(("127.0.0.1", p))
             return first
         except OSError:
