@@ -281,6 +281,43 @@ def test_recorded_bodies_are_decoded_natively():
     assert n > 100
 
 
+@needs_native
+def test_decode_pair_gives_both_plans_values_for_whole_frames_only():
+    """The one-call path of decode_request/decode_response (header then body, natively) gives the
+    two plans' values when the body ends exactly at the frame's end, and None otherwise (cut, one
+    byte over, a Python decoder in place of a Program, the native decoder off), so that the usual
+    path decides and raises its own errors."""
+    from kwire_cli.codec.native import decode_pair
+    assert decode_pair is not None
+    reg = registry()
+    n = 0
+    for _path, kind, key, version, data in _frames():
+        api = reg.api(key)
+        hv = (request_header_version if kind == "request" else response_header_version)(api, version)
+        hplan, bplan = header_plan(kind, hv), body_plan(api, version, kind, "bytes")
+        end = len(data)
+        try:
+            header, pos = hplan.py_decode(data, 4, end)
+            body, pos = bplan.py_decode(data, pos, end)
+        except Exception:
+            continue
+        if pos != end:
+            assert decode_pair(hplan.decode, bplan.decode, data, 4, end) is None
+            continue
+        assert decode_pair(hplan.decode, bplan.decode, data, 4, end) == (header, body)
+        assert decode_pair(hplan.decode, bplan.decode, data + b"\0", 4, end + 1) is None
+        assert decode_pair(hplan.decode, bplan.decode, data, 4, end - 1) is None
+        assert decode_pair(hplan.py_decode, bplan.decode, data, 4, end) is None
+        assert decode_pair(hplan.decode, bplan.decode, bytearray(data), 4, end) is None
+        previous = compiler.use_speedups(False)
+        try:
+            assert decode_pair(hplan.decode, bplan.decode, data, 4, end) is None
+        finally:
+            compiler.use_speedups(previous)
+        n += 1
+    assert n > 100
+
+
 def _hex_decoder(path):
     """apiversions-response-v3.hex -> a decoder for it (responses need their API key and version)."""
     name, kind, version = path.stem.rsplit("-", 2)

@@ -653,9 +653,58 @@ static PyTypeObject ProgramType = {
     .tp_getset = program_getset,
 };
 
+/* decode_pair(head, body, buf, start, end): a whole message (header then body) in one call:
+ * (header dict, body dict) when both Programs decode natively and the body ends exactly at `end`;
+ * None on anything else (the caller then runs its usual path, which gives every error). */
+static PyObject *decode_pair(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "decode_pair(head, body, buf, start, end)");
+        return NULL;
+    }
+    if (!g_enabled || !Py_IS_TYPE(args[0], &ProgramType) || !Py_IS_TYPE(args[1], &ProgramType)
+            || !PyBytes_CheckExact(args[2]) || !PyLong_CheckExact(args[3]) || !PyLong_CheckExact(args[4]))
+        Py_RETURN_NONE;
+    Py_ssize_t pos = PyLong_AsSsize_t(args[3]);
+    Py_ssize_t end = PyLong_AsSsize_t(args[4]);
+    if ((pos == -1 || end == -1) && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    if (pos < 0 || end < pos || end > PyBytes_GET_SIZE(args[2]))
+        Py_RETURN_NONE;
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(args[2]);
+    Ctx hc = {b, (ProgramObject *)args[0]};
+    Ctx bc = {b, (ProgramObject *)args[1]};
+    int gc_was_on = KW_GC_PAUSE();  /* as in program_vectorcall */
+    PyObject *h = decode_struct(&hc, 0, &pos, end, 0, 0);
+    PyObject *d = h == NULL ? NULL : decode_struct(&bc, 0, &pos, end, 0, 0);
+    KW_GC_RESUME(gc_was_on);
+    if (d == NULL || pos != end) {
+        Py_XDECREF(h);
+        Py_XDECREF(d);
+        if (PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_Exception))
+                return NULL;  /* KeyboardInterrupt and the like go through */
+            PyErr_Clear();
+        }
+        Py_RETURN_NONE;
+    }
+    PyObject *r = PyTuple_New(2);
+    if (r == NULL) {
+        Py_DECREF(h);
+        Py_DECREF(d);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(r, 0, h);
+    PyTuple_SET_ITEM(r, 1, d);
+    return r;
+}
+
 /* ------------------------------------------------------------------------- module */
 
 static PyMethodDef module_methods[] = {
+    {"decode_pair", (PyCFunction)(void (*)(void))decode_pair, METH_FASTCALL,
+     "decode_pair(head, body, buf, start, end) -> (header, body) or None"},
     KW_SWITCH_METHODS("every Program calls its Python fallback."),
     {NULL, NULL, 0, NULL},
 };

@@ -14,6 +14,7 @@ from typing import Any
 from kwire_cli.codec.compiler import Plan, compile_plan
 from kwire_cli.codec.framing import frame, unframe
 from kwire_cli.codec.headers import request_header_version, response_header_version
+from kwire_cli.codec.native import decode_pair
 from kwire_cli.errors import (
     DecodeError,
     EncodeError,
@@ -189,6 +190,10 @@ def decode_request(data: bytes, *, size_prefixed: bool | None = None, records: s
         api, hplan, bplan, label, hlabel, hi = _target(key, version, "request", records, reg)
     if version > hi:
         return _assumed_read(api, version, "request", hplan, bplan, data, start, end, label, hlabel)
+    if decode_pair is not None:  # header and body in one native call; None: the path below decides
+        both = decode_pair(hplan.decode, bplan.decode, data, start, end)
+        if both is not None:
+            return Message(api.key, api.name, version, "request", both[0], both[1], end - start)
     # _run's work inlined (the same errors): two calls fewer per frame
     try:
         header, pos = hplan.decode(data, start, end)
@@ -243,6 +248,10 @@ def decode_response(data: bytes, api_key: int | str, api_version: int, *,
         start, end = unframe(data, size_prefixed)
     if api_version > hi:
         return _assumed_read(api, api_version, "response", hplan, bplan, data, start, end, label, hlabel)
+    if decode_pair is not None:  # header and body in one native call; None: the path below decides
+        both = decode_pair(hplan.decode, bplan.decode, data, start, end)
+        if both is not None:
+            return Message(api.key, api.name, api_version, "response", both[0], both[1], end - start)
     header, pos = _run(hplan, data, start, end, hlabel)
     try:
         body, pos = _run(bplan, data, pos, end, label)

@@ -22,7 +22,8 @@ from kwire_cli.codec.runtime import MAX_DEPTH, min_size
 from kwire_cli.records import native as records_native
 from kwire_cli.spec.model import FieldSpec, FieldType, StructSpec
 
-__all__ = ["NATIVE_KIND", "PlanSource", "describe", "extension", "speedups_available", "use_speedups", "wrap"]
+__all__ = ["NATIVE_KIND", "PlanSource", "decode_pair", "describe", "extension", "speedups_available", "use_speedups",
+           "wrap"]
 
 
 
@@ -37,6 +38,11 @@ def _load() -> ModuleType | None:
 
 
 extension = _load()  # the loaded plan interpreter, or None: pure Python
+
+# decode_pair(header plan's decode, body plan's decode, buf, start, end): (header, body) when both
+# are native Programs that read the bytes whole, else None (the caller then runs its usual path)
+decode_pair: Callable[[Any, Any, bytes, int, int], tuple[dict[str, Any], dict[str, Any]] | None] | None = (
+    getattr(extension, "decode_pair", None))
 
 NATIVE_KIND = {"bool": 1, "int8": 2, "int16": 3, "uint16": 4, "int32": 5, "uint32": 6, "int64": 7,
                "float64": 8, "uuid": 9, "string": 10, "bytes": 11, "records": 12, "struct": 13,
