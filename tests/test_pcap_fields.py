@@ -65,7 +65,7 @@ def test_fields_are_the_values_of_the_json_rows():
 
 def test_field_cells_are_one_line_and_safe():
     """A value with tabs, newlines or terminal controls cannot break the columns or the terminal."""
-    from kwire_cli.capture.fields import compile_fields
+    from kwire_cli.output.fields import compile_fields
     cells = compile_fields(["client_id", "body.Topics.Name", "body.Topics", "body.Missing"])
     row = {"client_id": "a\tb\nc\x1b]0;title\x07", "body": {"Topics": [{"Name": "x"}, {"Name": "y\u202e"}]}}
     got = cells(row)

@@ -11,7 +11,7 @@ import pytest
 
 from cli_run import kwire
 from conftest import FIXTURES
-from kwire_cli.capture.recordlines import RecordLines
+from kwire_cli.output.records import RecordLines
 
 CAPS = FIXTURES / "captures"
 FMT = "%a %t %p %o %k|%K %s|%S %h\\n"

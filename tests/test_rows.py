@@ -15,6 +15,7 @@ from kwire_cli.capture import rows as R
 from kwire_cli.capture.filter import FIELDS, compile_filter
 from kwire_cli.capture.session import Conversation
 from kwire_cli.capture.summary import Summary
+from kwire_cli.output import table as T
 
 CAPS = FIXTURES / "captures"
 
@@ -62,10 +63,10 @@ def test_json_order_puts_unknown_keys_last_and_fills_missing_columns():
 
 
 def test_the_table_is_built_from_the_headings():
-    assert R.table_header() == "frame  time  src -> dst  kind  api  corr  client  size  latency_ms  note"
+    assert T.table_header() == "frame  time  src -> dst  kind  api  corr  client  size  latency_ms  note"
     r = next(r for r in ROWS if r["kind"] == "response" and r["api_name"] == "Metadata" and r.get("topic_names"))
-    cells = R.table_cells(r, r["ts"] - 1.5)
-    assert len(cells) == len(R.table_headings())
+    cells = T.table_cells(r, r["ts"] - 1.5)
+    assert len(cells) == len(T.table_headings())
     assert cells[0] == str(r["frame"]) and cells[1] == "1.500000"
     assert cells[2] == f"{r['src']} -> {r['dst']}" and cells[4] == f"Metadata v{r['api_version']}"
     assert cells[-1].startswith("topics ") or "topics " in cells[-1]

@@ -145,9 +145,9 @@ def test_progress_bar_file_names(hostile, monkeypatch):
 
     from rich.console import Console
 
-    import kwire_cli.cli.pcap as pcap
+    import kwire_cli.output.progress as progress
     import kwire_cli.render.console as console
-    monkeypatch.setattr(pcap, "_progress_enabled", lambda: True)
+    monkeypatch.setattr(progress, "enabled", lambda rows_to_stdout=True: True)
     monkeypatch.setattr(console, "make_console", lambda stderr=False: Console(
         file=sys.stderr if stderr else sys.stdout, force_terminal=True, markup=False, highlight=False, width=200))
     r = kwire("pcap", str(hostile), "--format", "jsonl")

@@ -290,7 +290,8 @@ class _Out:
 
 
 def _progress_enabled() -> bool:
-    return sys.stderr.isatty() and not os.environ.get("KWIRE_NO_PROGRESS")
+    from kwire_cli.output import progress
+    return progress.enabled()  # every format writes as the files are read: never on the rows' terminal
 
 
 def _kafka_flag(name: str, help_text: str) -> Callable[[Any], Any]:

@@ -1,13 +1,11 @@
 """`kwire pcap`: capture files to decoded, paired Kafka conversations."""
 from __future__ import annotations
 
-import functools
-import io
-import json
 import os
 import sys
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -16,12 +14,13 @@ from kwire_cli.cli.options import DecodeLimits, limit_options, read_keylogs, sho
 from kwire_cli.cli.schemas import values_options
 from kwire_cli.errors import FilterError, KwireError
 from kwire_cli.render.damage import damage_warning
-from kwire_cli.render.jsonlines import gc_tuned, line_writer
-from kwire_cli.render.safe import escape, json_text
+from kwire_cli.render.jsonlines import gc_tuned
+from kwire_cli.render.safe import escape
 
 if TYPE_CHECKING:
     from kwire_cli.capture import CaptureStats
     from kwire_cli.capture.session import Conversation
+    from kwire_cli.output.options import OutputOptions
 
 EPILOG = """\b
 Examples:
@@ -71,33 +70,6 @@ as a capture (the others are still read), 2 usage error: an option or filter
 that does not parse, a FILE that does not exist (nothing is read then)."""
 
 
-class _Counting(io.RawIOBase):
-    """A read-only file wrapper that reports progress (bytes read) to a callback."""
-
-    def __init__(self, f: io.BufferedReader, advance: Callable[[int], object]) -> None:
-        self.f = f
-        self.advance = advance
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:
-        n = self.f.readinto(b)
-        if n:
-            self.advance(n)
-        return n or 0
-
-    def read(self, n: int = -1) -> bytes:
-        data = self.f.read(n)
-        if data:
-            self.advance(len(data))
-        return data
-
-
-def _progress_enabled() -> bool:
-    return sys.stderr.isatty() and not os.environ.get("KWIRE_NO_PROGRESS")
-
-
 def captures(paths: list[str]) -> list[list[str]]:
     """The captures the files make: every file named once is a part of the first one (rotated
     parts, or unrelated files: they are merged by timestamp); a file named again (the same file,
@@ -116,7 +88,7 @@ def captures(paths: list[str]) -> list[list[str]]:
 
 def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, conv: Conversation,
               failures: list[str], max_frame: int | None = None, keylog=None,
-              request_timeout: float | None = None, wanted=None) -> Iterator[dict]:
+              request_timeout: float | None = None, wanted=None, rows_to_stdout: bool = True) -> Iterator[dict]:
     """The output rows of the files, one capture (``conv.rows``): their packets merged by
     timestamp into one reassembly, so that connections go on across rotated files; a file that is
     not a capture is reported in ``failures`` and left out."""
@@ -124,20 +96,14 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
     from kwire_cli.capture.inputs import is_stream
     if max_frame is None:
         max_frame = DEFAULT_MAX_FRAME
-    progress = None
+    from kwire_cli.output import progress as bar
+    progress = bar.FileProgress() if bar.enabled(rows_to_stdout) else None
     wrap = None
-    if _progress_enabled():
-        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
-
-        from kwire_cli.render.console import make_console
-        progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(),
-                            TransferSpeedColumn(), console=make_console(stderr=True), transient=True)
-        progress.start()
+    if progress is not None:
+        progress.__enter__()
 
         def wrap(f, label: str):
-            total = None if is_stream(label) else os.path.getsize(label)
-            task = progress.add_task(escape(os.path.basename(label)), total=total)
-            return io.BufferedReader(_Counting(f, functools.partial(progress.advance, task)))
+            return progress.wrap(f, label, None if is_stream(label) else os.path.getsize(label))
     try:
         for group in captures(paths):
             events = iter_capture(group, broker_ports=ports or None, stats=stats, max_frame=max_frame,
@@ -148,7 +114,7 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
         failures.append(str(e))
     finally:
         if progress is not None:
-            progress.stop()
+            progress.__exit__()
 
 
 @click.command(epilog=EPILOG)
@@ -225,26 +191,21 @@ def pcap(files: tuple[str, ...], fmt: str, fields: tuple[str, ...], field_layout
     secrets are not damage: a note per TLS version and server says so (and which option gives
     them), and the summary shows each connection's TLS version and cipher suite.
     """
-    if field_layout and not fields:
-        raise KwireUsageError("-E lays out -e fields: give the fields with -e FIELD")
-    if fields and fmt not in ("table", "fields"):
-        raise KwireUsageError(f"-e prints fields, not --format {fmt}")
-    if fmt == "fields" and not fields:
-        raise KwireUsageError("--format fields needs the fields to print: -e FIELD (repeatable)")
-    if fields:
-        fmt = "fields"
-    if record_format is not None:
-        if fmt not in ("table", "records"):
-            raise KwireUsageError(f"--record-format prints records, not --format {fmt}")
-        fmt = "records"
+    from kwire_cli.output.options import OutputOptions
+    try:
+        opts = OutputOptions.from_flags(fmt, fields=fields, field_layout=field_layout, record_format=record_format,
+                                        summary=summary, filter_expr=filter_expr)
+    except FilterError as e:
+        raise KwireUsageError(str(e)) from None
     live = _live_input(files, follow)
     if live is None:
         files = expand_captures(files)  # before any output: a name that is not there is a usage error
     keylog = read_keylogs(tls_keylogs)
+    opts = replace(opts, multi=len(files) > 1, live=live is not None)
+    run = _Run(ports=ports, raw_records=raw_records, strict=strict, max_frame=limits.frame_size(),
+               show_secrets=show_secrets, keylog=keylog, live=live, request_timeout=request_timeout)
     with gc_tuned(), limits.apply():
-        _pcap(files, fmt, summary, filter_expr, ports, raw_records, strict, limits.frame_size(), show_secrets,
-              keylog, live=live, request_timeout=request_timeout, fields=fields, field_layout=field_layout,
-              record_format=record_format)
+        _pcap(files, opts, run)
 
 
 def _live_input(files: tuple[str, ...], follow: bool):
@@ -320,151 +281,56 @@ def threading_main() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | None, ports: tuple[int, ...],
-          raw_records: bool, strict: bool, max_frame: int, show_secrets: bool = False, keylog=None,
-          live=None, request_timeout: float | None = None, fields: tuple[str, ...] = (),
-          field_layout: tuple[str, ...] = (), record_format: str | None = None) -> None:
+@dataclass(frozen=True)
+class _Run:
+    """How the capture is read (the output's options are apart: ``OutputOptions``)."""
+
+    ports: tuple[int, ...]
+    raw_records: bool
+    strict: bool
+    max_frame: int
+    show_secrets: bool = False
+    keylog: Any = None
+    live: Any = None  # kwire_cli.capture.live.LiveInput: - or --follow
+    request_timeout: float | None = None
+
+
+def _pcap(files: tuple[str, ...], opts: OutputOptions, run: _Run) -> None:
     from kwire_cli.analysis import AnalysedSummary
     from kwire_cli.capture import CaptureStats
-    from kwire_cli.capture.filter import compile_filter
-    from kwire_cli.capture.rows import json_ordered, table_cells, table_header
     from kwire_cli.capture.session import MAX_DAMAGE_KEPT, Conversation
-
-    def to_jsonable(value):
-        from kwire_cli.render.json import to_jsonable as conv  # imports yaml: only when needed
-        return conv(value)
+    from kwire_cli.output.show import RowPrinter, print_rows
+    from kwire_cli.output.writers import make_writer
 
     try:
-        keep = compile_filter(filter_expr)
-        wanted = None
-        if not summary and fmt != "json" and not strict:
-            # a filter on header fields only: the frames it rejects are not decoded at all (the summary,
-            # --format json's summary and --strict's verdict need every frame decoded)
-            from kwire_cli.capture.filter import header_filter
-            wanted = header_filter(filter_expr)
-            if wanted is not None and fmt == "records":
-                head_keep = wanted
-                wanted = lambda h: head_keep(h) or (h["api_key"] == 0 and h["kind"] == "response")  # noqa: E731
-        if fields:
-            from kwire_cli.capture.fields import FieldsLayout, compile_fields
-            layout = FieldsLayout.parse(field_layout)
-            field_cells = compile_fields(fields, layout.aggregator)
-        if fmt == "records":
-            from kwire_cli.capture.recordlines import RecordLines
-            record_lines = RecordLines(record_format)
+        keep = opts.keep()
+        wanted = opts.wanted(run.strict)
+        writer = make_writer(opts, sys.stdout, lambda: std_binary("stdout"))
     except FilterError as e:  # the filter and the fields are part of the command line: a usage error (exit 2)
         raise KwireUsageError(str(e)) from None
     stats = CaptureStats()
-    conv = Conversation(records_mode="hex" if raw_records else None, show_secrets=show_secrets, strict=strict,
-                        max_damage=MAX_DAMAGE_KEPT if live is not None else None)
-    summ = AnalysedSummary()
+    conv = Conversation(records_mode="hex" if run.raw_records else None, show_secrets=run.show_secrets,
+                        strict=run.strict, max_damage=MAX_DAMAGE_KEPT if run.live is not None else None)
     failures: list[str] = []
-    out = sys.stdout
-    bout = None  # frames as JSON go out as bytes (orjson's output), straight to the binary stdout
-    t0 = None
-    first_json = True
-    if fmt in ("json", "jsonl") and not summary:
-        out.flush()
-        bout = std_binary("stdout")
-        write = bout.write
-        write_line = line_writer()
-        sep = b"\n" if fmt == "jsonl" else b",\n"
-        if fmt == "json":
-            write(b'{"frames": [\n')
-    multi = len(files) > 1  # the table then starts with the file, and frame numbers are per file
-    if fmt == "fields" and not summary and layout.header:
-        out.write(layout.separator.join(escape(f) for f in fields) + "\n")  # (unquoted, as tshark's)
-    if fmt == "table" and not summary:
-        from kwire_cli.render.console import make_console
-        con = make_console()
-        head = table_header()
-        if multi:
-            head = "file  " + head.replace("frame", "frame (in its file)", 1)
-        con.print(head, soft_wrap=True)  # a row is one line, however long
-    shown = 0
-    flush = None
-    if live is not None:
+    printer = RowPrinter(writer, keep, live=run.live is not None and not opts.summary, summary=AnalysedSummary())
+    filtered = bool(opts.filter_expr)
+    if run.live is not None:
         import threading
         stop = threading.Event()
-        rows = live_rows(live, ports, stats, conv, failures, max_frame, keylog, request_timeout, stop, wanted)
-        flush = (bout.flush if bout is not None else out.flush) if not summary else None
-        interrupts = _Interrupts(stop)
+        rows = live_rows(run.live, run.ports, stats, conv, failures, run.max_frame, run.keylog, run.request_timeout,
+                         stop, wanted)
+        with _Interrupts(stop):
+            result = print_rows(rows, printer, conv, stats, filtered=filtered)
     else:
-        rows = iter_rows(list(files), ports, stats, conv, failures, max_frame, keylog,
-                         request_timeout=request_timeout, wanted=wanted)
-        interrupts = None
-    if interrupts is not None:
-        interrupts.__enter__()
-    try:
-        r: dict | None = None
-        while True:
-            # the row before is let go of first: a frame's tree can be hundreds of MB, and two of them
-            # alive at once (a for loop's variable holds one while the next decodes) double the peak
-            r = None
-            r = next(rows, None)
-            if r is None:
-                break
-            summ.add(r)
-            if t0 is None:  # times count from the capture's first Kafka frame, whether --filter shows it or not
-                t0 = conv.first_ts
-            if not keep(r):
-                if fmt == "records" and not summary:
-                    for line in record_lines.feed(r, shown=False):
-                        out.write(line)  # a Produce's answer: its request's records, with their offsets
-                continue
-            shown += 1
-            if summary:
-                continue
-            if fmt == "table":
-                cells = table_cells(r, t0)
-                if multi:
-                    cells.insert(0, escape(os.path.basename(r["file"] or "")))
-                con.print("  ".join(cells), soft_wrap=True)
-            elif fmt == "fields":
-                out.write(layout.line(field_cells(r)))
-            elif fmt == "records":
-                for line in record_lines.feed(r):
-                    out.write(line)
-            else:
-                if fmt == "jsonl":
-                    write_line(json_ordered(r), write)
-                    write(sep)
-                elif live is not None:
-                    # live: each row a whole line (the comma opens the next one's line)
-                    if not first_json:
-                        write(b",")
-                    write_line(json_ordered(r), write)
-                    write(b"\n")
-                    first_json = False
-                else:
-                    if not first_json:
-                        write(sep)
-                    write_line(json_ordered(r), write)
-                    first_json = False
-            if flush is not None:
-                flush()  # a live capture's row goes out now, not with the next buffer
-    finally:
-        if interrupts is not None:
-            interrupts.__exit__()
-    if fmt == "records" and not summary:
-        for line in record_lines.finish():  # requests never answered: offsets unknown
-            out.write(line)
-    result = summ.to_dict(stats.to_dict(), conv.damage, conv.notes, conv.damage_kinds)
-    if filter_expr:
-        result["shown"] = shown
-    if summary:
-        if fmt in ("table", "fields", "records"):
-            from kwire_cli.render.summary import print_summary
-            print_summary(result)
-        else:
-            out.write(json_text(json.dumps(to_jsonable(result), ensure_ascii=False, allow_nan=False,
-                                           indent=2 if fmt == "json" else None)) + "\n")
-    elif fmt == "json":
-        write(("\n], \"summary\": " + json_text(json.dumps(to_jsonable(result), ensure_ascii=False,
-                                                           allow_nan=False)) + "}\n").encode())
-    if bout is not None:
-        bout.flush()
-    out.flush()  # text output (tables, --summary) before any diagnostics
+        rows = iter_rows(list(files), run.ports, stats, conv, failures, run.max_frame, run.keylog,
+                         request_timeout=run.request_timeout, wanted=wanted, rows_to_stdout=not opts.summary)
+        result = print_rows(rows, printer, conv, stats, filtered=filtered)
+    sys.stdout.flush()  # text output (tables, --summary) before any diagnostics
+    _report(result, failures, conv, run, stats)
+
+
+def _report(result: dict, failures: list[str], conv: Conversation, run: _Run, stats: CaptureStats) -> None:
+    """The run's diagnostics on stderr, and its exit status."""
     for msg in failures:
         diagnostic("error", msg)
     cut = (result.get("record_batches") or {}).get("item_cap")
@@ -482,7 +348,7 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
         diagnostic("warning", warning)
     from kwire_cli.capture.events import OVER_SNAPLEN
     from kwire_cli.capture.summary import tls_not_decrypted_notes
-    for note in tls_not_decrypted_notes(stats.tls_not_decrypted, keylog is not None and len(keylog) > 0):
+    for note in tls_not_decrypted_notes(stats.tls_not_decrypted, run.keylog is not None and len(run.keylog) > 0):
         diagnostic("note", note)
     if stats.cut_frames:
         diagnostic("note", f"{stats.cut_frames:,} frame(s) cut by the capture's snap length: rows with what their "
@@ -490,5 +356,5 @@ def _pcap(files: tuple[str, ...], fmt: str, summary: bool, filter_expr: str | No
     for n in conv.notes:  # a file whose records are longer than its snap length (read whole)
         if n["kind"] == OVER_SNAPLEN:
             diagnostic("note", escape(f"{n['file']}: {n['detail']}"))
-    if failures or (strict and (bad or dmg)):
+    if failures or (run.strict and (bad or dmg)):
         sys.exit(1)

@@ -1,7 +1,6 @@
 """kwire proxy: decode a running client's traffic by standing between it and its brokers."""
 from __future__ import annotations
 
-import json
 import sys
 
 import click
@@ -10,7 +9,7 @@ from kwire_cli.cli.app import KwireUsageError, diagnostic, std_binary
 from kwire_cli.cli.options import limit_options, show_secrets_option
 from kwire_cli.cli.schemas import values_options
 from kwire_cli.errors import FilterError
-from kwire_cli.render.safe import escape, json_text
+from kwire_cli.render.safe import escape
 
 EPILOG = """\b
 Examples:
@@ -84,11 +83,11 @@ def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, wri
     import ssl
 
     from kwire_cli.analysis import AnalysedSummary
-    from kwire_cli.capture.filter import compile_filter
-    from kwire_cli.capture.rows import table_header
     from kwire_cli.capture.session import Conversation
+    from kwire_cli.output.options import OutputOptions
+    from kwire_cli.output.show import FrameRows, RowPrinter
+    from kwire_cli.output.writers import JsonLinesWriter, TableWriter, write_summary
     from kwire_cli.proxy import Proxy, ProxyConfig
-    from kwire_cli.render.jsonlines import line_writer
 
     targets = [_hostport(b, "--broker") for b in brokers]
     lhost, lport = _hostport(listen, "--listen")
@@ -98,8 +97,9 @@ def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, wri
         if not (a.isdigit() and b.isdigit() and 0 < int(a) <= int(b) < 65536):
             raise KwireUsageError(f"--node-ports: {node_ports!r} is not FIRST-LAST")
         ports = (int(a), int(b))
+    opts = OutputOptions(fmt=fmt, summary=summary, filter_expr=filter_expr, live=True)
     try:
-        keep = compile_filter(filter_expr)
+        keep = opts.keep()
     except FilterError as e:
         raise KwireUsageError(str(e)) from None
     listen_ctx = broker_ctx = None
@@ -126,9 +126,13 @@ def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, wri
 
     out = std_binary("stdout")
     if fmt == "table":
-        out.write((table_header() + "\n").encode())
-        out.flush()
-    sink = _RowSink(Conversation(show_secrets=show_secrets), AnalysedSummary(), keep, fmt, out, line_writer())
+        writer = TableWriter(lambda line: out.write((line + "\n").encode("utf-8", "replace")), out.flush)
+    else:
+        writer = JsonLinesWriter(out)
+    writer.start()
+    writer.flush()
+    sink = FrameRows(Conversation(show_secrets=show_secrets),
+                     RowPrinter(writer, keep, live=True, summary=AnalysedSummary()))
 
     def on_note(text: str) -> None:
         diagnostic("note", text)
@@ -158,49 +162,10 @@ def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, wri
                            "brokers": {f"{h}:{p}": f"{lh}:{lp}" for (h, p), (lh, lp) in px.book.local.items()}}
         if filter_expr:
             result["shown"] = decoded.get("shown", 0)
-        if fmt == "table":
-            from kwire_cli.render.summary import print_summary
-            print_summary(result)
-        else:
-            from kwire_cli.render.json import to_jsonable
-            sys.stdout.write(json_text(json.dumps(to_jsonable(result), ensure_ascii=False, allow_nan=False)) + "\n")
+        write_summary(result, fmt, sys.stdout)
     diagnostic("note", escape(f"proxy stopped: {st.connections} connections, {st.frames} frames, "
                               f"{st.rewritten} answers rewritten, {st.upstream_failures} upstream failures"
                               + (f", {st.not_shown} frames not shown (decoding fell behind)" if st.not_shown else "")))
-
-
-class _RowSink:
-    """The decoding side (its own process): each frame becomes kwire pcap's row, counted in the
-    summary, written when it matches the filter; ``result`` goes back to the proxy at the end."""
-
-    def __init__(self, conv, summ, keep, fmt, out, write_line) -> None:
-        from kwire_cli.capture.rows import json_ordered, table_cells
-        self.json_ordered, self.table_cells = json_ordered, table_cells
-        self.conv, self.summ, self.keep, self.fmt, self.out = conv, summ, keep, fmt, out
-        self.write_line = write_line  # (render.jsonlines.line_writer: a long value a megabyte at a time)
-        self.t0 = None
-        self.shown = 0
-
-    def frame(self, frame, notes) -> None:
-        row = self.conv.row(frame)
-        if notes:
-            row["notes"] = list(row.get("notes") or ()) + notes
-        self.summ.add(row)
-        if self.t0 is None:
-            self.t0 = row.get("ts")
-        if not self.keep(row):
-            return
-        self.shown += 1
-        if self.fmt == "table":
-            self.out.write(("  ".join(self.table_cells(row, self.t0)) + "\n").encode("utf-8", "replace"))
-        else:
-            self.write_line(self.json_ordered(row), self.out.write)
-            self.out.write(b"\n")
-        self.out.flush()
-
-    def result(self) -> dict:
-        self.out.flush()
-        return {"summary": self.summ.to_dict(), "shown": self.shown}
 
 
 async def _run(px) -> None:

@@ -19,10 +19,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kwire_cli.capture.rows import BY_NAME
 from kwire_cli.errors import FilterError
 from kwire_cli.render.safe import escape
-
-from .rows import BY_NAME
 
 #: what joins the values a field has several of in one frame (tshark's default, -E aggregator=,)
 AGGREGATOR = ","
@@ -88,7 +87,7 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def compile_fields(names: Iterable[str], aggregator: str = AGGREGATOR) -> Callable[[dict], list[str]]:
+def compile_fields(names: Iterable[str], aggregator: str = AGGREGATOR) -> Callable[[dict[str, Any]], list[str]]:
     """A function from a row to its cells, one per field name; a name whose first step is not a
     column of the row schema is a ``FilterError`` naming the columns."""
     paths: list[tuple[str, ...]] = []
@@ -99,7 +98,7 @@ def compile_fields(names: Iterable[str], aggregator: str = AGGREGATOR) -> Callab
                               f"(columns: {', '.join(BY_NAME)}; paths like body.Topics.Name)")
         paths.append(steps)
 
-    def cells(row: dict) -> list[str]:
+    def cells(row: dict[str, Any]) -> list[str]:
         out = []
         for steps in paths:
             col = row.get(steps[0])

@@ -18,7 +18,8 @@ oldest first), offsets unknown.
 partition, offset (null: unknown), timestamp, key and value in the rows' forms (``{"text": ...}`` or
 ``{"hex": ...}``, null), headers, error, client id, file and frame.
 
-A key or value that is not printable UTF-8 is its bytes in hex (``0x...``); null is empty with size
+Keys, values and headers are written by ``kwire_cli.output.forms.RecordForms`` (its KCAT style): a
+key or value that is not printable UTF-8 is its bytes in hex (``0x...``); null is empty with size
 -1, as kcat prints them. Every piece taken from the capture is escaped for a terminal
 (``kwire_cli.render.safe.escape``): a record is one line whatever its bytes.
 """
@@ -33,7 +34,8 @@ from typing import Any
 from kwire_cli.errors import FilterError
 from kwire_cli.render.safe import escape, json_text
 from kwire_cli.spec.error_codes import error_name
-from kwire_cli.values.records import decoded_form
+
+from .forms import KCAT, RecordForms
 
 JSON = "json"  # --record-format json: one JSON object per record (kcat -J)
 MAX_WAITING = 10_000  # Produce requests kept for their answer; past it the oldest is printed unanswered
@@ -43,46 +45,7 @@ _ESCAPES = {"n": "\n", "t": "\t", "\\": "\\"}
 _TOKENS = "tpoTkKsShacfe%"
 
 
-def _form_text(form: Any) -> str:
-    """The text of a key or value form (null: empty)."""
-    if form is None:
-        return ""
-    if isinstance(form, dict):
-        if "text" in form:
-            return escape(form["text"])
-        if "hex" in form:
-            return "0x" + form["hex"]
-        if "redacted" in form:
-            return f"<redacted: {form['redacted']}>"
-        decoded = decoded_form(form)
-        if decoded is not None:  # a key/value read with its schema (kwire_cli.values): its object as JSON
-            return escape(decoded if isinstance(decoded, str) else
-                          json.dumps(decoded, ensure_ascii=False, separators=(",", ":"), default=str))
-    return escape(str(form))
-
-
-def _form_size(form: Any) -> int:
-    """The size in bytes of a key or value form (null: -1)."""
-    if isinstance(form, dict):
-        if "text" in form:
-            return len(form["text"].encode("utf-8", "surrogatepass"))
-        if "hex" in form:
-            return len(form["hex"]) // 2
-        if "redacted" in form or "bytes" in form:
-            return int(form.get("bytes") or 0)
-    return -1
-
-
-def _headers(rec: dict) -> str:
-    out = []
-    for h in rec.get("Headers") or ():
-        key = h.get("Key")
-        k = escape(key) if isinstance(key, str) else _form_text(key)
-        out.append(f"{k}={_form_text(h.get('Value'))}")
-    return ",".join(out)
-
-
-def _batches_of(records: Any) -> Iterator[tuple[list[dict], int, bool]]:
+def _batches_of(records: Any) -> Iterator[tuple[list[dict[str, Any]], int, bool]]:
     """(records, offsets the batch takes, is a control batch) of a records field's decoded batches;
     a legacy message is its own batch of one (a compressed wrapper: its inner messages)."""
     if not isinstance(records, dict):
@@ -108,10 +71,12 @@ class RecordLines:
         # UTF-8 length: an encode of every value otherwise)
         self.sizes = template is not None and ("%K" in template or "%S" in template)
         self.headers = template is None or "%h" in template
-        self.waiting: OrderedDict[tuple, dict] = OrderedDict()  # (client, broker, corr) -> Produce request row
+        self.forms = RecordForms(KCAT)
+        # (client, broker, corr) -> Produce request row
+        self.waiting: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
         self.records = 0
 
-    def feed(self, row: dict, shown: bool = True) -> Iterator[str]:
+    def feed(self, row: dict[str, Any], shown: bool = True) -> Iterator[str]:
         """The lines a row makes ready. ``shown``: whether --filter keeps the row; a Produce answer
         the filter drops still gives the offsets of its request's records, if that was kept."""
         name = row.get("api_name")
@@ -139,33 +104,35 @@ class RecordLines:
             yield from self._produced(self.waiting.popitem(last=False)[1], None)
 
     # ---------------------------------------------------------------------------------------
-    def _topic(self, row: dict, t: dict) -> str:
+    def _topic(self, row: dict[str, Any], t: dict[str, Any]) -> str:
         name = t.get("Name") or t.get("Topic")
         if name:
             return str(name)
         tid = t.get("TopicId")
         return str((row.get("topic_names") or {}).get(tid) or tid or "")
 
-    def _line(self, row: dict, topic: str, partition: Any, offset: Any, rec: dict, error: str) -> str:
+    def _line(self, row: dict[str, Any], topic: str, partition: Any, offset: Any, rec: dict[str, Any],
+              error: str) -> str:
         if self.json:
             self.records += 1
             return json_text(json.dumps({
                 "api": row["api_name"], "topic": topic, "partition": partition, "offset": offset,
-                "timestamp": rec.get("Timestamp"), "key": rec.get("Key"), "value": rec.get("Value"),
-                "headers": [{"key": h.get("Key"), "value": h.get("Value")} for h in rec.get("Headers") or ()],
+                "timestamp": rec.get("Timestamp"), "key": self.forms.json(rec.get("Key")),
+                "value": self.forms.json(rec.get("Value")), "headers": self.forms.json_headers(rec.get("Headers")),
                 "error": error or None, "client_id": row.get("client_id"), "file": row.get("file"),
                 "frame": row.get("frame")}, ensure_ascii=False, default=str)) + "\n"
         k, v = rec.get("Key"), rec.get("Value")
         ts = rec.get("Timestamp")
+        forms = self.forms
         self.records += 1
         return self.render({
             "t": escape(topic), "p": str(partition), "o": "-" if offset is None else str(offset),
-            "T": "" if ts is None else str(ts), "k": _form_text(k), "s": _form_text(v),
-            "K": str(_form_size(k)) if self.sizes else "", "S": str(_form_size(v)) if self.sizes else "",
-            "h": _headers(rec) if self.headers else "", "a": row["api_name"],
+            "T": "" if ts is None else str(ts), "k": escape(forms.text(k)), "s": escape(forms.text(v)),
+            "K": str(forms.size(k)) if self.sizes else "", "S": str(forms.size(v)) if self.sizes else "",
+            "h": escape(forms.headers(rec.get("Headers"))) if self.headers else "", "a": row["api_name"],
             "c": escape(row.get("client_id") or ""), "f": str(row.get("frame")), "e": error})
 
-    def _produced(self, req: dict, resp: dict | None) -> Iterator[str]:
+    def _produced(self, req: dict[str, Any], resp: dict[str, Any] | None) -> Iterator[str]:
         answers: dict[tuple[str, Any], tuple[int | None, int]] = {}
         if resp is not None and isinstance(resp.get("body"), dict):
             for t in resp["body"].get("Responses") or ():
@@ -190,7 +157,7 @@ class RecordLines:
                     if next_base is not None:
                         next_base += span
 
-    def _fetched(self, row: dict) -> Iterator[str]:
+    def _fetched(self, row: dict[str, Any]) -> Iterator[str]:
         for t in row["body"].get("Responses") or ():
             topic = self._topic(row, t)
             for p in t.get("Partitions") or ():

@@ -1,0 +1,216 @@
+"""One writer per output format of rows: table, fields, records, JSON, JSON lines, summary.
+
+A writer is told each row ``--filter`` keeps (``row``, with ``t0``, the capture's first time, that
+the table counts times from), each row it leaves out (``dropped``: only the records format wants
+those, for a Produce answer that gives its request's records their offsets), and the summary at the
+end (``finish``). ``flush`` pushes a live capture's row out at once. ``make_writer`` picks the writer
+of an ``OutputOptions``; ``kwire pcap`` (files, standard input, ``--follow``) and ``kwire proxy``
+write through them.
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING, Any
+
+from kwire_cli.capture.rows import json_ordered
+from kwire_cli.render.safe import escape, json_text
+
+from .table import table_cells, table_header
+
+if TYPE_CHECKING:
+    from .options import OutputOptions
+
+Row = dict[str, Any]
+
+
+class RowWriter:
+    """The writer of one format (this base writes nothing: ``--summary`` while rows are read)."""
+
+    def start(self) -> None:
+        """Before the first row (a header line, an opening bracket)."""
+
+    def row(self, row: Row, t0: float | None) -> None:
+        """A row the filter keeps."""
+
+    def dropped(self, row: Row) -> None:
+        """A row the filter leaves out."""
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        """After the last row: what is left, then the summary where the format holds it."""
+
+    def flush(self) -> None:
+        """Everything written so far out now (a live capture's row)."""
+
+
+class TableWriter(RowWriter):
+    """The pcap table, a line per row through ``print_line`` (``multi``: several files, each line
+    starts with the row's file)."""
+
+    def __init__(self, print_line: Callable[[str], None], flush: Callable[[], None], multi: bool = False) -> None:
+        self.print_line = print_line
+        self._flush = flush
+        self.multi = multi
+
+    def start(self) -> None:
+        head = table_header()
+        if self.multi:
+            head = "file  " + head.replace("frame", "frame (in its file)", 1)
+        self.print_line(head)
+
+    def row(self, row: Row, t0: float | None) -> None:
+        cells = table_cells(row, t0)
+        if self.multi:
+            cells.insert(0, escape(os.path.basename(row["file"] or "")))
+        self.print_line("  ".join(cells))
+
+    def flush(self) -> None:
+        self._flush()
+
+
+class FieldsWriter(RowWriter):
+    """``-e`` fields, a line per row (tshark's -T fields)."""
+
+    def __init__(self, out: IO[str], names: tuple[str, ...], layout_options: tuple[str, ...]) -> None:
+        from .fields import FieldsLayout, compile_fields
+        self.out = out
+        self.names = names
+        self.layout = FieldsLayout.parse(layout_options)
+        self.cells = compile_fields(names, self.layout.aggregator)
+
+    def start(self) -> None:
+        if self.layout.header:
+            self.out.write(self.layout.separator.join(escape(f) for f in self.names) + "\n")  # (unquoted, as tshark's)
+
+    def row(self, row: Row, _t0: float | None) -> None:
+        self.out.write(self.layout.line(self.cells(row)))
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+class RecordsWriter(RowWriter):
+    """A line per record produced or fetched (``kwire_cli.output.records``)."""
+
+    def __init__(self, out: IO[str], template: str | None) -> None:
+        from .records import RecordLines
+        self.out = out
+        self.lines = RecordLines(template)
+
+    def row(self, row: Row, _t0: float | None) -> None:
+        for line in self.lines.feed(row):
+            self.out.write(line)
+
+    def dropped(self, row: Row) -> None:
+        for line in self.lines.feed(row, shown=False):
+            self.out.write(line)  # a Produce's answer: its request's records, with their offsets
+
+    def finish(self, _summary: dict[str, Any]) -> None:
+        for line in self.lines.finish():  # requests never answered: offsets unknown
+            self.out.write(line)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+class JsonLinesWriter(RowWriter):
+    """A JSON object per row, a line each (bytes: orjson's output, to the binary stdout)."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        from kwire_cli.render.jsonlines import line_writer
+        self.out = out
+        self.write_line = line_writer()
+
+    def row(self, row: Row, _t0: float | None) -> None:
+        self.write_line(json_ordered(row), self.out.write)
+        self.out.write(b"\n")
+
+    def finish(self, _summary: dict[str, Any]) -> None:
+        self.out.flush()
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+class JsonWriter(RowWriter):
+    """One JSON document: ``{"frames": [ROW, ...], "summary": {...}}``. ``live``: each row a whole
+    line (the comma opens the next row's line), so that a reader sees every row as it comes."""
+
+    def __init__(self, out: IO[bytes], live: bool = False) -> None:
+        from kwire_cli.render.jsonlines import line_writer
+        self.out = out
+        self.live = live
+        self.write_line = line_writer()
+        self.first = True
+
+    def start(self) -> None:
+        self.out.write(b'{"frames": [\n')
+
+    def row(self, row: Row, _t0: float | None) -> None:
+        write = self.out.write
+        if self.live:
+            if not self.first:
+                write(b",")
+            self.write_line(json_ordered(row), write)
+            write(b"\n")
+        else:
+            if not self.first:
+                write(b",\n")
+            self.write_line(json_ordered(row), write)
+        self.first = False
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        self.out.write(("\n], \"summary\": " + json_text(json.dumps(_jsonable(summary), ensure_ascii=False,
+                                                                    allow_nan=False)) + "}\n").encode())
+        self.out.flush()
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+class SummaryWriter(RowWriter):
+    """``--summary``: no rows, the summary at the end (the table's text for table, fields and
+    records; JSON for json, indented, and jsonl, one line)."""
+
+    def __init__(self, out: IO[str], fmt: str) -> None:
+        self.out = out
+        self.fmt = fmt
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        write_summary(summary, self.fmt, self.out, indent=2 if self.fmt == "json" else None)
+
+
+def _jsonable(value: Any) -> Any:
+    from kwire_cli.render.json import to_jsonable  # imports yaml: only when needed
+    return to_jsonable(value)
+
+
+def write_summary(summary: dict[str, Any], fmt: str, out: IO[str], indent: int | None = None) -> None:
+    """The summary as a table's text (``fmt`` table, fields or records) or as JSON."""
+    if fmt in ("table", "fields", "records"):
+        from kwire_cli.render.summary import print_summary
+        print_summary(summary)
+    else:
+        out.write(json_text(json.dumps(_jsonable(summary), ensure_ascii=False, allow_nan=False,
+                                       indent=indent)) + "\n")
+
+
+def make_writer(opts: OutputOptions, text: IO[str], binary: Callable[[], IO[bytes]]) -> RowWriter:
+    """The writer of ``opts`` on stdout: ``text`` (the text stream), ``binary()`` (its binary side,
+    taken only by the JSON formats, after the text stream is flushed)."""
+    if opts.summary:
+        return SummaryWriter(text, opts.fmt)
+    if opts.fmt == "table":
+        from kwire_cli.render.console import make_console
+        con = make_console()
+        return TableWriter(lambda line: con.print(line, soft_wrap=True), text.flush,  # a row is one line
+                           multi=opts.multi)
+    if opts.fmt == "fields":
+        return FieldsWriter(text, opts.fields, opts.field_layout)
+    if opts.fmt == "records":
+        return RecordsWriter(text, opts.record_format)
+    text.flush()
+    if opts.fmt == "jsonl":
+        return JsonLinesWriter(binary())
+    return JsonWriter(binary(), live=opts.live)
