@@ -33,7 +33,17 @@ run import-linter python -c "from importlinter.cli import lint_imports_command; 
 run private-names python scripts/check_imports.py
 run private-names-module python scripts/check_imports.py --scope module
 if [ -z "$static_only" ]; then
-  run pytest python -m pytest "$@"
+  # on 2 workers when pytest-xdist is installed (the test extra), unless the arguments choose (-n, -p no:xdist);
+  # tests/conftest.py keeps the Spark tests and the timed ones on one worker
+  case " $* " in
+    *" -n"*|*" --numprocesses"*|*"no:xdist"*) parallel= ;;
+    *) python -c "import xdist" 2>/dev/null && parallel=1 || parallel= ;;
+  esac
+  if [ -n "$parallel" ]; then
+    run pytest python -m pytest -n 2 --dist loadgroup "$@"
+  else
+    run pytest python -m pytest "$@"
+  fi
 fi
 if [ -n "$failed" ]; then
   echo "check: failed:$failed" >&2

@@ -92,15 +92,25 @@ SLOW_TESTS = {
 }
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest's own -m selection sees the items
+# The suite runs on 2 workers (pytest-xdist, `-n 2 --dist loadgroup`, as scripts/check.sh does when it is
+# installed). The tests that should not share the machine with each other run one after another on one
+# worker (the xdist group "serial"): every Spark test (one JVM, local session or standalone cluster, at a
+# time) and the files whose tests compare timings or bound the time of a run.
+SERIAL_FILES = {"test_capture_bench.py", "test_dump_log_hostile.py", "test_proxy_load.py"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own -m selection (and xdist's grouping) sees the items
 def pytest_collection_modifyitems(config, items):
     for item in items:
         file = item.path.name
         name = getattr(item, "originalname", None) or item.name.partition("[")[0]
-        if file in SPARK_FILES or "spark" in getattr(item, "fixturenames", ()):
+        spark = file in SPARK_FILES or "spark" in getattr(item, "fixturenames", ())
+        if spark:
             item.add_marker(pytest.mark.spark)
         if file in SLOW_FILES or name in SLOW_TESTS.get(file, ()):
             item.add_marker(pytest.mark.slow)
+        if spark or file in SERIAL_FILES:
+            item.add_marker(pytest.mark.xdist_group("serial"))
 
 
 @pytest.fixture(scope="module")

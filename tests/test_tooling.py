@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SLOW_TESTS
+from conftest import SERIAL_FILES, SLOW_TESTS
 
 ROOT = Path(__file__).resolve().parents[1]
 # `lint-imports` run by this interpreter (its script may not be on PATH, e.g. in a venv that uses
@@ -36,6 +36,11 @@ def test_every_slow_test_named_in_conftest_exists():
         tree = ast.parse((ROOT / "tests" / file).read_text())
         defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
         assert names <= defined, f"tests/conftest.py SLOW_TESTS names tests that {file} no longer has"
+
+
+def test_every_serial_file_named_in_conftest_exists():
+    missing = {f for f in SERIAL_FILES if not (ROOT / "tests" / f).is_file()}
+    assert not missing, f"tests/conftest.py SERIAL_FILES names files that do not exist: {sorted(missing)}"
 
 
 LAYERS_TOML = """\
