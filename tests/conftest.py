@@ -1,4 +1,5 @@
 import importlib
+import os
 import sys
 from pathlib import Path
 
@@ -19,6 +20,11 @@ REFERENCE_SPECS_43 = _shared("kafka-message-specs-4.3")  # Kafka 4.3.0
 # Kafka's record specs beside the checkout (or beside the folder of worktrees holding it)
 REFERENCE_RECORD_SPECS = _shared("kafka-record-specs")
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # test helpers (spec_strategies, ...)
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # pytest-xdist's workers start with COLUMNS=80 and LINES=24 in their environment; the tests read
+    # kwire's output at its own page width off a terminal (render/page.py), as a run without xdist does
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
 
 
 @pytest.fixture(autouse=True)
