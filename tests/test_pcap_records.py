@@ -145,3 +145,34 @@ def test_json_records_keep_controls_out_of_the_terminal():
     (line,) = RecordLines("json").feed(row)
     assert "\x1b" not in line and "\u202e" not in line and line.count("\n") == 1
     assert json.loads(line)["value"] == {"text": "a\x1b[2J\u202e"}
+
+
+def test_a_null_key_and_a_null_value_show_alike():
+    row = {"api_name": "Produce", "kind": "request", "src": "a:1", "dst": "b:2", "correlation_id": 1,
+           "client_id": "c", "frame": 1, "body": {"Acks": 0, "TopicData": [{"Name": "t", "PartitionData": [
+               {"Index": 0, "Records": {"batches": [{"LastOffsetDelta": 1, "Records": [
+                   {"OffsetDelta": 0, "Timestamp": 5, "Key": None, "Value": {"text": "v"}},
+                   {"OffsetDelta": 1, "Timestamp": 6, "Key": {"text": "k"}, "Value": None}]}]}}]}]}}
+    lines = list(RecordLines().feed(row))
+    assert lines == ["Produce  t [0] @-  ts 5  key -  value v\n", "Produce  t [0] @-  ts 6  key k  value -\n"]
+
+
+def test_the_proxys_records_are_kwire_pcaps():
+    """kwire proxy --format records: its decoding side (output.show.FrameRows) hands each frame to
+    the records writer, as kwire pcap --format records does for the same frames."""
+    import io
+
+    from kwire_cli.analysis import AnalysedSummary
+    from kwire_cli.capture import KafkaFrame, iter_capture
+    from kwire_cli.capture.session import Conversation
+    from kwire_cli.output.show import FrameRows, RowPrinter
+    from kwire_cli.output.writers import RecordsWriter
+    cap = CAPS / "kafkajs-produce.pcap"
+    out = io.StringIO()
+    writer = RecordsWriter(out, None)
+    sink = FrameRows(Conversation(), RowPrinter(writer, lambda r: True, live=True, summary=AnalysedSummary()))
+    for ev in iter_capture(str(cap), file_label=str(cap)):
+        if isinstance(ev, KafkaFrame):
+            sink.frame(ev, [])
+    writer.finish({})
+    assert out.getvalue().splitlines() == _lines(str(cap), "--format", "records") != []

@@ -26,7 +26,8 @@ through the proxy too: each broker gets a local port when it first appears (the 
 broker; bytes are forwarded as they come, and frames are decoded off the forwarding path.
 
 \b
-Output: the rows of `kwire pcap` (table or JSON lines), flushed one by one; Ctrl-C (or SIGTERM)
+Output: the rows of `kwire pcap` (table or JSON lines) or its record lines (--format records),
+flushed one by one; Ctrl-C (or SIGTERM)
 stops the proxy and prints the summary with --summary. Secrets are redacted unless --show-secrets.
 
 \b
@@ -51,8 +52,10 @@ def _hostport(value: str, option: str) -> tuple[str, int]:
               help="The host written into rewritten answers (default: the listen host).")
 @click.option("--node-ports", metavar="FIRST-LAST",
               help="Local ports for the brokers (default: the listen port + 1, + 2 ...).")
-@click.option("--format", "fmt", type=click.Choice(["table", "jsonl"]), default="table", show_default=True,
-              help="One line per frame (table) or one JSON object per line.")
+@click.option("--format", "fmt", type=click.Choice(["table", "jsonl", "records"]), default="table",
+              show_default=True, help="One line per frame (table), one JSON object per line (jsonl), or one line "
+              "per record produced or fetched, as kcat prints them (records: kwire pcap's --format records, a "
+              "Produce's records when it is answered).")
 @click.option("--filter", "filter_expr", metavar="EXPR", help="Show only frames matching EXPR (kwire pcap's filter).")
 @click.option("--summary", is_flag=True, help="Print the summary when the proxy stops (with the "
               "answers of kwire pcap --summary: latency, connections, who, groups, lag, commits, producers, "
@@ -86,7 +89,7 @@ def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, wri
     from kwire_cli.capture.session import Conversation
     from kwire_cli.output.options import OutputOptions
     from kwire_cli.output.show import FrameRows, RowPrinter
-    from kwire_cli.output.writers import JsonLinesWriter, TableWriter, write_summary
+    from kwire_cli.output.writers import JsonLinesWriter, RecordsWriter, TableWriter, write_summary
     from kwire_cli.proxy import Proxy, ProxyConfig
 
     targets = [_hostport(b, "--broker") for b in brokers]
@@ -127,6 +130,9 @@ def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, wri
     out = std_binary("stdout")
     if fmt == "table":
         writer = TableWriter(lambda line: out.write((line + "\n").encode("utf-8", "replace")), out.flush)
+    elif fmt == "records":
+        import io
+        writer = RecordsWriter(io.TextIOWrapper(out, encoding="utf-8", errors="replace", write_through=True), None)
     else:
         writer = JsonLinesWriter(out)
     writer.start()
@@ -163,9 +169,16 @@ def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, wri
         if filter_expr:
             result["shown"] = decoded.get("shown", 0)
         write_summary(result, fmt, sys.stdout)
-    diagnostic("note", escape(f"proxy stopped: {st.connections} connections, {st.frames} frames, "
-                              f"{st.rewritten} answers rewritten, {st.upstream_failures} upstream failures"
-                              + (f", {st.not_shown} frames not shown (decoding fell behind)" if st.not_shown else "")))
+    diagnostic("note", escape(f"proxy stopped: {_n(st.connections, 'connection')}, {_n(st.frames, 'frame')}, "
+                              f"{_n(st.rewritten, 'answer')} rewritten, "
+                              f"{_n(st.upstream_failures, 'upstream failure')}"
+                              + (f", {_n(st.not_shown, 'frame')} not shown (decoding fell behind)"
+                                 if st.not_shown else "")))
+
+
+def _n(count: int, noun: str) -> str:
+    """``1 answer``, ``2 answers``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 async def _run(px) -> None:

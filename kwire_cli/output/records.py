@@ -171,7 +171,7 @@ class RecordLines:
 
 
 def _default_line(c: dict[str, str]) -> str:
-    line = f"{c['a']}  {c['t']} [{c['p']}] @{c['o']}  ts {c['T']}  key {c['k'] or '-'}  value {c['s']}"
+    line = f"{c['a']}  {c['t']} [{c['p']}] @{c['o']}  ts {c['T']}  key {c['k'] or '-'}  value {c['s'] or '-'}"
     if c["h"]:
         line += f"  headers {c['h']}"
     if c["e"]:
