@@ -489,7 +489,7 @@ def _records(out: str) -> list[dict]:
 
 @pytest.mark.parametrize("part", ["kwire-produce-none-0", "kwire-produce-gzip-0", "kwire-produce-zstd-0"])
 def test_key_and_header_filters_keep_the_records_that_match(part):
-    from kwire_cli.cli.dump_log import _text
+    from kwire_cli.logs.walk import match_text as _text
     d = str(ROOT / "fixtures" / "logs" / part)
     every = _records(kwire("dump-log", d, "--format", "jsonl").out)
     assert every
