@@ -30,8 +30,11 @@ crc32c, pyyaml, rich); kwire itself and its message specs are shipped by the job
 paths must be readable from the executors.
 
 \b
-Output: one row per Kafka frame, partitioned by api_name (DIR/api_name=Produce/...), with the
-columns of `kwire pcap --format jsonl` (parquet: header/body as JSON strings). Beside them:
+Output: one row per Kafka frame, partitioned by api_name (DIR/api_name=Produce/...). --format
+jsonl: exactly the lines of `kwire pcap --format jsonl`. parquet: the same columns, header and
+body as JSON strings, and every declared column in every row: topic_names, embedded,
+violations, notes and captured, which a pcap JSON line carries only when it has them, are null
+there, and extra (any other key, as JSON) is Parquet's own. Beside them:
 _kwire_summary.json (the `kwire pcap --summary` JSON, its answers included: latency by
 broker and client, connections, who, groups, lag, commits, producers, expert) and _kwire_result.json.
 
