@@ -307,3 +307,18 @@ def test_summary_and_table_show_bad_crcs_and_undecoded_batches(tmp_path):
            "(--max-records raises it)" in r.output
     r = CliRunner().invoke(cli, ["pcap", consume, "--max-records", "84", "--summary"])
     assert "1 of them cut at a frame's cap of records and headers (--max-records raises it)" in r.output
+
+
+def test_frame_prints_that_frames_tree():
+    from cli_run import kwire
+    cap = str(CAPS / "kafkajs-produce.pcap")
+    rows = [json.loads(x) for x in kwire("pcap", cap, "--format", "jsonl").out.splitlines()]
+    row = next(r for r in rows if r["api_name"] == "Produce" and r["kind"] == "request")
+    r = kwire("pcap", cap, "--frame", str(row["frame"]))
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    assert lines[0].endswith(f"frame {row['frame']}  {row['src']} -> {row['dst']}")
+    assert lines[1].startswith(f"Produce v{row['api_version']} request")
+    assert f"CorrelationId: {row['correlation_id']}" in r.out and "TopicData" in r.out
+    assert kwire("pcap", cap, "--frame", "1").out == ""  # a packet that completes no frame: nothing
+    assert kwire("pcap", cap, "--frame", "4", "--format", "jsonl").code == 2

@@ -136,6 +136,9 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
                    "%o offset, %T timestamp, %k key, %K key size, %s value, %S value size, %h headers; also "
                    "%a API, %c client id, %f frame, %e error; \\n \\t; or json (one JSON object per record, as "
                    "kcat -J). A Produce's records print when it is answered, with the offsets the broker gave them.")
+@click.option("--frame", "frame", type=click.IntRange(1), metavar="N",
+              help="Print frame N (its packet number; in each file with several) as the tree `kwire decode` shows, "
+                   "instead of the table (with --filter: the frames both choose).")
 @click.option("--summary", is_flag=True, help="Print the summary (counts, latency, errors, clients, "
               "negotiation audit, what-if, record batches, damage) and the answers (latency by broker and "
               "client, connections, who did what, groups, lag, commits, producers, expert findings: see "
@@ -160,7 +163,7 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
 @show_secrets_option()
 @values_options
 def pcap(files: tuple[str, ...], fmt: str, fields: tuple[str, ...], field_layout: tuple[str, ...],
-         record_format: str | None, summary: bool, filter_expr: str | None,
+         record_format: str | None, frame: int | None, summary: bool, filter_expr: str | None,
          ports: tuple[int, ...], raw_records: bool, follow: bool, request_timeout: float | None, strict: bool,
          tls_keylogs: tuple[str, ...], limits: DecodeLimits, show_secrets: bool) -> None:
     """Decode Kafka conversations from pcap/pcapng FILES (a directory or a quoted glob: the
@@ -193,8 +196,14 @@ def pcap(files: tuple[str, ...], fmt: str, fields: tuple[str, ...], field_layout
     """
     from kwire_cli.output.options import OutputOptions
     try:
+        if frame is not None:
+            if fmt != "table" or fields or record_format is not None or summary:
+                raise FilterError("--frame prints one frame's tree: not with --format, -e, --record-format, --summary")
+            filter_expr = f"frame={frame}" + (f" and ({filter_expr})" if filter_expr else "")
         opts = OutputOptions.from_flags(fmt, fields=fields, field_layout=field_layout, record_format=record_format,
                                         summary=summary, filter_expr=filter_expr)
+        if frame is not None:
+            opts = replace(opts, fmt="tree")
     except FilterError as e:
         raise KwireUsageError(str(e)) from None
     live = _live_input(files, follow)

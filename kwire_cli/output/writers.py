@@ -169,6 +169,46 @@ class JsonWriter(RowWriter):
         self.out.flush()
 
 
+class TreeWriter(RowWriter):
+    """Each row's decoded message as the tree `kwire decode` prints (``kwire pcap --frame N``)."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+        self.shown = 0
+
+    def row(self, row: Row, _t0: float | None) -> None:
+        from kwire_cli.codec.headers import request_header_version, response_header_version
+        from kwire_cli.render.plaintree import Label, print_tree
+        from kwire_cli.render.tree import message_tree
+        from kwire_cli.spec.registry import registry
+        head = f"frame {row.get('frame')}  {row.get('src')} -> {row.get('dst')}"
+        if row.get("file"):
+            head = f"{os.path.basename(row['file'])}  " + head
+        print_tree(Label(escape(("\n" if self.shown else "") + head), style="bold"))
+        self.shown += 1
+        key, kind, version = row.get("api_key"), row.get("kind"), row.get("api_version")
+        if key is None or version is None or kind not in ("request", "response"):
+            self.out.write(escape(f"{row.get('api_name') or '?'} {kind}: {row.get('error') or 'not decoded'}") + "\n")
+            return
+        reg = registry()
+        try:
+            api = reg.api(key)
+        except Exception:
+            self.out.write(escape(f"{row.get('api_name')} {kind}: {row.get('error') or 'unknown API'}") + "\n")
+            return
+        hv = hs = None
+        if row.get("header") is not None:
+            hv = request_header_version(api, version) if kind == "request" else response_header_version(api, version)
+            hs = reg.schema("RequestHeader" if kind == "request" else "ResponseHeader").struct
+        print_tree(message_tree(row.get("api_name") or "?", key, version, kind, row.get("header"), row.get("body"),
+                                row.get("size"), header_struct=hs, header_version=hv,
+                                body_struct=api.spec(kind).struct, error=row.get("error"),
+                                notes=row.get("notes") or (), violations=row.get("violations") or ()))
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
 class SummaryWriter(RowWriter):
     """``--summary``: no rows, the summary at the end (the table's text for table, fields and
     records; JSON for json, indented, and jsonl, one line)."""
@@ -210,6 +250,8 @@ def make_writer(opts: OutputOptions, text: IO[str], binary: Callable[[], IO[byte
         return FieldsWriter(text, opts.fields, opts.field_layout)
     if opts.fmt == "records":
         return RecordsWriter(text, opts.record_format)
+    if opts.fmt == "tree":
+        return TreeWriter(text)
     text.flush()
     if opts.fmt == "jsonl":
         return JsonLinesWriter(binary())
