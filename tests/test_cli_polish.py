@@ -49,11 +49,11 @@ def test_yaml_field_names_match_without_case_and_unknown_ones_say_the_closest():
 def test_a_table_of_several_files_names_each_rows_file():
     r = kwire("pcap", str(CAPS / "rotated"))
     lines = r.out.splitlines()
-    assert lines[0].startswith("file  frame (in its file)  time")
+    assert lines[0].split()[:6] == ["file", "frame", "(in", "its", "file)", "time"]
     files = {ln.split("  ", 1)[0] for ln in lines[1:]}
     assert len(files) > 1 and all(f.startswith("rotated-") and f.endswith(".pcap") for f in files)
     one = kwire("pcap", str(CAPS / "kafkajs-produce.pcap"))
-    assert one.out.splitlines()[0].startswith("frame  time")
+    assert one.out.splitlines()[0].split()[:2] == ["frame", "time"]
 
 
 def test_times_count_from_the_captures_first_frame_whatever_the_filter_shows():
@@ -61,5 +61,5 @@ def test_times_count_from_the_captures_first_frame_whatever_the_filter_shows():
     rows = [json.loads(x) for x in kwire("pcap", cap, "--format", "jsonl").out.splitlines()]
     t0 = rows[0]["ts"]
     produce = next(x for x in rows if x["api_name"] == "Produce")
-    shown = kwire("pcap", cap, "--filter", "api=Produce").out.splitlines()[1].split("  ")
+    shown = kwire("pcap", cap, "--filter", "api=Produce").out.splitlines()[1].split()
     assert shown[0] == str(produce["frame"]) and float(shown[1]) == round(produce["ts"] - t0, 6) > 0

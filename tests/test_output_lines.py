@@ -16,6 +16,6 @@ def test_a_table_row_is_one_line_whatever_the_width():
         out = kwire("pcap", CAPTURE, env={"COLUMNS": columns}).out.splitlines()
         assert len(out) == frames + 1  # the header, then a line per frame
         assert out[0].split() == ["frame", "time", "src", "->", "dst", "kind", "api", "corr", "client", "size",
-                                  "latency_ms", "note"]
+                                  "latency_ms", "info"]
         assert all(line.split()[0].isdigit() for line in out[1:])
     assert max(len(line) for line in out) > 40

@@ -16,6 +16,7 @@ from kwire_cli.capture.filter import FIELDS, compile_filter
 from kwire_cli.capture.session import Conversation
 from kwire_cli.capture.summary import Summary
 from kwire_cli.output import table as T
+from kwire_cli.output import writers as W
 
 CAPS = FIXTURES / "captures"
 
@@ -63,13 +64,55 @@ def test_json_order_puts_unknown_keys_last_and_fills_missing_columns():
 
 
 def test_the_table_is_built_from_the_headings():
-    assert T.table_header() == "frame  time  src -> dst  kind  api  corr  client  size  latency_ms  note"
+    assert T.table_header() == "frame  time  src -> dst  kind  api  corr  client  size  latency_ms  info"
     r = next(r for r in ROWS if r["kind"] == "response" and r["api_name"] == "Metadata" and r.get("topic_names"))
     cells = T.table_cells(r, r["ts"] - 1.5)
     assert len(cells) == len(T.table_headings())
     assert cells[0] == str(r["frame"]) and cells[1] == "1.500000"
     assert cells[2] == f"{r['src']} -> {r['dst']}" and cells[4] == f"Metadata v{r['api_version']}"
-    assert cells[-1].startswith("topics ") or "topics " in cells[-1]
+    named = [t["Name"] for t in r["body"]["Topics"]][:3]
+    assert all(name in cells[-1] for name in named), cells[-1]  # the answer's topics, as tshark's Info
+
+
+def test_the_table_aligns_its_columns_and_says_what_each_frame_is_about():
+    """Columns line up from the first row (each cell padded to its column; numbers to the right), and
+    the info cell names the topics and partitions, the group and member and the records carried."""
+    out: list[str] = []
+    writer = W.TableWriter(out.append, lambda: None)
+    writer.start()
+    t0 = ROWS[0]["ts"]
+    for r in ROWS[:40]:
+        writer.row(r, t0)
+    head = out[0]
+    starts = [head.index(h) for h in ("kind", "api", "info")]
+    for line, r in zip(out[1:], ROWS[:40]):
+        assert line[starts[0]:].startswith(r["kind"]), line
+        assert line[starts[1]:].startswith(r["api_name"]), line
+    frame_end = head.index("frame") + len("frame")
+    assert all(line[:frame_end].strip().isdigit() for line in out[1:])  # right-aligned under its heading
+    fetch = next(r for r in ROWS if r["api_name"] == "Fetch" and r["kind"] == "response"
+                 and R_records(r))
+    info = T.table_cells(fetch, t0)[-1]
+    assert f"{R_records(fetch)} record" in info and "[" in info, info
+    join = next(r for r in ROWS if r["api_name"] == "JoinGroup" and r["kind"] == "request")
+    assert f"group {join['body']['GroupId']}" in T.table_cells(join, t0)[-1]
+
+
+def R_records(row):
+    from kwire_cli.records.stats import batch_stats, new_batch_stats
+    return batch_stats(row["body"], new_batch_stats())["records"] if row.get("body") else 0
+
+
+@pytest.mark.parametrize(("fmt", "want"), [("r", "1.500000"), ("e", "1700000001.500000"),
+                                           ("ad", "2023-11-14 22:13:21.500000"), ("a", "22:13:21.500000")])
+def test_the_time_column_reads_as_tshark_t_says(fmt, want):
+    clock = T.Clock(fmt)
+    assert clock.cell(1_700_000_001.5, 1_700_000_000.0) == want
+
+
+def test_the_delta_time_counts_from_the_row_before():
+    clock = T.Clock("d")
+    assert [clock.cell(t, None) for t in (10.0, 10.25, 11.0)] == ["0.000000", "0.250000", "0.750000"]
 
 
 def test_every_filter_field_reads_its_declared_columns():

@@ -93,23 +93,23 @@ COLUMNS: tuple[Column, ...] = (
     Column("latency_ms", FLOAT64, "a response: milliseconds since its request completed", "latency_ms"),
     Column("header", JSON, "the decoded request or response header"),
     Column("body", JSON, "the decoded body (the value tree of DESIGN.md; records fields decoded into "
-           "batches unless --raw-records); the table notes batches with a bad CRC or left undecoded", "note"),
+           "batches unless --raw-records); the table's info notes batches with a bad CRC or left undecoded", "info"),
     Column("error_codes", STRINGS, "names of the non-zero error codes in the body (fields whose name ends "
-           "in ErrorCode)", "note"),
-    Column("error", STRING, "why the frame did not decode, one line; null when it decoded", "note"),
+           "in ErrorCode)", "info"),
+    Column("error", STRING, "why the frame did not decode, one line; null when it decoded", "info"),
     Column("error_kind", STRING, "the class of that failure, counted in the summary's undecodable_by_reason: "
            "decode-error, unknown-api-key, unknown-version, trailing-bytes, unpaired-response, "
            "internal-error, cut-frame (see captured); null when the frame decoded"),
     Column("topic_names", JSON, "topic ids in the body -> the names Metadata-like answers earlier in the "
-           "capture gave them (null: not seen)", "note", SOMETIMES),
+           "capture gave them (null: not seen)", "info", SOMETIMES),
     Column("embedded", JSON, "the consumer protocol inside JoinGroup/SyncGroup (subscription, assignment)",
            presence=SOMETIMES),
     Column("violations", JSON, "rules of the format the frame breaks, read past (lenient decoding; --strict "
            "makes them errors): a list of {path, offset, rule, detail}, offsets in the frame after its size "
-           "prefix; counted in the summary's violations_by_rule", "note", SOMETIMES),
+           "prefix; counted in the summary's violations_by_rule", "info", SOMETIMES),
     Column("notes", JSON, "what a reader should know about how the frame was read: a KIP-511 fallback answer "
            "read with the v0 layout, a version newer than the specs read with the newest layout (assumed)",
-           "note", SOMETIMES),
+           "info", SOMETIMES),
     Column("captured", INT64, "a frame a gap cut after its header (a snap length, lost packets): the bytes of "
            "it captured from its start; the row shows what they hold (API, version, correlation id, client id), "
            "its body is not decoded (error_kind cut-frame)", presence=SOMETIMES),

@@ -136,6 +136,10 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
                    "%o offset, %T timestamp, %k key, %K key size, %s value, %S value size, %h headers; also "
                    "%a API, %c client id, %f frame, %e error; \\n \\t; or json (one JSON object per record, as "
                    "kcat -J). A Produce's records print when it is answered, with the offsets the broker gave them.")
+@click.option("-t", "--time-format", "time_format", type=click.Choice(["r", "a", "ad", "e", "d"]), default="r",
+              show_default=True, help="The table's time column, as tshark's -t: r seconds since the capture's "
+              "first Kafka frame, a time of day and ad date and time (both UTC), e seconds since the epoch, "
+              "d seconds since the row before.")
 @click.option("--frame", "frame", type=click.IntRange(1), metavar="N",
               help="Print frame N (its packet number; in each file with several) as the tree `kwire decode` shows, "
                    "instead of the table (with --filter: the frames both choose).")
@@ -163,7 +167,7 @@ def iter_rows(paths: list[str], ports: tuple[int, ...], stats: CaptureStats, con
 @show_secrets_option()
 @values_options
 def pcap(files: tuple[str, ...], fmt: str, fields: tuple[str, ...], field_layout: tuple[str, ...],
-         record_format: str | None, frame: int | None, summary: bool, filter_expr: str | None,
+         record_format: str | None, time_format: str, frame: int | None, summary: bool, filter_expr: str | None,
          ports: tuple[int, ...], raw_records: bool, follow: bool, request_timeout: float | None, strict: bool,
          tls_keylogs: tuple[str, ...], limits: DecodeLimits, show_secrets: bool) -> None:
     """Decode Kafka conversations from pcap/pcapng FILES (a directory or a quoted glob: the
@@ -210,7 +214,7 @@ def pcap(files: tuple[str, ...], fmt: str, fields: tuple[str, ...], field_layout
     if live is None:
         files = expand_captures(files)  # before any output: a name that is not there is a usage error
     keylog = read_keylogs(tls_keylogs)
-    opts = replace(opts, multi=len(files) > 1, live=live is not None)
+    opts = replace(opts, multi=len(files) > 1, live=live is not None, time_format=time_format)
     run = _Run(ports=ports, raw_records=raw_records, strict=strict, max_frame=limits.frame_size(),
                show_secrets=show_secrets, keylog=keylog, live=live, request_timeout=request_timeout)
     with gc_tuned(), limits.apply():

@@ -15,7 +15,7 @@ class OutputOptions:
     """How rows are written: the format (``FORMATS``), ``--summary`` instead of rows, the filter,
     the ``-e`` fields and their ``-E`` layout, the ``--record-format``; ``multi``: rows come from
     several files (the table names each row's file); ``live``: rows are written as frames complete
-    (each flushed at once)."""
+    (each flushed at once); ``time_format``: the table's times (``table.TIME_FORMATS``, tshark's -t)."""
 
     fmt: str = "table"
     summary: bool = False
@@ -25,6 +25,7 @@ class OutputOptions:
     record_format: str | None = None
     multi: bool = False
     live: bool = False
+    time_format: str = "r"
 
     @classmethod
     def from_flags(cls, fmt: str, *, fields: tuple[str, ...] = (), field_layout: tuple[str, ...] = (),

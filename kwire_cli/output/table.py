@@ -7,6 +7,7 @@ messages come from the capture).
 """
 from __future__ import annotations
 
+import datetime as _dt
 import json
 from collections.abc import Callable
 from typing import Any
@@ -24,8 +25,68 @@ def table_headings() -> tuple[str, ...]:
     return tuple(seen)
 
 
-def table_header() -> str:
-    return "  ".join(table_headings())
+#: how the time cell reads, as tshark's -t: r seconds since the capture's first Kafka frame, a the
+#: time of day, ad date and time (both UTC), e seconds since the epoch, d since the row before
+TIME_FORMATS = ("r", "a", "ad", "e", "d")
+
+# each cell's starting width and side (numbers to the right); a width grows to the widest cell seen
+# (up to WIDEST), so columns align from the first rows on without holding rows back
+_WIDTHS = {"file": (20, "<"), "frame": (5, ">"), "time": (9, ">"), "src -> dst": (41, "<"), "kind": (8, "<"), "api": (18, "<"),
+           "corr": (4, ">"), "client": (16, "<"), "size": (6, ">"), "latency_ms": (10, ">")}
+_TIME_WIDTHS = {"r": 9, "a": 15, "ad": 26, "e": 17, "d": 9}
+WIDEST = 48
+
+
+class Layout:
+    """Aligned columns for a table written a line at a time: each cell padded to its column's width,
+    which grows to the widest cell seen so far (never past ``WIDEST``); the last cell is not padded."""
+
+    def __init__(self, headings: tuple[str, ...], time_format: str = "r") -> None:
+        self.align = [_WIDTHS.get(h, (0, "<"))[1] for h in headings]
+        self.widths = [max(len(h), _TIME_WIDTHS[time_format] if h == "time" else _WIDTHS.get(h, (0, "<"))[0])
+                       for h in headings]
+
+    def line(self, cells: list[str]) -> str:
+        out = []
+        last = len(cells) - 1
+        for i, cell in enumerate(cells):
+            if i == last:
+                out.append(cell)
+                break
+            w = self.widths[i]
+            if len(cell) > w and w < WIDEST:
+                w = self.widths[i] = min(len(cell), WIDEST)
+            out.append(cell.rjust(w) if self.align[i] == ">" else cell.ljust(w))
+        return "  ".join(out).rstrip()
+
+
+def table_header(layout: Layout | None = None) -> str:
+    heads = list(table_headings())
+    return "  ".join(heads) if layout is None else layout.line(heads)
+
+
+class Clock:
+    """The time cell: ``TIME_FORMATS``; ``t0`` (relative times) is the capture's first Kafka frame."""
+
+    def __init__(self, time_format: str = "r") -> None:
+        if time_format not in TIME_FORMATS:
+            raise ValueError(time_format)
+        self.format = time_format
+        self.prev: float | None = None
+
+    def cell(self, ts: float | None, t0: float | None) -> str:
+        if ts is None:
+            return ""
+        f = self.format
+        if f == "r":
+            return "" if t0 is None else f"{ts - t0:.6f}"
+        if f == "e":
+            return f"{ts:.6f}"
+        if f == "d":
+            prev, self.prev = self.prev, ts
+            return f"{0.0 if prev is None else ts - prev:.6f}"
+        when = _dt.datetime.fromtimestamp(ts, _dt.timezone.utc)
+        return when.strftime("%Y-%m-%d %H:%M:%S.%f" if f == "ad" else "%H:%M:%S.%f")
 
 
 def _api(r: dict[str, Any], _t0: float | None) -> str:
@@ -38,7 +99,77 @@ CAPPED = "batch(es) cut at the frame's cap of records and headers (--max-records
 BYTE_CAPPED = "batch(es) not decoded at the frame's cap of bytes (--max-decompressed raises it)"
 
 
-def _note(r: dict[str, Any], _t0: float | None) -> str:
+_PARTITION_KEYS = ("PartitionIndex", "Partition", "Index", "PartitionId")
+_TOPIC_LISTS = ("Topics", "TopicData", "Responses")
+_MAX_TOPICS = 3
+
+
+def _partitions(entry: dict[str, Any]) -> list[int]:
+    for v in entry.values():
+        if type(v) is list and v and type(v[0]) is dict:
+            for key in _PARTITION_KEYS:
+                if key in v[0]:
+                    return [p[key] for p in v if type(p) is dict and type(p.get(key)) is int]
+    return []
+
+
+def _topics(body: dict[str, Any], names: dict[str, Any] | None) -> str:
+    """``topic[0,1] other[2]`` of a body's topic list (topic ids by the names the capture gave them)."""
+    for key in _TOPIC_LISTS:
+        entries = body.get(key)
+        if type(entries) is list and entries and type(entries[0]) is dict:
+            break
+    else:
+        return ""
+    shown = []
+    for e in entries[:_MAX_TOPICS]:
+        if type(e) is not dict:
+            continue
+        name = e.get("Name", e.get("Topic", e.get("TopicName")))
+        if not name and e.get("TopicId") is not None:
+            tid = e["TopicId"]
+            name = (names or {}).get(tid) or tid
+        parts = _partitions(e)
+        shown.append(f"{name or '?'}" + (f"[{','.join(map(str, parts[:8]))}{',...' if len(parts) > 8 else ''}]"
+                                         if parts else ""))
+    more = len(entries) - _MAX_TOPICS
+    return " ".join(shown) + (f" +{more} topics" if more > 0 else "")
+
+
+def _short(v: Any, n: int = 24) -> str:
+    t = str(v)
+    return t if len(t) <= n else t[: n - 1] + "…"
+
+
+def _resources(r: dict[str, Any]) -> str:
+    """What a frame is about, as tshark's Info column says it: topics and partitions, the group,
+    member, transactional id, the records a Produce or Fetch carries."""
+    body = r.get("body")
+    if type(body) is not dict:
+        return ""
+    out = []
+    topics = _topics(body, r.get("topic_names"))
+    if topics:
+        out.append(topics)
+    for key, label in (("GroupId", "group"), ("MemberId", "member"), ("TransactionalId", "txn")):
+        v = body.get(key)
+        if v:
+            out.append(f"{label} {_short(v)}")
+    if r["api_key"] in (0, 1):
+        from kwire_cli.records.stats import batch_stats, new_batch_stats
+        n = batch_stats(body, new_batch_stats())["records"]
+        if n:
+            out.append(f"{n} record{'s' if n != 1 else ''}")
+    return " ".join(out)
+
+
+def _info(r: dict[str, Any], t0: float | None) -> str:
+    what = _resources(r)
+    note = _note(r, t0, topics_named=bool(what))
+    return what + ("; " if what and note else "") + note
+
+
+def _note(r: dict[str, Any], _t0: float | None, topics_named: bool = False) -> str:
     note = r["error"] or ", ".join(r.get("error_codes") or [])
     if r.get("body") is not None:
         from kwire_cli.records.stats import batch_stats, new_batch_stats
@@ -52,7 +183,7 @@ def _note(r: dict[str, Any], _t0: float | None) -> str:
     if r["api_key"] == 36 and r.get("body") is not None:  # SaslAuthenticate: what the SASL message says
         note = (note + "; " if note else "") + _sasl_note(r["body"].get("Sasl"))
     names = r.get("topic_names")
-    if names and not r["error"]:
+    if names and not r["error"] and not topics_named:
         shown = ", ".join(f"{k}={v or '?'}" for k, v in names.items())
         note = (note + "; " if note else "") + "topics " + shown
     for n in r.get("notes") or ():
@@ -91,16 +222,22 @@ _CELLS: dict[str, Callable[[dict[str, Any], float | None], str]] = {
     "client": lambda r, t0: str(r.get("client_id") or ""),
     "size": lambda r, t0: str(r["size"]),
     "latency_ms": lambda r, t0: "" if r.get("latency_ms") is None else f"{r['latency_ms']:.3f}",
-    "note": _note,
+    "info": _info,
 }
 _TABLE = tuple(_CELLS[h] for h in table_headings())
 
 
-def table_cells(row: dict[str, Any], t0: float | None) -> list[str]:
-    """A row's cells in the pcap table (``t0``: the first row's time, times are shown from it), each
-    made safe for a terminal (``kwire_cli.render.safe.escape``: client ids, topic names, addresses
-    and error messages come from the capture)."""
-    return [escape(cell(row, t0)) for cell in _TABLE]
+_TIME = table_headings().index("time")
+
+
+def table_cells(row: dict[str, Any], t0: float | None, clock: Clock | None = None) -> list[str]:
+    """A row's cells in the pcap table (``t0``: the first row's time, times are shown from it, or as
+    ``clock`` says), each made safe for a terminal (``kwire_cli.render.safe.escape``: client ids,
+    topic names, addresses and error messages come from the capture)."""
+    cells = [escape(cell(row, t0)) for cell in _TABLE]
+    if clock is not None:
+        cells[_TIME] = clock.cell(row.get("ts"), t0)
+    return cells
 
 
 def _check() -> None:

@@ -17,7 +17,7 @@ from typing import IO, TYPE_CHECKING, Any
 from kwire_cli.capture.rows import json_ordered
 from kwire_cli.render.safe import escape, json_text
 
-from .table import table_cells, table_header
+from .table import Clock, Layout, table_cells, table_headings
 
 if TYPE_CHECKING:
     from .options import OutputOptions
@@ -48,22 +48,26 @@ class TableWriter(RowWriter):
     """The pcap table, a line per row through ``print_line`` (``multi``: several files, each line
     starts with the row's file)."""
 
-    def __init__(self, print_line: Callable[[str], None], flush: Callable[[], None], multi: bool = False) -> None:
+    def __init__(self, print_line: Callable[[str], None], flush: Callable[[], None], multi: bool = False,
+                 time_format: str = "r") -> None:
         self.print_line = print_line
         self._flush = flush
         self.multi = multi
+        self.clock = Clock(time_format)
+        heads = table_headings()
+        self.layout = Layout((("file",) if multi else ()) + heads, time_format)
 
     def start(self) -> None:
-        head = table_header()
+        heads = list(table_headings())
         if self.multi:
-            head = "file  " + head.replace("frame", "frame (in its file)", 1)
-        self.print_line(head)
+            heads = ["file", "frame (in its file)", *heads[1:]]
+        self.print_line(self.layout.line(heads))
 
     def row(self, row: Row, t0: float | None) -> None:
-        cells = table_cells(row, t0)
+        cells = table_cells(row, t0, self.clock)
         if self.multi:
             cells.insert(0, escape(os.path.basename(row["file"] or "")))
-        self.print_line("  ".join(cells))
+        self.print_line(self.layout.line(cells))
 
     def flush(self) -> None:
         self._flush()
@@ -245,7 +249,7 @@ def make_writer(opts: OutputOptions, text: IO[str], binary: Callable[[], IO[byte
         from kwire_cli.render.console import make_console
         con = make_console()
         return TableWriter(lambda line: con.print(line, soft_wrap=True), text.flush,  # a row is one line
-                           multi=opts.multi)
+                           multi=opts.multi, time_format=opts.time_format)
     if opts.fmt == "fields":
         return FieldsWriter(text, opts.fields, opts.field_layout)
     if opts.fmt == "records":
