@@ -31,8 +31,8 @@ TIME_FORMATS = ("r", "a", "ad", "e", "d")
 
 # each cell's starting width and side (numbers to the right); a width grows to the widest cell seen
 # (up to WIDEST), so columns align from the first rows on without holding rows back
-_WIDTHS = {"file": (20, "<"), "frame": (5, ">"), "time": (9, ">"), "src -> dst": (41, "<"), "kind": (8, "<"), "api": (18, "<"),
-           "corr": (4, ">"), "client": (16, "<"), "size": (6, ">"), "latency_ms": (10, ">")}
+_WIDTHS = {"file": (20, "<"), "frame": (5, ">"), "time": (9, ">"), "src -> dst": (41, "<"), "kind": (8, "<"),
+           "api": (18, "<"), "corr": (4, ">"), "client": (16, "<"), "size": (6, ">"), "latency_ms": (10, ">")}
 _TIME_WIDTHS = {"r": 9, "a": 15, "ad": 26, "e": 17, "d": 9}
 WIDEST = 48
 
