@@ -428,7 +428,7 @@ def check_through_proxy(rows: list[dict], summary: dict, px: Running) -> None:
 
     for k in ("lag", "commits", "producers"):
         assert untimed(summary[k]) == untimed(seen[k]), k
-    assert summary["lag"] and summary["commits"]
+    assert summary["lag"]  # (commits only where a group commits: the TLS tests read without one)
     assert untimed([g["generations"] for g in summary["groups"]]) == untimed([g["generations"] for g in seen["groups"]])
 
 
