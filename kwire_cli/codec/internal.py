@@ -23,6 +23,7 @@ subscription and assignment bytes are decoded too (``embedded``, as in JoinGroup
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kwire_cli import wire
@@ -289,30 +290,23 @@ def decode_internal_batch(batch: dict[str, Any], topic: str, show_secrets: bool 
 _TOPIC_KEYS = ("Name", "Topic", "TopicName")
 
 
-def decode_internal_records(body: Any, topic_name: Any = None, show_secrets: bool = False) -> int:
-    """In a decoded message body, decode the records of internal topics (Produce, Fetch, replica and
-    KRaft Fetch, FetchSnapshot...) in place: every decoded records value (``{"batches": ...}``) under
-    a struct that names its topic (``Name``, ``Topic``, ``TopicName``, or ``TopicId`` through
-    ``topic_name(id)``). FetchSnapshot's ``UnalignedRecords`` of ``__cluster_metadata`` are KRaft
-    records like any other. Returns the number of batches decoded so."""
-    n = 0
+def records_by_topic(body: Any, topic_name: Callable[[str], str | None] | None = None,
+                     max_depth: int = 32) -> Iterator[tuple[str | None, dict[str, Any]]]:
+    """Every decoded records value (``{"batches": ...}``) of a message body, with the topic the
+    struct above it names (``Name``, ``Topic``, ``TopicName``, or ``TopicId`` through
+    ``topic_name(id)``; None when nothing names it), in body order; nothing below ``max_depth``."""
 
-    def walk(node: Any, topic: str | None, depth: int) -> None:
-        nonlocal n
-        if depth > 32:
+    def walk(node: Any, topic: str | None, depth: int) -> Iterator[tuple[str | None, dict[str, Any]]]:
+        if depth > max_depth:
             return
         if isinstance(node, list):
             for x in node:
-                walk(x, topic, depth + 1)
+                yield from walk(x, topic, depth + 1)
             return
         if not isinstance(node, dict):
             return
-        if isinstance(node.get("batches"), list):  # a decoded records value
-            if topic is not None and is_internal(topic):
-                for b in node["batches"]:
-                    if isinstance(b, dict):
-                        decode_internal_batch(b, topic, show_secrets)
-                        n += 1
+        if isinstance(node.get("batches"), list):
+            yield topic, node
             return
         for k in _TOPIC_KEYS:
             t = node.get(k)
@@ -327,7 +321,22 @@ def decode_internal_records(body: Any, topic_name: Any = None, show_secrets: boo
                     topic = named
         for v in node.values():
             if isinstance(v, (dict, list)):
-                walk(v, topic, depth + 1)
+                yield from walk(v, topic, depth + 1)
 
-    walk(body, None, 0)
+    return walk(body, None, 0)
+
+
+def decode_internal_records(body: Any, topic_name: Callable[[str], str | None] | None = None,
+                            show_secrets: bool = False) -> int:
+    """In a decoded message body, decode the records of internal topics (Produce, Fetch, replica and
+    KRaft Fetch, FetchSnapshot...) in place: every decoded records value under a struct that names
+    its topic (``records_by_topic``). FetchSnapshot's ``UnalignedRecords`` of ``__cluster_metadata``
+    are KRaft records like any other. Returns the number of batches decoded so."""
+    n = 0
+    for topic, records in records_by_topic(body, topic_name):
+        if topic is not None and is_internal(topic):
+            for b in records["batches"]:
+                if isinstance(b, dict):
+                    decode_internal_batch(b, topic, show_secrets)
+                    n += 1
     return n

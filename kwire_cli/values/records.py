@@ -18,11 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kwire_cli.codec.internal import is_internal
+from kwire_cli.codec.internal import is_internal, records_by_topic
 from kwire_cli.records.forms import raw_bytes
 from kwire_cli.values.decoder import Decoded, ValueDecoder
 
-_TOPIC_KEYS = ("Name", "Topic", "TopicName")
 MAX_DEPTH = 32
 
 _current: ValueDecoder | None = None
@@ -122,29 +121,7 @@ def decode_body(body: Any, decoder: ValueDecoder | None = None) -> int:
     if decoder is None:
         return 0
     changed = 0
-
-    def walk(node: Any, topic: str | None, depth: int) -> None:
-        nonlocal changed
-        if depth > MAX_DEPTH:
-            return
-        if isinstance(node, list):
-            for x in node:
-                walk(x, topic, depth + 1)
-            return
-        if not isinstance(node, dict):
-            return
-        if isinstance(node.get("batches"), list):
-            if not is_internal(topic):
-                changed += decode_batches(node, decoder)
-            return
-        for k in _TOPIC_KEYS:
-            t = node.get(k)
-            if isinstance(t, str) and t:
-                topic = t
-                break
-        for v in node.values():
-            if isinstance(v, (dict, list)):
-                walk(v, topic, depth + 1)
-
-    walk(body, None, 0)
+    for topic, records in records_by_topic(body, max_depth=MAX_DEPTH):
+        if not is_internal(topic):
+            changed += decode_batches(records, decoder)
     return changed
