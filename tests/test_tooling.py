@@ -284,7 +284,6 @@ COMPLEXITY_EXEMPT_BASELINE: dict[str, set[str]] = {
     "kwire_cli/tls/keylog.py": {"C901"},
     "kwire_cli/values/decoder.py": {"C901"},
     "kwire_cli/values/fields.py": {"C901"},
-    "kwire_cli/values/records.py": {"C901"},
     "kwire_cli/whatif.py": {"C901"},
     "scripts/check_imports.py": {"C901"},
     "scripts/record/proxy.py": {"C901"},
