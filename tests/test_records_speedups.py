@@ -7,7 +7,7 @@ same dicts with the same keys in the same order, the same values of the same typ
 Results are compared by ``repr``, which shows key order and tells 1 from True and "a" from b"a".
 
 The native function answers NotImplemented for what it leaves to Python (switched off, a Timestamp
-or Offset outside int64, ...); ``_v2_records_native`` then runs ``_v2_records_fast``. The tests check
+or Offset outside int64, ...); ``v2fast.v2_records_native`` then runs ``v2fast.v2_records_fast``. The tests check
 that result as well as how often the C code really decided on its own.
 """
 from __future__ import annotations
@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kwire_cli.records.v2 as D
+import kwire_cli.records.v2fast as F
 from kwire_cli.codec import compiler
 from kwire_cli.records import decode_records
 from kwire_cli.records import native as records_native
@@ -61,8 +62,8 @@ def raw_native(args):
 
 def compare(args, tally: Counter | None = None):
     """C and Python fast paths on the same arguments: the same outcome; counts what C decided."""
-    py = outcome(D._v2_records_fast, *args)
-    native = outcome(D._v2_records_native, *args)
+    py = outcome(F.v2_records_fast, *args)
+    native = outcome(F.v2_records_native, *args)
     assert native == py, f"native {native[:300]} != python {py[:300]} for {args[0].hex()[:400]} {args[1:]}"
     if tally is not None:
         r = raw_native(args)
@@ -79,7 +80,7 @@ def compare(args, tally: Counter | None = None):
 def collect_calls(run) -> list[tuple]:
     """The arguments of every fast-path call _decode_v2 makes while ``run()`` decodes."""
     calls = []
-    fast = D._v2_records_fast
+    fast = F.v2_records_fast
 
     def spy(*args):
         calls.append(args)
@@ -248,7 +249,7 @@ def record(rng) -> tuple[bytes, int]:
 
 
 def section(rng) -> tuple:
-    """(rb, count, base_offset, base_ts, room) for _v2_records_fast: mostly valid, often not."""
+    """(rb, count, base_offset, base_ts, room) for v2_records_fast: mostly valid, often not."""
     n = rng.choice((0, 1, 1, 2, 3, 5, 8, 20))
     parts, headers = [], 0
     for _ in range(n):
@@ -313,7 +314,7 @@ def test_edges_by_hand():
     cases = []
     rec = bytes([0x00, 0x00, 0x00, 0x02, 0x61, 0x02, 0x62, 0x00])
     ok = bytes([zz(len(rec))]) + rec
-    assert D._v2_records_fast(ok, 1, 0, 0)[0]["Key"] == {"text": "a"}
+    assert F.v2_records_fast(ok, 1, 0, 0)[0]["Key"] == {"text": "a"}
     cases += [(ok, 1, 0, 0), (ok, 0, 0, 0), (ok, 2, 0, 0), (ok, -5, 0, 0), (b"", 0, 0, 0), (b"", -1, 0, 0),
               (b"", 0, 0, 0, -1), (ok, 1, INT64_MAX, INT64_MAX), (ok, 1, INT64_MIN, INT64_MIN),
               (ok, 1, 1 << 64, 0), (ok, 1, 0, -(1 << 64)), (ok, 1 << 70, 0, 0), (ok, 1, 0, 0, 1 << 80)]
@@ -379,12 +380,12 @@ def test_no_references_leak_on_any_path():
 @needs_native
 def test_the_native_path_is_chosen_and_use_speedups_false_runs_python():
     decode_records(fuzzlib.records_fields()[0])
-    assert D._v2_records is D._v2_records_native
+    assert D._v2_records is F.v2_records_native
     body = bytes([0x00, 0x00, 0x00, 0x02, 0x61, 0x02, 0x62, 0x00])
     rb = bytes([zz(len(body))]) + body
     assert isinstance(raw_native((rb, 1, 0, 0, 5)), list)
     calls = []
-    fast = D._v2_records_fast
+    fast = F.v2_records_fast
 
     def spy(*args):
         calls.append(args)
@@ -392,10 +393,10 @@ def test_the_native_path_is_chosen_and_use_speedups_false_runs_python():
     prev = compiler.use_speedups(False)
     try:
         assert raw_native((rb, 1, 0, 0, 5)) is NotImplemented
-        D._v2_records_fast = spy
-        assert D._v2_records_native(rb, 1, 0, 0, 5) == fast(rb, 1, 0, 0, 5) and len(calls) == 1
+        F.v2_records_fast = spy
+        assert F.v2_records_native(rb, 1, 0, 0, 5) == fast(rb, 1, 0, 0, 5) and len(calls) == 1
     finally:
-        D._v2_records_fast = fast
+        F.v2_records_fast = fast
         compiler.use_speedups(prev)
     # a bytearray (what decompression makes) is read as bytes are
     assert raw_native((bytearray(rb), 1, 0, 0, 5)) == fast(rb, 1, 0, 0, 5)
@@ -408,8 +409,8 @@ def test_the_native_path_is_chosen_and_use_speedups_false_runs_python():
 
 
 def test_kwire_no_speedups_picks_the_python_fast_path():
-    code = ("import kwire_cli.records.v2 as D\n"
-            "print(D._pick_v2_records() is D._v2_records_fast)\n")
+    code = ("import kwire_cli.records.v2fast as F\n"
+            "print(F.pick_v2_records() is F.v2_records_fast)\n")
     env = dict(os.environ, KWIRE_NO_SPEEDUPS="1")
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout.split()

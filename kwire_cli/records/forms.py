@@ -3,7 +3,7 @@
 ``show_bytes``: ``{"text": s}`` for valid, printable UTF-8 (tab, CR and LF allowed), else
 ``{"hex": "..."}``; either gives back the exact bytes (``raw_bytes``). Header keys are plain
 strings, or ``{"hex": ...}`` when not valid UTF-8 (``header_key``). ``PLAIN`` is the translate
-table the record decoders detect text with (see ``v2._v2_records_fast``).
+table the record decoders detect text with (see ``v2fast.v2_records_fast``).
 
 Inside a frame budget (``limits.frame_budget``) the forms these two make are charged to the
 frame's byte allowance (--max-decompressed), by what they hold: a hex form twice the bytes, a
