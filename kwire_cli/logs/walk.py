@@ -203,7 +203,7 @@ class LogWalk:
     def state_file(self, lf: Any) -> int:
         """A producer state snapshot's entries or a transaction index's aborted transactions; returns
         how many problems the broker would refuse the file for (each also a damage line)."""
-        from kwire_cli.logs.state import MAX_SNAPSHOT_BYTES, read_producer_snapshot, read_txn_index
+        from kwire_cli.logs.state import MAX_SNAPSHOT_BYTES, iter_producers, read_txn_index, scan_producer_snapshot
         try:
             with open(lf.path, "rb") as f:
                 if lf.kind == "txn-index":
@@ -221,11 +221,11 @@ class LogWalk:
                     self.damage(lf, f"{size} bytes: larger than any producer state snapshot ({MAX_SNAPSHOT_BYTES} "
                                     "at most read), not read")
                     return 1
-                snap = read_producer_snapshot(f.read())
+                snap = scan_producer_snapshot(f)  # streamed: the CRC a megabyte at a time, then the entries
+                self.out.producer_snapshot(snap.to_json(), iter_producers(f, snap))
         except OSError as e:
             raise KwireError(f"{lf.path}: {e.strerror or e}") from None
-        self.out.producer_snapshot(snap.to_json(), snap.entries)
-        self.summary["producers"] += len(snap.entries)
+        self.summary["producers"] += snap.producers
         for problem in snap.problems:
             self.damage(lf, problem)
         return len(snap.problems)

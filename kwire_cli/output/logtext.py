@@ -11,7 +11,7 @@ line escaped for a terminal once.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any, Protocol
 
 from kwire_cli.render.safe import escape
@@ -144,7 +144,7 @@ class LogWriter:
     def aborted_txn(self, item: dict[str, Any]) -> None:
         self.emit({**self.head, "type": "aborted-txn", **item})
 
-    def producer_snapshot(self, snapshot: dict[str, Any], producers: list[dict[str, Any]]) -> None:
+    def producer_snapshot(self, snapshot: dict[str, Any], producers: Iterable[dict[str, Any]]) -> None:
         self.emit({**self.head, **snapshot})
         for p in producers:
             self.emit({**self.head, "type": "producer", **p})
@@ -235,10 +235,11 @@ class TableLogWriter(LogWriter):
         self.line(f"  aborted transaction  producer {item['producer_id']}  offsets "
                   f"{item['first_offset']}-{item['last_offset']}  last stable offset {item['last_stable_offset']}")
 
-    def producer_snapshot(self, snapshot: dict[str, Any], producers: list[dict[str, Any]]) -> None:
+    def producer_snapshot(self, snapshot: dict[str, Any], producers: Iterable[dict[str, Any]]) -> None:
         if snapshot.get("version") is not None:
+            n = snapshot["producers"]
             self.line(f"  producer state snapshot  version {snapshot['version']}  crc 0x{snapshot['crc']:08x}  "
-                      f"{len(producers)} producer{'' if len(producers) == 1 else 's'}")
+                      f"{n} producer{'' if n == 1 else 's'}")
         for p in producers:
             txn = p["current_txn_first_offset"]
             self.line(f"  producer {p['producer_id']}  epoch {p['producer_epoch']}  last sequence "
