@@ -177,3 +177,29 @@ def test_connections_name_the_tls_version_their_handshake_gave(name, version):
                          env={"PYTHONPATH": str(REPO)}, check=True).stdout
     conns = json.loads(out)["connections"]
     assert conns and {c["tls_version"] for c in conns} == {version}
+
+
+def test_answers_sharing_a_correlation_id_across_parts_pair_as_in_one_pass():
+    """An answer whose request is in another part waits for it; two such answers with one correlation
+    id (a request that did not decode, answered, then sent again) both wait, and the request meets
+    the first answer after it, in whatever order the parts merge."""
+    import itertools
+    req = next(r for r in ROWS if r["kind"] == "request" and r["api_name"] == "Produce")
+    resp = next(r for r in ROWS if r["kind"] == "response" and r["file"] == req["file"]
+                and r["src"] == req["dst"] and r["dst"] == req["src"]
+                and r["correlation_id"] == req["correlation_id"])
+    seq = [dict(resp, frame=1), dict(req, frame=2), dict(resp, frame=3)]  # an answer, then the pair
+    one = AnalysedSummary()
+    for pos, r in enumerate(seq):
+        one.add(r, pos)
+    want = {k: one.to_dict()[k] for k in SECTIONS}
+    assert not [e for e in want["expert"] if e["kind"] == "unanswered"]
+    for order in itertools.permutations(range(3)):
+        states = [AnalysedSummary() for _ in range(3)]
+        for pos, r in enumerate(seq):
+            states[pos].add(r, pos)
+        total = states[order[0]]
+        for i in order[1:]:
+            total.merge(states[i])
+        got = total.to_dict()
+        assert {k: got[k] for k in SECTIONS} == want, order

@@ -24,6 +24,7 @@ TXN_APIS = frozenset({INIT_PID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN})
 COMMITS = frozenset({OFFSET_COMMIT, TXN_OFFSET_COMMIT})
 MAX_PENDING = 10_000  # requests awaiting an answer per connection
 MAX_WAITING_CONNECTIONS = 50_000  # connections with requests awaiting an answer (memory stays bounded)
+MAX_SAME_ID = 64  # answers awaiting their request that share one correlation id, per connection
 
 
 class Analysis:
@@ -38,9 +39,9 @@ class Analysis:
         self.series = Series()
         # (client, broker) -> correlation id -> (pos, api key, brief, what the sections keep)
         self.pending: dict[tuple[Any, ...], dict[Any, tuple[Any, ...]]] = {}
-        # (client, broker) -> correlation id -> (pos, api key, what the answer said): answers whose
-        # requests this part has not seen
-        self.orphans: dict[tuple[Any, ...], dict[Any, tuple[Any, ...]]] = {}
+        # (client, broker) -> correlation id -> [(pos, api key, what the answer said), ...]: answers
+        # whose requests this part has not seen, in order (several answers may share an id)
+        self.orphans: dict[tuple[Any, ...], dict[Any, list[tuple[Any, ...]]]] = {}
 
     def add(self, r: dict[str, Any], pos: Any) -> None:
         self.traffic.add(r, pos)
@@ -94,15 +95,22 @@ class Analysis:
             if p is not None and not p:
                 del self.pending[conn]  # (memory stays flat over many connections)
             if got is None:  # its request is in another part (spark-decode cuts a heavy connection)
-                o = self.orphans.get(conn)
-                if o is None:
-                    if len(self.orphans) >= MAX_WAITING_CONNECTIONS:
-                        return
-                    o = self.orphans[conn] = {}
-                if len(o) < MAX_PENDING:
-                    o[corr] = (pos, key, ext)
+                self._orphan(conn, corr, (pos, key, ext))
                 return
             self._apply(key, pos, got[3], ext)
+
+    def _orphan(self, conn: tuple[Any, ...], corr: Any, answer: tuple[Any, ...]) -> None:
+        o = self.orphans.get(conn)
+        if o is None:
+            if len(self.orphans) >= MAX_WAITING_CONNECTIONS:
+                return
+            o = self.orphans[conn] = {}
+        same = o.get(corr)
+        if same is None:
+            if len(o) < MAX_PENDING:
+                o[corr] = [answer]
+        elif len(same) < MAX_SAME_ID:
+            same.append(answer)
 
     def _keep(self, r: dict[str, Any], pos: Any, key: int, keep: Any) -> None:
         conn = (r["src"], r["dst"])
@@ -153,22 +161,27 @@ class Analysis:
         self.producers.merge(o.producers)
         self.expert.merge(o.expert)
         self.series.merge(o.series)
-        # answers whose requests are in the other part meet them now (positions order them)
+        # answers whose requests are in the other part meet them now (positions order them: a request
+        # is answered by the first answer with its correlation id after it, as in one pass)
         for conn, orphans in o.orphans.items():
             p = self.pending.get(conn)
-            for corr, (pos, key, ext) in orphans.items():
-                got = p.get(corr) if p is not None else None
-                if p is not None and got is not None and got[0] < pos:
-                    del p[corr]
-                    self._apply(key, pos, got[3], ext)
-                else:
-                    self.orphans.setdefault(conn, {})[corr] = (pos, key, ext)
+            for corr, answers in orphans.items():
+                for pos, key, ext in sorted(answers, key=lambda a: a[0]):
+                    got = p.get(corr) if p is not None else None
+                    if p is not None and got is not None and got[0] < pos:
+                        del p[corr]
+                        self._apply(key, pos, got[3], ext)
+                    else:
+                        self._orphan(conn, corr, (pos, key, ext))
         for conn, reqs in o.pending.items():
             mine = self.orphans.get(conn)
             for corr, req in reqs.items():
-                e = mine.get(corr) if mine is not None else None
-                if mine is not None and e is not None and req[0] < e[0]:
-                    del mine[corr]
+                same = mine.get(corr) if mine is not None else None
+                e = min((a for a in same if req[0] < a[0]), key=lambda a: a[0], default=None) if same else None
+                if mine is not None and same is not None and e is not None:
+                    same.remove(e)
+                    if not same:
+                        del mine[corr]
                     self._apply(e[1], e[0], req[3], e[2])
                 else:
                     self.pending.setdefault(conn, {})[corr] = req
