@@ -39,7 +39,8 @@ _kwire_summary.json (the `kwire pcap --summary` JSON, its answers included: late
 broker and client, connections, who, groups, lag, commits, producers, expert) and _kwire_result.json.
 
 \b
-Spark's progress bars go to stderr (KWIRE_NO_PROGRESS=1 turns them off), then one line:
+Spark's progress bars go to stderr when it is a terminal (KWIRE_NO_PROGRESS=1 turns them off), then
+one line:
 files, packets, frames, decoded, undecodable, rows written, failed files, elapsed.
 
 \b
@@ -146,7 +147,7 @@ def spark_decode(inputs, out, fmt, master, ports, partitions, split_size, raw_re
     try:
         res = run(inputs, out, fmt=fmt, master=master, ports=ports, partitions=partitions,
                   split_size=split_size << 20, raw_records=raw_records, overwrite=overwrite, conf=conf,
-                  progress=not os.environ.get("KWIRE_NO_PROGRESS"),
+                  progress=not os.environ.get("KWIRE_NO_PROGRESS") and sys.stderr.isatty(),
                   ship={"auto": None, "always": True, "never": False}[ship_code], limits=tuple(limits),
                   show_secrets=show_secrets, on_skip=note_skipped, on_refused=note_refused, keylog=keylog,
                   strict=strict,
