@@ -320,5 +320,7 @@ def test_frame_prints_that_frames_tree():
     assert lines[0].endswith(f"frame {row['frame']}  {row['src']} -> {row['dst']}")
     assert lines[1].startswith(f"Produce v{row['api_version']} request")
     assert f"CorrelationId: {row['correlation_id']}" in r.out and "TopicData" in r.out
-    assert kwire("pcap", cap, "--frame", "1").out == ""  # a packet that completes no frame: nothing
+    none = kwire("pcap", cap, "--frame", "1")  # a packet that completes no frame: one line saying so
+    assert none.code == 1 and none.out == "" and none.err.startswith("kwire: error: --frame: no Kafka frame")
+    assert len(none.err.splitlines()) == 1
     assert kwire("pcap", cap, "--frame", "4", "--format", "jsonl").code == 2

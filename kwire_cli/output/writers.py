@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
 from kwire_cli.capture.rows import json_ordered
+from kwire_cli.errors import InputError
 from kwire_cli.render.safe import escape, json_text
 
 from .table import Clock, Layout, table_cells, table_headings
@@ -208,6 +209,11 @@ class TreeWriter(RowWriter):
                                 row.get("size"), header_struct=hs, header_version=hv,
                                 body_struct=api.spec(kind).struct, error=row.get("error"),
                                 notes=row.get("notes") or (), violations=row.get("violations") or ()))
+
+    def finish(self, _summary: dict[str, Any]) -> None:
+        if not self.shown:
+            raise InputError("--frame: no Kafka frame ends at that packet (kwire pcap --format jsonl lists the "
+                             "frames' numbers; --filter may leave it out)")
 
     def flush(self) -> None:
         self.out.flush()
