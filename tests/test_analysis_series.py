@@ -8,7 +8,7 @@ import pytest
 
 from kwire_cli.analysis import AnalysedSummary, series
 from kwire_cli.analysis.dist import percentile
-from kwire_cli.analysis.names import topic_name
+from kwire_cli.capture.names import topic_name
 from test_analysis import ROWS, sections
 
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kwire_cli.analysis.names import error_code, topic_name
+from kwire_cli.analysis.names import error_code
+from kwire_cli.capture.names import topic_name
 from kwire_cli.spec.error_codes import error_name
 
 JOIN, SYNC, HEARTBEAT, LEAVE = 11, 14, 12, 13

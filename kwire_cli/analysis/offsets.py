@@ -10,9 +10,10 @@ committed offset.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
-from kwire_cli.analysis.names import topic_name
+from kwire_cli.capture.names import topic_name
 
 FETCH, OFFSET_COMMIT, TXN_OFFSET_COMMIT = 1, 8, 28
 
@@ -122,14 +123,7 @@ class Offsets:
         return r.get("ts"), ok
 
     def commit_apply(self, pos: Any, req: Any, ext: Any) -> None:
-        if req is None or ext is None:
-            return
-        group, offs = req
-        ts, ok = ext
-        for name, part in ok:
-            off = offs.get((name, part))
-            if not isinstance(off, int):
-                continue
+        for group, name, part, off, ts in committed(req, ext):
             k = (group, name, part)
             e = self.commits.get(k)
             if e is None:
@@ -182,3 +176,16 @@ class Offsets:
                         "high_watermark": hw[1] if hw else None,
                         "committed_lag": hw[1] - off if hw else None})
         return out
+
+
+def committed(req: Any, ext: Any) -> Iterator[tuple[Any, str, Any, int, Any]]:
+    """(group, topic, partition, offset, answer's time) of each partition an OffsetCommit answer
+    accepted, from ``Offsets.commit_request``'s and ``commit_extract``'s data."""
+    if req is None or ext is None:
+        return
+    group, offs = req
+    ts, ok = ext
+    for name, part in ok:
+        off = offs.get((name, part))
+        if isinstance(off, int):
+            yield group, name, part, off, ts

@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from kwire_cli.analysis.dist import Dist
-from kwire_cli.analysis.names import error_code, topic_name
+from kwire_cli.analysis.names import error_code
+from kwire_cli.capture.names import topic_name
 from kwire_cli.spec.error_codes import error_name
 
 PRODUCE, INIT_PID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN = 0, 22, 24, 25, 26

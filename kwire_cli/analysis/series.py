@@ -18,7 +18,8 @@ from typing import Any
 
 from kwire_cli.analysis.dist import percentile
 from kwire_cli.analysis.groups import EPOCH_HEARTBEATS, HEARTBEAT
-from kwire_cli.analysis.names import topic_name
+from kwire_cli.analysis.offsets import committed
+from kwire_cli.capture.names import topic_name
 
 BASE_S = 0.001  # the narrowest bucket: 1 ms
 MAX_POINTS = 240  # buckets (points per series) at most
@@ -126,9 +127,8 @@ class Series:
     def width(self) -> float:
         return BASE_S * (1 << self.k)
 
-    def _put(self, kind: str, key: tuple[Any, ...], ts: Any, cell: Cell) -> None:
-        if not isinstance(ts, (int, float)) or not math.isfinite(ts):
-            return
+    def _grid(self, kind: str, key: tuple[Any, ...]) -> Grid:
+        """The buckets of one series, made on first use; past MAX_SERIES keys the ``(other)`` one."""
         series = self.data[kind]
         grid = series.get(key)
         if grid is None:
@@ -137,6 +137,12 @@ class Series:
                 grid = series.get(key)
             if grid is None:
                 grid = series[key] = {}
+        return grid
+
+    def _put(self, kind: str, key: tuple[Any, ...], ts: Any, cell: Cell) -> None:
+        if not isinstance(ts, (int, float)) or not math.isfinite(ts):
+            return
+        grid = self._grid(kind, key)
         i = math.floor(ts / self.width())
         old = grid.get(i)
         grid[i] = cell if old is None else COMBINE[kind](old, cell)
@@ -224,14 +230,8 @@ class Series:
 
     def commit(self, pos: Any, req: Any, ext: Any) -> None:
         """An OffsetCommit answer met its request (``Offsets.commit_request``/``commit_extract``'s data)."""
-        if req is None or ext is None:
-            return
-        group, offs = req
-        ts, ok = ext
-        for name, part in ok:
-            off = offs.get((name, part))
-            if isinstance(off, int):
-                self._put("commits", (group, name, part), ts, [pos, off])
+        for group, name, part, off, ts in committed(req, ext):
+            self._put("commits", (group, name, part), ts, [pos, off])
 
     def merge(self, o: Series) -> Series:
         if o.k > self.k:
@@ -242,14 +242,7 @@ class Series:
             for key, grid in theirs.items():
                 for i, cell in grid.items():
                     j = i >> shift
-                    series = self.data[kind]
-                    mine = series.get(key)
-                    if mine is None:
-                        if len(series) >= MAX_SERIES:
-                            key = (OTHER,) * len(key)
-                            mine = series.get(key)
-                        if mine is None:
-                            mine = series[key] = {}
+                    mine = self._grid(kind, key)
                     old = mine.get(j)
                     mine[j] = _copy(cell) if old is None else comb(old, cell)
                     self.used.add(j)

@@ -13,11 +13,11 @@ from typing import Any
 
 from kwire_cli.analysis.expert import MAX_LISTED, Expert
 from kwire_cli.analysis.groups import EPOCH_HEARTBEATS, HEARTBEAT, JOIN, LEAVE, SYNC, Groups
-from kwire_cli.analysis.names import topic_name
 from kwire_cli.analysis.offsets import FETCH, OFFSET_COMMIT, TXN_OFFSET_COMMIT, Offsets
 from kwire_cli.analysis.producers import ADD_OFFSETS, ADD_PARTITIONS, END_TXN, INIT_PID, PRODUCE, Producers
 from kwire_cli.analysis.series import Series
 from kwire_cli.analysis.traffic import Traffic
+from kwire_cli.capture.names import topic_name
 
 GROUP_APIS = frozenset({JOIN, SYNC, HEARTBEAT, LEAVE, *EPOCH_HEARTBEATS})
 TXN_APIS = frozenset({INIT_PID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN})

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from kwire_cli.analysis.dist import Dist
-from kwire_cli.analysis.names import endpoints, topic_name
+from kwire_cli.analysis.names import endpoints
+from kwire_cli.capture.names import topic_name
 
 MAX_NAMES = 1000  # topics, groups or transactional ids kept per connection and client id
 MAX_CONNECTIONS = 2000  # connections listed (the first by position); later ones are counted together

@@ -11,18 +11,22 @@ from kwire_cli.errors import CaptureError
 CHUNK = 1 << 20
 
 
+def _read_once(f: BinaryIO | Gunzip | Prefixed, n: int) -> bytes:
+    """One read of up to ``n`` bytes: b"" at end of file, and for a compressed stream cut short."""
+    try:
+        data = f.read(n)
+    except EOFError:
+        return b""
+    return b"" if data is None else data
+
+
 def read_fully(f: BinaryIO | Gunzip | Prefixed, n: int) -> bytes:
     """Read up to ``n`` bytes, looping over short reads; fewer only at end of file.
 
     A compressed stream cut short (gzip's EOFError) reads as the end of the file, so the record
     layer reports the truncated record like any other cut capture.
     """
-    try:
-        data = f.read(n)
-    except EOFError:
-        return b""
-    if data is None:
-        data = b""
+    data = _read_once(f, n)
     if len(data) >= n or not data:
         return data
     parts = [data]
@@ -45,12 +49,7 @@ def read_some(f: BinaryIO | Gunzip | Prefixed, least: int, most: int) -> bytes:
     the whole chunk at once; a stream (a pipe, a followed file: ``kwire_cli.capture.live``) gives
     what has arrived, so a packet is read as soon as its bytes are there and never waits for a
     chunk's worth of later packets."""
-    try:
-        data = f.read(most)
-    except EOFError:
-        return b""
-    if data is None:
-        data = b""
+    data = _read_once(f, most)
     if len(data) >= least or not data:
         return data
     more = read_fully(f, least - len(data))

@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from kwire_cli.capture.names import topic_name
 from kwire_cli.capture.rows import COLUMNS
 from kwire_cli.render.safe import escape
 
@@ -125,12 +126,8 @@ def _topics(body: dict[str, Any], names: dict[str, Any] | None) -> str:
     for e in entries[:_MAX_TOPICS]:
         if type(e) is not dict:
             continue
-        name = e.get("Name", e.get("Topic", e.get("TopicName")))
-        if not name and e.get("TopicId") is not None:
-            tid = e["TopicId"]
-            name = (names or {}).get(tid) or tid
         parts = _partitions(e)
-        shown.append(f"{name or '?'}" + (f"[{','.join(map(str, parts[:8]))}{',...' if len(parts) > 8 else ''}]"
+        shown.append(topic_name(e, names) + (f"[{','.join(map(str, parts[:8]))}{',...' if len(parts) > 8 else ''}]"
                                          if parts else ""))
     more = len(entries) - _MAX_TOPICS
     return " ".join(shown) + (f" +{more} topics" if more > 0 else "")
