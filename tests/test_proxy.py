@@ -366,6 +366,44 @@ def test_a_decoding_side_that_falls_behind_costs_frames_not_waiting():
     assert len(ch.result) == taken
 
 
+def test_the_proxy_says_how_far_behind_decoding_is_and_when_it_caught_up():
+    """The decoding side says how far it got while it works: frames put and not decoded yet are
+    counted (frames, bytes, the time of the last one decoded), the note says so, and says so at once
+    when frames are first not shown; once it has read everything, the note says it caught up."""
+    import asyncio
+
+    from kwire_cli.proxy.decoding import DecodeChannel
+    from kwire_cli.proxy.server import lag_note
+    loop = asyncio.new_event_loop()
+    try:
+        ch = DecodeChannel(_ListSink(delay=0.1), backlog=1 << 20)
+        ch.start(loop)
+        big = struct_frame(1, 100 << 10)
+        t0 = time.time()
+        taken = sum(ch.put(("proxy", i, t0, "a", "b", "a<->b", "request", 0, 9, 1, None, None, None, 1), [],
+                           big, len(big)) for i in range(30))
+        assert 5 < taken < 30 and ch.not_shown == 30 - taken
+        loop.run_until_complete(asyncio.sleep(0.5))  # a word or two from the decoding side
+        frames, size, ts = ch.lag()
+        assert 0 < frames < taken and size > frames * len(big) and ts == t0
+        text, told = lag_note(ch, (t0, 0, False), t0 + 2, True)  # frames lost: said at once
+        assert text.startswith(f"decoding is behind: {frames:,} frames (") and "forwarded 2.0 s ago" in text
+        assert f"{ch.not_shown:,} frames not shown so far (forwarded and in the --write-pcap file" in text
+        assert told == (t0 + 2, ch.not_shown, True)
+        assert lag_note(ch, told, t0 + 3, True) is None  # behind, said a second ago: not again yet
+        deadline = time.monotonic() + 30
+        while ch.lag()[0] and time.monotonic() < deadline:
+            loop.run_until_complete(asyncio.sleep(0.05))
+        assert ch.lag() == (0, 0, t0)
+        assert lag_note(ch, told, t0 + 9, True) == (f"decoding caught up ({ch.not_shown:,} frames not shown in all)",
+                                                    (t0 + 9, ch.not_shown, False))
+        assert lag_note(ch, (t0 + 9, ch.not_shown, False), t0 + 20, True) is None
+        ch.close()
+    finally:
+        loop.close()
+    assert len(ch.result) == taken
+
+
 # ------------------------------------------------------------------------------------------------
 # real clients through the proxy to tansu
 

@@ -91,6 +91,7 @@ def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, wri
     from kwire_cli.output.show import FrameRows, RowPrinter
     from kwire_cli.output.writers import JsonLinesWriter, RecordsWriter, TableWriter, write_summary
     from kwire_cli.proxy import Proxy, ProxyConfig
+    from kwire_cli.proxy.decoding import RowsOnly
 
     targets = [_hostport(b, "--broker") for b in brokers]
     lhost, lport = _hostport(listen, "--listen")
@@ -137,8 +138,10 @@ def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, wri
         writer = JsonLinesWriter(out)
     writer.start()
     writer.flush()
+    # the summary is counted only when it is printed: for the rows alone it is work (a pass over every
+    # record of every Produce request) the decoding process would spend falling behind
     sink = FrameRows(Conversation(show_secrets=show_secrets),
-                     RowPrinter(writer, keep, live=True, summary=AnalysedSummary()))
+                     RowPrinter(writer, keep, live=True, summary=AnalysedSummary() if summary else RowsOnly()))
 
     def on_note(text: str) -> None:
         diagnostic("note", text)

@@ -16,7 +16,11 @@ after the last frame, sends back ``sink.result()`` (the summary) and the errors 
 
 On the socket a frame is ``>II`` (length of the pickled fields, length of the frame) then the
 pickled ``(fields, notes)`` then the frame's bytes as they are (size prefix included): the bytes
-are never pickled nor joined, ``sendmsg`` writes the parts of many frames as one.
+are never pickled nor joined, ``sendmsg`` writes the parts of many frames as one. The other way,
+the decoding side says how far it got, at most every ``PROGRESS_EVERY`` seconds while it works
+(``>I`` 0xFFFFFFFF, then ``>qqd``: the frames and the bytes it has read, the time of its last
+frame), so that the proxy knows how far behind it is (``DecodeChannel.lag``); at the end its
+result (``>I`` length, then the pickled result).
 """
 from __future__ import annotations
 
@@ -27,19 +31,25 @@ import itertools
 import multiprocessing
 import os
 import pickle
+import select
 import signal
 import socket
 import struct
 import sys
 import threading
+import time
 from collections import deque
 from typing import Any, Protocol
 
 from kwire_cli.capture.events import KafkaFrame
+from kwire_cli.capture.summary import Summary
 
 _HEAD = struct.Struct(">II")
 _LEN = struct.Struct(">I")
 _END = _HEAD.pack(0, 0)
+_PROGRESS = 0xFFFFFFFF
+_DONE = struct.Struct(">qqd")  # frames and bytes read, the time of the last frame
+PROGRESS_EVERY = 0.25  # seconds between the decoding side's word of how far it got
 MAX_ERRORS = 100
 NICE = 19  # the decoding process yields the CPU to everything else (forwarding, the clients, the brokers)
 IOV = 512  # parts per sendmsg (within IOV_MAX, 1024 on Linux)
@@ -52,6 +62,14 @@ class FrameSink(Protocol):
 
     def result(self) -> Any:
         """Picklable; handed back to the proxy when decoding ends."""
+
+
+class RowsOnly(Summary):
+    """The summary when the proxy prints none (no --summary): the rows are counted, nothing else is
+    read from them (counting the rest is a pass over every record of every Produce request)."""
+
+    def add(self, r: dict[str, Any], pos: Any = None) -> None:  # noqa: ARG002 (the rows are not read)
+        self.frames += 1
 
 
 def frame_fields(frame: KafkaFrame) -> tuple:
@@ -72,25 +90,85 @@ def _read_exact(f: Any, n: int) -> bytes:
     return bytes(data)
 
 
+READ = 1 << 20  # bytes the decoding side asks its socket for at once
+
+
+class _Incoming:
+    """The decoding side's reading: the socket read in big pieces (``READ``), messages cut out of
+    them; and its word back of how far it got, at most every ``PROGRESS_EVERY`` seconds while
+    frames keep coming, and once more when it has read everything there is (before it waits)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = b""
+        self.pos = 0
+        self.frames = self.done = 0      # read so far: frames, and bytes of them on the socket
+        self.ts = 0.0                    # the time of the last one
+        self.told = (0, time.monotonic())  # frames read at the last word, and when
+
+    def take(self, n: int) -> bytes:
+        """The next ``n`` bytes (EOFError: the socket ended first)."""
+        pos, buf = self.pos, self.buf
+        if len(buf) - pos >= n:
+            self.pos = pos + n
+            return buf[pos:pos + n]
+        parts, have = [buf[pos:]], len(buf) - pos
+        self.buf, self.pos = b"", 0
+        while True:
+            self._idle()
+            chunk = self.sock.recv(max(READ, n - have))
+            if not chunk:
+                raise EOFError
+            if have + len(chunk) >= n:
+                parts.append(chunk[:n - have])
+                self.buf, self.pos = chunk, n - have
+                return b"".join(parts)
+            parts.append(chunk)
+            have += len(chunk)
+
+    def read(self, frames: int, done: int, ts: float) -> None:
+        """So far ``frames`` frames of ``done`` bytes, the last one of time ``ts``: said if it is time."""
+        self.frames, self.done, self.ts = frames, done, ts
+        if time.monotonic() - self.told[1] >= PROGRESS_EVERY:
+            self._tell()
+
+    def _tell(self) -> None:
+        self.sock.sendall(_LEN.pack(_PROGRESS) + _DONE.pack(self.frames, self.done, self.ts))
+        self.told = (self.frames, time.monotonic())
+
+    def _idle(self) -> None:
+        """Before waiting for more: what was read since the last word is said, unless more comes
+        within PROGRESS_EVERY of that word."""
+        if self.frames == self.told[0]:
+            return
+        wait = max(0.0, self.told[1] + PROGRESS_EVERY - time.monotonic())
+        if not select.select([self.sock], [], [], wait)[0]:
+            self._tell()
+
+
 def consume(sock: socket.socket, sink: FrameSink) -> None:
     """The decoding side's loop: frames until the end mark, then the result back."""
-    f = sock.makefile("rb", buffering=1 << 20)
+    f = _Incoming(sock)
     errors: list[str] = []
     n_errors = 0
+    frames = done = 0
     try:
         while True:
-            lm, ld = _HEAD.unpack(_read_exact(f, _HEAD.size))
+            lm, ld = _HEAD.unpack(f.take(_HEAD.size))
             if not lm:
                 break
-            fields, notes = pickle.loads(_read_exact(f, lm))
-            data = _read_exact(f, ld)
-            frame = KafkaFrame._make((*fields[:7], data[4:], ld - 4, *fields[7:]))
+            fields, notes = pickle.loads(f.take(lm))
+            f.take(4)  # the frame's size prefix (ld - 4 is the size)
+            frame = KafkaFrame._make((*fields[:7], f.take(ld - 4), ld - 4, *fields[7:]))
             try:
                 sink.frame(frame, notes)
             except Exception as e:  # the proxy goes on whatever one frame's output does
                 n_errors += 1
                 if len(errors) < MAX_ERRORS:
                     errors.append(f"{type(e).__name__}: {e}")
+            frames += 1
+            done += _HEAD.size + lm + ld
+            f.read(frames, done, fields[2])
     except (EOFError, OSError):
         return  # the proxy went away: nobody to answer
     with contextlib.suppress(Exception):
@@ -101,7 +179,6 @@ def consume(sock: socket.socket, sink: FrameSink) -> None:
         result = pickle.dumps((None, [f"the decoding side's result: {type(e).__name__}: {e}"], n_errors + 1))
     with contextlib.suppress(OSError):
         sock.sendall(_LEN.pack(len(result)) + result)
-    f.close()
     sock.close()
 
 
@@ -154,6 +231,10 @@ class DecodeChannel:
         self._flushing: asyncio.Handle | None = None
         self.broken: str | None = None      # why frames cannot be sent any more
         self.not_shown = 0                  # frames dropped: the backlog was full (or decoding died)
+        self.taken = 0                      # frames handed over (not dropped), and their bytes on the socket
+        self.taken_bytes = 0
+        self.done = (0, 0, 0.0)             # the decoding side's last word: frames and bytes read, last frame's time
+        self._back = b""                    # what the decoding side sent, not read as a whole message yet
         self.result: Any = None
         self.errors: list[str] = []
         self.n_errors = 0
@@ -179,12 +260,42 @@ class DecodeChannel:
             self._worker.start()
         mine.setblocking(False)
         self.sock = mine
+        loop.add_reader(mine, self._read_back)
 
     def _abandon(self) -> None:
         """At exit: a decoding process still there (the proxy did not close) is killed."""
         if self._worker is not None and self._worker.is_alive():
             self._worker.kill()
             self._worker.join(5)
+
+    def _read_back(self) -> None:
+        """On the event loop: the decoding side's words of how far it got (the last one kept)."""
+        assert self.sock is not None
+        try:
+            data = self.sock.recv(1 << 16)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:  # the decoding side is gone: sending finds out and says so
+            self._loop.remove_reader(self.sock)  # type: ignore[union-attr]
+            return
+        self._back += data
+        self._progress()
+
+    def _progress(self) -> None:
+        """The whole progress messages at the start of ``_back`` read (a result stays for ``close``)."""
+        back, i, step = self._back, 0, _LEN.size + _DONE.size
+        while len(back) - i >= step and _LEN.unpack_from(back, i)[0] == _PROGRESS:
+            self.done = _DONE.unpack_from(back, i + _LEN.size)
+            i += step
+        self._back = back[i:]
+
+    def lag(self) -> tuple[int, int, float | None]:
+        """How far behind the decoding side is: frames and bytes handed over and not decoded yet,
+        and the time of the last frame it decoded (None: none yet)."""
+        frames, done, ts = self.done
+        return self.taken - frames, self.taken_bytes - done, (ts if frames else None)
 
     def put(self, fields: tuple, notes: list[str], frame: bytes | list, length: int | None = None) -> bool:
         """Hand a frame over (its ``frame_fields``): its bytes, or the list of its pieces (bytes-like,
@@ -203,6 +314,8 @@ class DecodeChannel:
             self.not_shown += 1
             return False
         self._pending += size
+        self.taken += 1
+        self.taken_bytes += size
         if self._writing:  # the socket is full: a copy waits (the chunks it came in are not kept)
             self._backlog.append(_HEAD.pack(len(meta), n) + meta)
             self._backlog.append(b"".join(pieces))
@@ -289,6 +402,21 @@ class DecodeChannel:
         self._pending = 0
         self._stop_writing()
 
+    def _result(self, f: Any) -> bytes:
+        """The decoding side's result (pickled), read after the progress messages before it."""
+        back = self._back
+        while True:
+            if len(back) < _LEN.size:
+                back += _read_exact(f, _LEN.size - len(back))
+            (n,) = _LEN.unpack_from(back)
+            size = _DONE.size if n == _PROGRESS else n
+            if len(back) < _LEN.size + size:
+                back += _read_exact(f, _LEN.size + size - len(back))
+            if n != _PROGRESS:
+                return back[_LEN.size:_LEN.size + n]
+            self.done = _DONE.unpack_from(back, _LEN.size)
+            back = back[_LEN.size + size:]
+
     def close(self, timeout: float = 120) -> None:
         """Blocking (run it off the event loop, after a last ``flush`` on it): the rest of the
         backlog, the end mark, then wait for the decoding side's result."""
@@ -296,6 +424,9 @@ class DecodeChannel:
         if sock is None:
             return
         self._stop_writing()
+        with contextlib.suppress(Exception):
+            if self._loop is not None:
+                self._loop.remove_reader(sock)
         if self._flushing is not None:  # not flushed on the loop: the frames go with the backlog
             self._flushing.cancel()
             self._flushing = None
@@ -312,8 +443,7 @@ class DecodeChannel:
                 self._backlog.clear()
                 sock.sendall(_END)
                 f = sock.makefile("rb")
-                (n,) = _LEN.unpack(_read_exact(f, _LEN.size))
-                self.result, self.errors, self.n_errors = pickle.loads(_read_exact(f, n))
+                self.result, self.errors, self.n_errors = pickle.loads(self._result(f))
                 f.close()
         except (OSError, EOFError, pickle.UnpicklingError) as e:
             self.broken = self.broken or f"the decoding side did not finish: {e}"

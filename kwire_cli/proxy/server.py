@@ -43,6 +43,9 @@ CLIENT, BROKER = 0, 1
 MAX_OPEN = 1000        # requests without an answer on a connection: past it, its requests wait (not read)
 MAX_NODE_PORTS = 1000  # local ports bound for brokers, without --node-ports (with it: its range)
 CLOSE = object()       # _response's answer when the connection must end instead (an answer that cannot be rewritten)
+LAG_CHECK = 1.0        # seconds between looks at how far behind the decoding side is
+LAG_NOTE = 5.0         # seconds between notes that it is behind (at once when frames are first not shown)
+BEHIND = 1.0           # seconds: decoding this far behind the forwarding is said
 
 
 @dataclass
@@ -97,12 +100,15 @@ class Proxy:
         self.decoded: Any = None            # the sink's result, when the proxy has stopped
         self.conns: set[_Conn] = set()      # the connections open now
         self._tasks: set[asyncio.Task] = set()
+        self._lag_timer: asyncio.TimerHandle | None = None
+        self._lag_told = (0.0, 0, False)     # when the last note was, the frames not shown then, whether behind
 
     # ------------------------------------------------------------------ listeners
     async def start(self) -> None:
         _more_files()
         self.loop = asyncio.get_running_loop()
         self.decoder.start(self.loop)  # first: the decoding process inherits no listener
+        self._lag_timer = self.loop.call_later(LAG_CHECK, self._watch_lag)
         host, port = self.config.listen
         try:
             srv = await self.loop.create_server(lambda: _End(_Conn(self, None), CLIENT), host, port,
@@ -156,7 +162,19 @@ class Proxy:
                                             ssl=self.config.listen_ssl)
         self.servers.append(srv)
 
+    def _watch_lag(self) -> None:
+        """Says, at most every LAG_NOTE seconds, how far behind the decoding side is when it is
+        (frames waiting for more than BEHIND seconds, or frames not shown), and when it caught up."""
+        assert self.loop is not None
+        self._lag_timer = self.loop.call_later(LAG_CHECK, self._watch_lag)
+        note = lag_note(self.decoder, self._lag_told, time.time(), self._pcap is not None)
+        if note is not None:
+            text, self._lag_told = note
+            self.on_note(text)
+
     async def close(self) -> None:
+        if self._lag_timer is not None:
+            self._lag_timer.cancel()
         for s in self.servers:
             s.close()
         for c in list(self.conns):
@@ -237,6 +255,30 @@ class Proxy:
         """To the decoding side: ``KafkaFrame``'s fields but its data (``frame_fields``), and the frame."""
         self.stats.frames += 1
         self.decoder.put(fields, notes, pieces, length)
+
+
+def lag_note(decoder: DecodeChannel, told: tuple[float, int, bool], now: float,
+             pcap: bool) -> tuple[str, tuple[float, int, bool]] | None:
+    """The note to give now on how far behind the decoding side is, if any, and what was told
+    (``told``: when the last note was, the frames not shown then, whether it said behind)."""
+    last, dropped_then, was_behind = told
+    frames, size, ts = decoder.lag()
+    age = now - ts if frames > 0 and ts is not None else 0.0
+    dropped = decoder.not_shown
+    behind = dropped > dropped_then or (frames > 0 and (ts is None or age >= BEHIND))
+    if behind:
+        first_loss = dropped > 0 and dropped_then == 0  # said at once
+        if now - last < LAG_NOTE and not first_loss:
+            return None
+        where = " (forwarded and in the --write-pcap file, not decoded)" if pcap else " (forwarded, not decoded)"
+        text = (f"decoding is behind: {frames:,} frames ({size / 1e6:,.1f} MB) wait"
+                + (f", the last one decoded was forwarded {age:.1f} s ago" if ts is not None and frames > 0 else "")
+                + (f"; {dropped:,} frames not shown so far{where}" if dropped else ""))
+        return text, (now, dropped, True)
+    if was_behind:
+        return (f"decoding caught up ({dropped:,} frames not shown in all)" if dropped else "decoding caught up"), \
+            (now, dropped, False)
+    return None
 
 
 def _prefix(pieces: list, n: int) -> bytes:
