@@ -527,6 +527,7 @@ def t_native_agrees(data: bytes, rng: random.Random, key: int | None = None, ver
     if getattr(plan, "py_decode", None) is None or plan.decode is plan.py_decode:
         return
     if header:
+        _frame_agrees(data, key, kind, version, rng.choice(("hex", "bytes", None)))
         data = data[4:]
     start = rng.randrange(0, 3) if len(data) > 3 and rng.random() < 0.1 else 0
     try:
@@ -540,6 +541,33 @@ def t_native_agrees(data: bytes, rng: random.Random, key: int | None = None, ver
     if got != want:
         raise AssertionError(f"native and Python decoders differ on {key} v{version} {kind}: "
                              f"{str(got)[:80]} vs {str(want)[:80]}")
+
+
+def _frame_agrees(data: bytes, key: int, kind: str, version: int, records: str | None) -> None:
+    """A whole frame through decode_request / decode_response with the native decoder on (its
+    whole-frame entry) and off: the same Message, or the same error."""
+    from kwire_cli.codec import decode_request, decode_response
+    from kwire_cli.codec.native import use_speedups
+    from kwire_cli.errors import KwireError
+
+    def outcome() -> object:
+        try:
+            if kind == "request":
+                return decode_request(data, records=records).to_json()
+            return decode_response(data, key, version, records=records).to_json()
+        except KwireError as e:
+            decoded = getattr(e, "decoded", None)
+            return ("error", type(e).__name__, str(e), decoded.to_json() if decoded is not None else None)
+
+    on = outcome()
+    previous = use_speedups(False)
+    try:
+        off = outcome()
+    finally:
+        use_speedups(previous)
+    if repr(on) != repr(off):  # repr: a NaN float64 equals itself there
+        raise AssertionError(f"whole-frame decode differs with the native decoder on and off ({key} v{version} "
+                             f"{kind}, records={records}): {repr(on)[:80]} vs {repr(off)[:80]}")
 
 
 TARGETS["native_agrees"] = t_native_agrees

@@ -282,6 +282,51 @@ def test_recorded_bodies_are_decoded_natively():
 
 
 @needs_native
+def test_whole_frame_entry_reads_recorded_frames_itself():
+    """decode_request / decode_response hand a frame to the native whole-frame entry first. Once the
+    (kind, records mode, api, version) has been looked up, the entry itself gives the Message the
+    path without the native decoder gives, for every recorded frame whose plans are native, and
+    None (the usual path decides, with its errors) for a frame cut short or one byte over, a
+    non-bytes buffer, a records mode it does not know, and with the native decoder off."""
+    from kwire_cli.codec import native
+    if native.decode_request_frame is None or native.decode_response_frame is None:
+        pytest.skip("the built extension predates the whole-frame entry: python setup.py build_ext --inplace")
+    reg = registry()
+    n = 0
+    for _path, kind, key, version, data in _frames():
+        api = reg.api(key)
+        hv = (request_header_version if kind == "request" else response_header_version)(api, version)
+        for records in ("bytes", "hex", None):
+            if not (header_plan(kind, hv).native and body_plan(api, version, kind, records).native):
+                continue
+            if kind == "request":
+                def entry(d, sp=None, r=records):
+                    return native.decode_request_frame(d, sp, r)
+            else:
+                def entry(d, sp=None, r=records, key=key, version=version):
+                    return native.decode_response_frame(d, key, version, sp, r)
+            on, off = both(_decode(kind, key, version, records), data)
+            assert same(on, off)
+            if on[0] != "ok":
+                assert entry(data) is None
+                continue
+            msg = entry(data)
+            assert msg is not None and same(("ok", msg.to_json()), off)
+            assert entry(data[4:], False).to_json() == msg.to_json()
+            assert entry(data[:-1], True) is None
+            assert entry(data + b"\0", True) is None
+            assert entry(bytearray(data)) is None
+            assert entry(data, None, "other") is None
+            previous = compiler.use_speedups(False)
+            try:
+                assert entry(data) is None
+            finally:
+                compiler.use_speedups(previous)
+            n += 1
+    assert n > 100
+
+
+@needs_native
 def test_decode_pair_gives_both_plans_values_for_whole_frames_only():
     """The one-call path of decode_request/decode_response (header then body, natively) gives the
     two plans' values when the body ends exactly at the frame's end, and None otherwise (cut, one

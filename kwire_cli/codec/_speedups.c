@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <structmember.h>
 
 enum {
     K_BOOL = 1, K_INT8, K_INT16, K_UINT16, K_INT32, K_UINT32, K_INT64, K_FLOAT64, K_UUID,
@@ -700,11 +701,238 @@ static PyObject *decode_pair(PyObject *mod, PyObject *const *args, Py_ssize_t na
     return r;
 }
 
+/* ------------------------------------------------------------------------- whole frames
+ *
+ * decode_request_frame / decode_response_frame: a whole frame (size prefix, header, body) into a
+ * codec.message.Message in one call, for what message.py has already looked up once: its
+ * "targets" (per kind, records mode, api key and version: the registry they came from, the
+ * header and body Programs, the api's key and name, the newest version the specs know), handed
+ * over with remember_target. None on anything else (no target yet, another registry in use, a
+ * version newer than the specs, a size prefix that does not fit, bytes either Program does not
+ * read whole, trailing bytes): message.py's own path then decides, and gives every error. */
+
+#define KW_MAX_KEY 256
+#define KW_MAX_VERSION 64
+#define KW_NMODES 4   /* records=None, "bytes", "hex", "decode" */
+
+typedef struct {
+    PyObject *registry;      /* NULL: no target */
+    ProgramObject *head;
+    ProgramObject *body;
+    PyObject *api_key;
+    PyObject *api_name;
+    int hi;
+} Target;
+
+static Target *g_targets[2][KW_NMODES][KW_MAX_KEY];  /* rows of KW_MAX_VERSION, made when first needed */
+static PyTypeObject *g_message;                      /* codec.message.Message (a slotted dataclass) */
+static PyObject *g_registry_fn;                      /* spec.registry.registry */
+#define KW_MESSAGE_FIELDS 10
+static Py_ssize_t g_slot[KW_MESSAGE_FIELDS];         /* offsets of Message's slots, in its field order */
+static PyObject *s_kind[2];                          /* "request", "response" */
+static PyObject *s_mode[KW_NMODES];                  /* None's place, "bytes", "hex", "decode" */
+
+static int records_mode_index(PyObject *records) {
+    if (records == Py_None)
+        return 0;
+    for (int i = 1; i < KW_NMODES; i++)
+        if (records == s_mode[i])
+            return i;
+    if (!PyUnicode_CheckExact(records))
+        return -1;
+    for (int i = 1; i < KW_NMODES; i++)
+        if (PyUnicode_Compare(records, s_mode[i]) == 0)
+            return i;
+    PyErr_Clear();
+    return -1;
+}
+
+/* frame_setup(Message, field names in Message's order, registry function) */
+static PyObject *frame_setup(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyType_Check(args[0]) || !PyTuple_Check(args[1])
+            || PyTuple_GET_SIZE(args[1]) != KW_MESSAGE_FIELDS || !PyCallable_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "frame_setup(Message, its 10 field names, registry)");
+        return NULL;
+    }
+    PyTypeObject *tp = (PyTypeObject *)args[0];
+    Py_ssize_t off[KW_MESSAGE_FIELDS];
+    for (Py_ssize_t i = 0; i < KW_MESSAGE_FIELDS; i++) {
+        PyObject *d = PyObject_GetAttr(args[0], PyTuple_GET_ITEM(args[1], i));
+        if (d == NULL)
+            return NULL;
+        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type)
+                 && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX
+                 && !(((PyMemberDescrObject *)d)->d_member->flags & READONLY);
+        if (ok)
+            off[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
+        if (!ok) {
+            PyErr_SetString(PyExc_TypeError, "Message's fields must be writable slots");
+            return NULL;
+        }
+    }
+    memcpy(g_slot, off, sizeof off);
+    Py_XSETREF(g_message, (PyTypeObject *)Py_NewRef(tp));
+    Py_XSETREF(g_registry_fn, Py_NewRef(args[2]));
+    Py_RETURN_NONE;
+}
+
+/* remember_target(is_response, records, key, version, registry, head, body, api key, api name, hi) */
+static PyObject *remember_target(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "remember_target takes 10 arguments");
+        return NULL;
+    }
+    int kind = PyObject_IsTrue(args[0]);
+    int mode = records_mode_index(args[1]);
+    long key = PyLong_AsLong(args[2]);
+    long version = PyLong_AsLong(args[3]);
+    long hi = PyLong_AsLong(args[9]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (mode < 0 || key < 0 || key >= KW_MAX_KEY || version < 0 || version >= KW_MAX_VERSION
+            || !Py_IS_TYPE(args[5], &ProgramType) || !Py_IS_TYPE(args[6], &ProgramType)
+            || !PyLong_CheckExact(args[7]) || !PyUnicode_CheckExact(args[8]))
+        Py_RETURN_FALSE;  /* not one the native entry reads: message.py's path keeps it */
+    Target **row = &g_targets[kind][mode][key];
+    if (*row == NULL && (*row = PyMem_Calloc(KW_MAX_VERSION, sizeof(Target))) == NULL)
+        return PyErr_NoMemory();
+    Target *t = &(*row)[version];
+    Py_XSETREF(t->registry, Py_NewRef(args[4]));
+    Py_XSETREF(t->head, (ProgramObject *)Py_NewRef(args[5]));
+    Py_XSETREF(t->body, (ProgramObject *)Py_NewRef(args[6]));
+    Py_XSETREF(t->api_key, Py_NewRef(args[7]));
+    Py_XSETREF(t->api_name, Py_NewRef(args[8]));
+    t->hi = (int)hi;
+    Py_RETURN_TRUE;
+}
+
+/* The Message for a frame whose header and body start at `start`; NULL with no exception set: not
+ * read here. */
+static PyObject *frame_message(int kind, const Target *t, PyObject *data, Py_ssize_t start, Py_ssize_t end,
+                               PyObject *version) {
+    PyObject *reg = PyObject_CallNoArgs(g_registry_fn);
+    if (reg == NULL)
+        return NULL;
+    Py_DECREF(reg);  /* the module keeps it; only its identity is compared */
+    if (reg != t->registry)
+        return NULL;
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(data);
+    Ctx hc = {b, t->head};
+    Ctx bc = {b, t->body};
+    Py_ssize_t pos = start;
+    PyObject *msg = NULL;
+    int gc_was_on = KW_GC_PAUSE();  /* as in program_vectorcall; the Message is made before it resumes */
+    PyObject *h = decode_struct(&hc, 0, &pos, end, 0, 0);
+    PyObject *d = h == NULL ? NULL : decode_struct(&bc, 0, &pos, end, 0, 0);
+    if (d != NULL && pos == end) {
+        PyObject *size = PyLong_FromSsize_t(end - start);
+        if (size != NULL)
+            msg = g_message->tp_alloc(g_message, 0);
+        if (msg != NULL) {
+            PyObject *v[KW_MESSAGE_FIELDS] = {t->api_key, t->api_name, version, s_kind[kind], h, d, size,
+                                              Py_None, NULL, NULL};
+            PyObject *empty = PyTuple_New(0);
+            v[8] = v[9] = empty;
+            for (int i = 0; i < KW_MESSAGE_FIELDS; i++)
+                *(PyObject **)((char *)msg + g_slot[i]) = Py_XNewRef(v[i]);
+            Py_XDECREF(empty);
+            if (empty == NULL)
+                Py_CLEAR(msg);
+        }
+        Py_XDECREF(size);
+    }
+    KW_GC_RESUME(gc_was_on);
+    Py_XDECREF(h);
+    Py_XDECREF(d);
+    if (msg == NULL && PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_Exception))
+        PyErr_Clear();  /* the usual path decides (KeyboardInterrupt and the like go through) */
+    return msg;
+}
+
+/* Where the message starts inside `data` given the caller's size_prefixed (None, True, False):
+ * 4 for a size prefix that fits, 0 for none; -1 for what the usual path decides (an error). */
+static Py_ssize_t frame_start(PyObject *data, PyObject *size_prefixed) {
+    Py_ssize_t n = PyBytes_GET_SIZE(data);
+    if (size_prefixed == Py_False)
+        return 0;
+    if (n >= 4 && (Py_ssize_t)(int32_t)be32((const unsigned char *)PyBytes_AS_STRING(data)) == n - 4)
+        return 4;
+    return size_prefixed == Py_None ? 0 : -1;
+}
+
+static inline PyObject *none_or_error(PyObject *msg) {
+    if (msg != NULL || PyErr_Occurred())
+        return msg;
+    Py_RETURN_NONE;
+}
+
+/* decode_request_frame(data, size_prefixed, records) -> Message or None */
+static PyObject *decode_request_frame(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "decode_request_frame(data, size_prefixed, records)");
+        return NULL;
+    }
+    PyObject *data = args[0];
+    if (!g_enabled || g_message == NULL || !PyBytes_CheckExact(data))
+        Py_RETURN_NONE;
+    Py_ssize_t start = frame_start(data, args[1]), end = PyBytes_GET_SIZE(data);
+    int mode = records_mode_index(args[2]);
+    if (start < 0 || mode < 0 || end - start < 4)
+        Py_RETURN_NONE;
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(data) + start;
+    int key = (int16_t)be16(b), version = (int16_t)be16(b + 2);
+    if (key < 0 || key >= KW_MAX_KEY || version < 0 || version >= KW_MAX_VERSION)
+        Py_RETURN_NONE;
+    Target *row = g_targets[0][mode][key];
+    if (row == NULL || row[version].registry == NULL || version > row[version].hi)
+        Py_RETURN_NONE;
+    PyObject *v = PyLong_FromLong(version);
+    if (v == NULL)
+        return NULL;
+    PyObject *msg = frame_message(0, &row[version], data, start, end, v);
+    Py_DECREF(v);
+    return none_or_error(msg);
+}
+
+/* decode_response_frame(data, api_key, api_version, size_prefixed, records) -> Message or None */
+static PyObject *decode_response_frame(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "decode_response_frame(data, api_key, api_version, size_prefixed, records)");
+        return NULL;
+    }
+    PyObject *data = args[0];
+    if (!g_enabled || g_message == NULL || !PyBytes_CheckExact(data) || !PyLong_CheckExact(args[1])
+            || !PyLong_CheckExact(args[2]))
+        Py_RETURN_NONE;
+    long key = PyLong_AsLong(args[1]), version = PyLong_AsLong(args[2]);
+    if ((key == -1 || version == -1) && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t start = frame_start(data, args[3]), end = PyBytes_GET_SIZE(data);
+    int mode = records_mode_index(args[4]);
+    if (start < 0 || mode < 0 || key < 0 || key >= KW_MAX_KEY || version < 0 || version >= KW_MAX_VERSION)
+        Py_RETURN_NONE;
+    Target *row = g_targets[1][mode][key];
+    if (row == NULL || row[version].registry == NULL || version > row[version].hi)
+        Py_RETURN_NONE;
+    return none_or_error(frame_message(1, &row[version], data, start, end, args[2]));
+}
+
 /* ------------------------------------------------------------------------- module */
 
 static PyMethodDef module_methods[] = {
     {"decode_pair", (PyCFunction)(void (*)(void))decode_pair, METH_FASTCALL,
      "decode_pair(head, body, buf, start, end) -> (header, body) or None"},
+    {"frame_setup", (PyCFunction)(void (*)(void))frame_setup, METH_FASTCALL,
+     "frame_setup(Message, its field names, registry): what decode_*_frame build and check"},
+    {"remember_target", (PyCFunction)(void (*)(void))remember_target, METH_FASTCALL,
+     "remember_target(is_response, records, key, version, registry, head, body, api_key, api_name, hi) -> bool"},
+    {"decode_request_frame", (PyCFunction)(void (*)(void))decode_request_frame, METH_FASTCALL,
+     "decode_request_frame(data, size_prefixed, records) -> Message or None"},
+    {"decode_response_frame", (PyCFunction)(void (*)(void))decode_response_frame, METH_FASTCALL,
+     "decode_response_frame(data, api_key, api_version, size_prefixed, records) -> Message or None"},
     KW_SWITCH_METHODS("every Program calls its Python fallback."),
     {NULL, NULL, 0, NULL},
 };
@@ -726,7 +954,14 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         return NULL;
     s_unknown_tags = PyUnicode_InternFromString("_unknown_tags");
     s_explicit_tags = PyUnicode_InternFromString("_explicit_tags");
-    if (s_unknown_tags == NULL || s_explicit_tags == NULL) {
+    s_kind[0] = PyUnicode_InternFromString("request");
+    s_kind[1] = PyUnicode_InternFromString("response");
+    s_mode[0] = Py_None;
+    s_mode[1] = PyUnicode_InternFromString("bytes");
+    s_mode[2] = PyUnicode_InternFromString("hex");
+    s_mode[3] = PyUnicode_InternFromString("decode");
+    if (s_unknown_tags == NULL || s_explicit_tags == NULL || s_kind[0] == NULL || s_kind[1] == NULL
+            || s_mode[1] == NULL || s_mode[2] == NULL || s_mode[3] == NULL) {
         Py_DECREF(m);
         return NULL;
     }

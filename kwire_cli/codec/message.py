@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
+from kwire_cli.codec import native
 from kwire_cli.codec.compiler import Plan, compile_plan
 from kwire_cli.codec.framing import frame, unframe
 from kwire_cli.codec.headers import request_header_version, response_header_version
@@ -31,7 +32,7 @@ _PEEK_AT = _PEEK.unpack_from
 _SIZE_AT = struct.Struct(">i").unpack_from
 
 
-@dataclass
+@dataclass(slots=True)
 class Message:
     api_key: int
     api_name: str
@@ -58,6 +59,12 @@ class Message:
             out["violations"] = [v.to_json() for v in self.violations]
         return out
 
+
+# The native whole-frame entry (codec/_speedups.c) builds Messages itself, filling these slots
+if native.frame_setup is not None:
+    native.frame_setup(Message, tuple(f.name for f in fields(Message)), registry)
+_request_frame = native.decode_request_frame if native.frame_setup is not None else None
+_response_frame = native.decode_response_frame if native.frame_setup is not None else None
 
 RECORDS_MODE = "decode"  # records fields are decoded into values by kwire_cli.records unless asked otherwise
 
@@ -153,6 +160,10 @@ def _target(key: int, version: int, kind: str, records: str | None, registry_now
     value = (api, header_plan(kind, hv), body_plan(api, lv, kind, records), label, label + " header",
              api.spec(kind).valid_versions.hi)
     _targets[(key, version, kind, records)] = (registry_now, value)
+    hplan, bplan = value[1], value[2]
+    if native.remember_target is not None and lv == version and hplan.native and bplan.native:
+        native.remember_target(kind == "response", records, key, version, registry_now, hplan.decode, bplan.decode,
+                               api.key, api.name, value[5])
     return value
 
 
@@ -169,6 +180,10 @@ def _assumed(api: Api, version: int, kind: str, msg: Message | None, err: Decode
 
 
 def decode_request(data: bytes, *, size_prefixed: bool | None = None, records: str | None = None) -> Message:
+    if _request_frame is not None:  # the whole frame in one native call; None: the path below decides
+        msg: Message | None = _request_frame(data, size_prefixed, records)
+        if msg is not None:
+            return msg
     if data.__class__ is not bytes:
         data = bytes(data)
     end = len(data)
@@ -231,6 +246,10 @@ def _assumed_read(api: Api, version: int, kind: str, hplan: Plan, bplan: Plan, d
 
 def decode_response(data: bytes, api_key: int | str, api_version: int, *,
                     size_prefixed: bool | None = None, records: str | None = None) -> Message:
+    if _response_frame is not None:  # the whole frame in one native call; None: the path below decides
+        msg: Message | None = _response_frame(data, api_key, api_version, size_prefixed, records)
+        if msg is not None:
+            return msg
     if data.__class__ is not bytes:
         data = bytes(data)
     reg = registry()

@@ -22,8 +22,8 @@ from kwire_cli.codec.runtime import MAX_DEPTH, min_size
 from kwire_cli.records import native as records_native
 from kwire_cli.spec.model import FieldSpec, FieldType, StructSpec
 
-__all__ = ["NATIVE_KIND", "PlanSource", "decode_pair", "describe", "extension", "speedups_available", "use_speedups",
-           "wrap"]
+__all__ = ["NATIVE_KIND", "PlanSource", "decode_pair", "decode_request_frame", "decode_response_frame", "describe",
+           "extension", "frame_setup", "remember_target", "speedups_available", "use_speedups", "wrap"]
 
 
 
@@ -43,6 +43,18 @@ extension = _load()  # the loaded plan interpreter, or None: pure Python
 # are native Programs that read the bytes whole, else None (the caller then runs its usual path)
 decode_pair: Callable[[Any, Any, bytes, int, int], tuple[dict[str, Any], dict[str, Any]] | None] | None = (
     getattr(extension, "decode_pair", None))
+
+# The whole-frame entry (message.py): frame_setup(Message, its field names, registry) once;
+# remember_target(is_response, records, key, version, registry, header plan's decode, body plan's
+# decode, api key, api name, newest version) for each (kind, records, key, version) looked up;
+# then decode_request_frame(data, size_prefixed, records) and decode_response_frame(data, api key,
+# api version, size_prefixed, records) give the Message, or None where message.py's path decides.
+frame_setup: Callable[[type, tuple[str, ...], Callable[[], Any]], None] | None = getattr(extension, "frame_setup", None)
+remember_target: Callable[..., bool] | None = getattr(extension, "remember_target", None)
+decode_request_frame: Callable[[bytes, bool | None, str | None], Any] | None = (
+    getattr(extension, "decode_request_frame", None))
+decode_response_frame: Callable[[bytes, int | str, int, bool | None, str | None], Any] | None = (
+    getattr(extension, "decode_response_frame", None))
 
 NATIVE_KIND = {"bool": 1, "int8": 2, "int16": 3, "uint16": 4, "int32": 5, "uint32": 6, "int64": 7,
                "float64": 8, "uuid": 9, "string": 10, "bytes": 11, "records": 12, "struct": 13,
