@@ -67,6 +67,10 @@ SLOW_TESTS = {
     },
     "test_secrets.py": {"test_spark_decode_of_the_sasl_captures_hides_and_shows_secrets"},
     "test_dump_log_hostile.py": {"test_a_hostile_log_directory_is_read_in_bounded_time_and_memory"},
+    # a real tansu broker on moto's S3 server, killed and restarted under a produce, straight and through the proxy
+    "test_proxy_broker_restart.py": {
+        "test_a_broker_killed_mid_produce_and_restarted_loses_no_acknowledged_record_through_the_proxy",
+    },
     "test_proxy_load.py": {
         "test_two_thousand_held_connections_stay_small",
         "test_twenty_thousand_records_with_acks_all_through_the_proxy_come_back_equal",
@@ -101,8 +105,9 @@ SLOW_TESTS = {
 # The suite runs on 2 workers (pytest-xdist, `-n 2 --dist loadgroup`, as scripts/check.sh does when it is
 # installed). The tests that should not share the machine with each other run one after another on one
 # worker (the xdist group "serial"): every Spark test (one JVM, local session or standalone cluster, at a
-# time) and the files whose tests compare timings or bound the time of a run.
-SERIAL_FILES = {"test_capture_bench.py", "test_dump_log_hostile.py", "test_proxy_load.py"}
+# time) and the files whose tests compare timings, bound the time of a run or kill a broker at a set moment.
+SERIAL_FILES = {"test_capture_bench.py", "test_dump_log_hostile.py", "test_proxy_load.py",
+                "test_proxy_broker_restart.py"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's own -m selection (and xdist's grouping) sees the items
