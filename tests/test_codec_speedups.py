@@ -281,6 +281,64 @@ def test_recorded_bodies_are_decoded_natively():
     assert n > 100
 
 
+def _same_tracking(a, b, where: str) -> int:
+    """Walk two value trees together: the same containers, each tracked by the collector alike;
+    returns how many dicts were compared."""
+    import gc
+    assert type(a) is type(b), where
+    n = 0
+    if isinstance(a, dict):
+        assert list(a) == list(b) and gc.is_tracked(a) == gc.is_tracked(b), where
+        n += 1
+        for k in a:
+            n += _same_tracking(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list):
+        assert len(a) == len(b) and gc.is_tracked(a) == gc.is_tracked(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            n += _same_tracking(x, y, f"{where}[{i}]")
+    return n
+
+
+@needs_native
+def test_native_dicts_are_ordinary_dicts():
+    """On CPython 3.11 and 3.12 the native decoder makes each struct's dict by copying a key table
+    laid out by CPython and storing the values in place. Those dicts must be what the generated
+    Python decoder gives in every visible way: keys in order, values, the collector tracking each
+    dict and list alike, and inserting, deleting, replacing, copying and pickling as usual."""
+    import copy
+    import pickle
+    fast = compiler._speedups.FAST_DICTS
+    assert fast == (sys.version_info[:2] in ((3, 11), (3, 12)))
+    reg = registry()
+    n = 0
+    for _path, kind, key, version, data in _frames():
+        plan = body_plan(reg.api(key), version, kind, "bytes")
+        hv = (request_header_version if kind == "request" else response_header_version)(reg.api(key), version)
+        try:
+            _h, pos = header_plan(kind, hv).py_decode(data, 4, len(data))
+            want, end = plan.py_decode(data, pos, len(data))
+        except Exception:
+            continue
+        got, end2 = native_only(plan)(data, pos, len(data))
+        assert end2 == end and same(got, want)
+        n += _same_tracking(got, want, f"{key} v{version} {kind}")
+        for d in (got, copy.deepcopy(got), pickle.loads(pickle.dumps(got))):
+            keys = list(d)
+            d["_added"] = [1]
+            assert list(d) == keys + ["_added"] and d["_added"] == [1]
+            if keys:
+                first = d.pop(keys[0])
+                assert keys[0] not in d and list(d) == keys[1:] + ["_added"]
+                d[keys[0]] = first
+            for k in keys:
+                d[k] = d[k]
+            for i in range(40):  # grow past the copied table's size
+                d[f"x{i}"] = i
+            assert len(d) == len(keys) + 41
+            assert {k: d[k] for k in keys} == want
+    assert n > 300
+
+
 @needs_native
 def test_whole_frame_entry_reads_recorded_frames_itself():
     """decode_request / decode_response hand a frame to the native whole-frame entry first. Once the

@@ -52,6 +52,10 @@ typedef struct {
     FieldOp *fields;
     Py_ssize_t ntagged;
     FieldOp **tagged;
+    PyObject *layout;      /* a dict of the fields' keys in order (values None): each decoded dict
+                            * starts as a copy of its key table (see "dicts" below), or NULL */
+    size_t keys_size;      /* bytes of that key table, and how many of them to copy */
+    size_t keys_copy;
 } StructOp;
 
 typedef struct {
@@ -76,6 +80,157 @@ static PyObject *s_unknown_tags;
 #define KW_GC_RESUME(was_on) ((void)(was_on))
 #endif
 static PyObject *s_explicit_tags;
+
+/* ------------------------------------------------------------------------- dicts
+ *
+ * A decoded struct is a dict of its fields in spec order. Inserting n keys one by one costs n
+ * lookups and n insertions; on CPython 3.11 and 3.12 the decoder instead copies the key table of
+ * a dict that already holds the same keys in the same order (the struct's `layout`, built with
+ * PyDict_SetItem at Program creation, so CPython laid it out) and stores the values in place: the
+ * same dict, byte for byte, that the insertions would give. The layout of a key table is
+ * CPython's private business, so this runs only on the versions whose layout is mirrored below,
+ * and only after kw_dicts_check() found a dict made by CPython laid out as expected; anywhere
+ * else each key is inserted with PyDict_SetItem. */
+
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030D0000 && !defined(Py_REF_DEBUG) \
+    && !defined(Py_GIL_DISABLED)
+#define KW_FAST_DICTS 1
+typedef struct {           /* CPython 3.11/3.12's struct _dictkeysobject (Include/internal/pycore_dict.h) */
+    Py_ssize_t dk_refcnt;
+    uint8_t dk_log2_size;
+    uint8_t dk_log2_index_bytes;
+    uint8_t dk_kind;
+    uint32_t dk_version;
+    Py_ssize_t dk_usable;
+    Py_ssize_t dk_nentries;
+    char dk_indices[];
+} KwKeys;
+typedef struct {           /* PyDictUnicodeEntry */
+    PyObject *me_key;
+    PyObject *me_value;
+} KwEntry;
+#define KW_KEYS_UNICODE 1  /* DICT_KEYS_UNICODE: every key an exact str, no hashes stored */
+#define KW_KEYS(d) ((KwKeys *)((PyDictObject *)(d))->ma_keys)
+#define KW_ENTRIES(k) ((KwEntry *)((k)->dk_indices + ((size_t)1 << (k)->dk_log2_index_bytes)))
+#define KW_USABLE(k) ((((size_t)1 << (k)->dk_log2_size) << 1) / 3)
+#endif
+#define KW_FAST_FIELDS 64  /* structs with more fields insert their keys */
+
+static int g_fast_dicts = 0;  /* kw_dicts_check() passed */
+
+/* The layout dict of a struct's keys, and the sizes of its key table; 0 when the struct's dicts
+ * are built by insertion. */
+static int struct_layout(StructOp *s) {
+#ifdef KW_FAST_DICTS
+    if (!g_fast_dicts || s->nfields == 0 || s->nfields > KW_FAST_FIELDS)
+        return 0;
+    PyObject *d = PyDict_New();
+    if (d == NULL)
+        return -1;
+    for (Py_ssize_t i = 0; i < s->nfields; i++) {
+        if (PyDict_SetItem(d, s->fields[i].key, Py_None) < 0) {
+            Py_DECREF(d);
+            return -1;
+        }
+    }
+    KwKeys *k = KW_KEYS(d);
+    if (((PyDictObject *)d)->ma_values != NULL || k->dk_kind != KW_KEYS_UNICODE || k->dk_nentries != s->nfields
+            || PyDict_GET_SIZE(d) != s->nfields) {
+        Py_DECREF(d);  /* a repeated key, or not the layout mirrored here: insert instead */
+        return 0;
+    }
+    s->layout = d;
+    s->keys_size = sizeof(KwKeys) + ((size_t)1 << k->dk_log2_index_bytes) + sizeof(KwEntry) * KW_USABLE(k);
+    s->keys_copy = sizeof(KwKeys) + ((size_t)1 << k->dk_log2_index_bytes) + sizeof(KwEntry) * (size_t)s->nfields;
+#else
+    (void)s;
+#endif
+    return 0;
+}
+
+/* The dict of a struct whose values are vals[0..n) (references stolen, also on failure). */
+static PyObject *struct_dict(const StructOp *s, PyObject **vals) {
+    Py_ssize_t n = s->nfields;
+#ifdef KW_FAST_DICTS
+    if (s->layout != NULL) {
+        PyObject *d = PyDict_New();
+        KwKeys *k = d == NULL ? NULL : (KwKeys *)PyObject_Malloc(s->keys_size);
+        if (k == NULL) {
+            Py_XDECREF(d);
+            for (Py_ssize_t i = 0; i < n; i++)
+                Py_DECREF(vals[i]);
+            return d == NULL ? NULL : PyErr_NoMemory();
+        }
+        memcpy(k, KW_KEYS(s->layout), s->keys_copy);
+        memset((char *)k + s->keys_copy, 0, s->keys_size - s->keys_copy);
+        k->dk_refcnt = 1;
+        k->dk_version = 0;
+        KwEntry *e = KW_ENTRIES(k);
+        int track = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *v = vals[i];
+            Py_INCREF(e[i].me_key);
+            e[i].me_value = v;
+            /* what insertdict does: a dict holding a value that may be tracked is tracked */
+            if (!track && PyObject_IS_GC(v) && (!PyTuple_CheckExact(v) || PyObject_GC_IsTracked(v)))
+                track = 1;
+        }
+        KwKeys *empty = KW_KEYS(d);  /* PyDict_New's shared empty table: give back its reference */
+#if PY_VERSION_HEX >= 0x030C0000
+        if (empty->dk_refcnt != (Py_ssize_t)_Py_IMMORTAL_REFCNT)
+#endif
+            empty->dk_refcnt--;
+        ((PyDictObject *)d)->ma_keys = (PyDictKeysObject *)k;
+        ((PyDictObject *)d)->ma_used = n;
+        if (track)
+            PyObject_GC_Track(d);
+        return d;
+    }
+#endif
+    PyObject *d = kw_new_dict(n);
+    Py_ssize_t i = 0;
+    if (d != NULL) {
+        for (; i < n; i++) {
+            int r = PyDict_SetItem(d, s->fields[i].key, vals[i]);
+            Py_DECREF(vals[i]);
+            if (r < 0) {
+                i++;
+                Py_CLEAR(d);
+                break;
+            }
+        }
+    }
+    for (; i < n; i++)
+        Py_DECREF(vals[i]);
+    return d;
+}
+
+/* Whether dicts made by this CPython are laid out as mirrored above (run once, at import). */
+static int kw_dicts_check(void) {
+#ifdef KW_FAST_DICTS
+    PyObject *d = PyDict_New();
+    if (d == NULL)
+        return -1;
+    KwKeys *empty = KW_KEYS(d);
+    int ok = empty->dk_nentries == 0 && empty->dk_usable == 0 && ((PyDictObject *)d)->ma_values == NULL;
+    PyObject *key = PyUnicode_InternFromString("kwire");
+    if (key == NULL || PyDict_SetItem(d, key, Py_None) < 0) {
+        Py_XDECREF(key);
+        Py_DECREF(d);
+        return -1;
+    }
+    KwKeys *k = KW_KEYS(d);
+    ok = ok && k != empty && k->dk_refcnt == 1 && k->dk_kind == KW_KEYS_UNICODE && k->dk_log2_size == 3
+         && k->dk_log2_index_bytes == 3 && k->dk_nentries == 1 && k->dk_usable == 4
+         && (unsigned char)k->dk_indices[(size_t)(PyObject_Hash(key) & 7)] == 0
+         && KW_ENTRIES(k)[0].me_key == key && KW_ENTRIES(k)[0].me_value == Py_None
+         && !PyObject_GC_IsTracked(d);
+    Py_DECREF(key);
+    Py_DECREF(d);
+    g_fast_dicts = ok;
+#endif
+    return 0;
+}
 
 /* ------------------------------------------------------------------------- reading */
 
@@ -304,9 +459,10 @@ static PyObject *decode_struct(Ctx *c, int sid, Py_ssize_t *pos, Py_ssize_t end,
     if (check && sid != 0 && depth > prog->max_depth)
         return NULL;
     const StructOp *s = &prog->structs[sid];
-    PyObject *d = kw_new_dict(s->nfields);
-    if (d == NULL)
-        return NULL;
+    PyObject *vals_small[16];
+    PyObject **vals = vals_small;
+    if (s->nfields > 16 && (vals = PyMem_Malloc(sizeof(PyObject *) * (size_t)s->nfields)) == NULL)
+        return PyErr_NoMemory();
     Py_ssize_t p = *pos;
     for (Py_ssize_t i = 0; i < s->nfields; i++) {
         const FieldOp *f = &s->fields[i];
@@ -319,11 +475,20 @@ static PyObject *decode_struct(Ctx *c, int sid, Py_ssize_t *pos, Py_ssize_t end,
             v = PyList_New(0);
         else
             v = PyObject_CallNoArgs(f->dfactory);
-        if (v == NULL) goto fail;
-        int r = PyDict_SetItem(d, f->key, v);
-        Py_DECREF(v);
-        if (r < 0) goto fail;
+        if (v == NULL) {
+            while (i > 0)
+                Py_DECREF(vals[--i]);
+            if (vals != vals_small)
+                PyMem_Free(vals);
+            return NULL;
+        }
+        vals[i] = v;
     }
+    PyObject *d = struct_dict(s, vals);
+    if (vals != vals_small)
+        PyMem_Free(vals);
+    if (d == NULL)
+        return NULL;
     if (prog->flexible) {
         uint64_t nt;
         if (read_uvarint(c->b, &p, end, &nt) < 0) goto fail;
@@ -426,6 +591,7 @@ static void program_free_structs(ProgramObject *self) {
         }
         PyMem_Free(s->fields);
         PyMem_Free(s->tagged);
+        Py_XDECREF(s->layout);
     }
     PyMem_Free(self->structs);
     self->structs = NULL;
@@ -519,7 +685,7 @@ static int parse_struct(PyObject *desc, StructOp *s, Py_ssize_t nstructs) {
             s->tagged[s->ntagged++] = f;
         }
     }
-    return 0;
+    return struct_layout(s);
 }
 
 static PyObject *program_vectorcall(PyObject *obj, PyObject *const *args, size_t nargsf, PyObject *kwnames);
@@ -947,7 +1113,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         HEXPAIRS[2 * i] = HEXDIGITS[i >> 4];
         HEXPAIRS[2 * i + 1] = HEXDIGITS[i & 15];
     }
-    if (PyType_Ready(&ProgramType) < 0)
+    if (PyType_Ready(&ProgramType) < 0 || kw_dicts_check() < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL)
@@ -972,5 +1138,6 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         return NULL;
     }
     PyModule_AddIntConstant(m, "ABI_VERSION", 1);
+    PyModule_AddIntConstant(m, "FAST_DICTS", g_fast_dicts);
     return m;
 }
