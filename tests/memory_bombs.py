@@ -180,6 +180,39 @@ def pcap_of(frame: bytes, mss: int = 1400) -> bytes:
     return write_pcap(segs)
 
 
+def api_versions_answer(entries: int, corr: int = 7) -> bytes:
+    """A size-prefixed ApiVersions v3 answer listing ``entries`` api keys, 7 bytes each (ten million:
+    a 70 MB frame that decoded whole takes ~2 GB), built as bytes."""
+    body = (struct.pack(">ih", corr, 0) + _uvarint(entries + 1) + struct.pack(">hhhb", 18, 0, 3, 0) * entries
+            + struct.pack(">i", 0) + b"\0")
+    return struct.pack(">i", len(body)) + body
+
+
+def metadata_answer(topics: int, partitions: int, replicas: int, corr: int = 7) -> bytes:
+    """A size-prefixed Metadata v12 answer of ``topics`` topics of ``partitions`` partitions, each with
+    ``replicas`` replicas and as many in sync: (1 + 2 * replicas) array items a partition, in
+    arrays of their own (a tree that grows array by array, not by one long one)."""
+    reps = _uvarint(replicas + 1) + struct.pack(">i", 1) * replicas
+    part = [b"\0\0" + struct.pack(">iii", i, 1, 0) + reps + reps + b"\x01\0" for i in range(partitions)]
+    parts = _uvarint(partitions + 1) + b"".join(part)
+    topic = [b"\0\0" + _uvarint(len(f"t{i}") + 1) + f"t{i}".encode() + bytes(16) + b"\0" + parts
+             + struct.pack(">i", -2147483648) + b"\0" for i in range(topics)]
+    body = (struct.pack(">i", corr) + b"\0" + struct.pack(">i", 0) + b"\x02" + struct.pack(">i", 1) + b"\x02b"
+            + struct.pack(">i", 9092) + b"\0\0" + b"\0" + struct.pack(">i", 1) + _uvarint(topics + 1)
+            + b"".join(topic) + b"\0")
+    return struct.pack(">i", len(body)) + body
+
+
+def answer_pcap(request: bytes, answer: bytes) -> bytes:
+    """A pcap of one TCP connection to port 9092: ``request`` from the client, ``answer`` from the
+    broker (60,000-byte segments), acknowledged, then closed."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from capture_util import Conversation, write_pcap
+    c = Conversation()
+    segs = c.handshake() + c.send(0, request) + c.send(1, answer, mss=60000) + [c.ack(0), c.fin(0), c.fin(1)]
+    return write_pcap(segs)
+
+
 def main(out: str) -> None:
     os.makedirs(out, exist_ok=True)
     for shape in [*ISSUE_SIZES, *BIG_VALUES]:

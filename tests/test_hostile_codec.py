@@ -89,6 +89,7 @@ def test_a_40_byte_body_claiming_2gb_allocates_under_64kb_for_every_api_and_kind
 def test_a_2g_element_array_claim_is_refused_before_allocation_with_field_and_offset():
     # Metadata v12 request body: Topics is a compact nullable array; claim 2^32-2 topics in 6 bytes
     data = b"\xff\xff\xff\xff\x0f" + b"\x00"
+    decode_body(b"\x00\x00\x00\x00", "Metadata", 12, "request")  # the plan compiled first, not measured
     tracemalloc.start()
     try:
         with pytest.raises(DecodeError) as e:
@@ -171,7 +172,7 @@ def test_an_array_of_empty_elements_is_bounded_by_the_bytes_left():
     elements than there are bytes: the count check comes before the loop."""
     # DescribeCluster v0 request body is IncludeClusterAuthorizedOperations + tags; use
     # FindCoordinator v4 request: Key type + CoordinatorKeys compact string array
-    n = 500_000
+    n = 390_000  # under the item budget (400,000 array items a message)
     from kwire_cli.codec.primitives import uvarint_bytes
     body = b"\x00" + uvarint_bytes(n + 1) + b"\x01" * n + b"\x00"   # n empty strings, then tags
     t = time.perf_counter()
@@ -229,3 +230,116 @@ def test_nesting_is_bounded(tmp_path, monkeypatch):
         assert decode_body(ok, 60, 0, "request").body["Root"]["Children"][0]["Children"]
     finally:
         use_specs(None)
+
+
+# ------------------------------------------------------------------------ the item budget
+
+def _api_versions_body(entries: int) -> bytes:
+    """An ApiVersions v3 answer's body listing ``entries`` api keys (7 bytes each)."""
+    from kwire_cli.codec.primitives import uvarint_bytes
+    return (b"\x00\x00" + uvarint_bytes(entries + 1) + struct.pack(">hhhb", 18, 0, 3, 0) * entries
+            + b"\x00\x00\x00\x00\x00")
+
+
+@pytest.fixture(params=[True, False], ids=["native", "python"])
+def speedups(request):
+    from kwire_cli.codec.native import use_speedups
+    before = use_speedups(request.param)
+    yield request.param
+    use_speedups(before)
+
+
+def test_a_long_array_stops_at_the_item_budget_before_allocating(speedups):
+    """A million api keys (7 MB) in one answer: past the 400,000 array items a message may hold,
+    refused at the array's count, before an element is made (the 70 MB answer of ten million took
+    ~2 GB); decoded leniently (kwire pcap), the walk stops there too."""
+    body = _api_versions_body(1_000_000)
+    decode_body(_api_versions_body(1), "ApiVersions", 3, "response")  # the plan compiled first
+    tracemalloc.start()
+    try:
+        with pytest.raises(DecodeError) as e:
+            decode_body(body, "ApiVersions", 3, "response")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert str(e.value) == ("ApiVersions v3 response: ApiKeys: more than 400,000 array items in one frame at "
+                            "offset 5 (--max-records raises it)")
+    assert (e.value.rule, e.value.offset, e.value.field_path) == ("too-many-items", 5, "ApiKeys")
+    assert peak < 64 * 1024, peak
+    with pytest.raises(DecodeError) as lenient:
+        decode_lenient(body, "response", "ApiVersions", 3, header=False)
+    assert str(lenient.value) == str(e.value)
+    assert lenient.value.partial.body == {"ErrorCode": 0}
+
+
+@pytest.fixture
+def budget_of_1000(speedups):
+    """The item budget set to 1,000 where both decoders read it (the options never set it under
+    400,000: this makes the counting quick to test)."""
+    from kwire_cli.codec import native, runtime
+    before = runtime.MAX_ITEMS[0]
+    runtime.MAX_ITEMS[0] = 1000
+    if native.extension is not None:
+        native.extension.set_max_items(1000)
+    yield
+    runtime.MAX_ITEMS[0] = before
+    if native.extension is not None:
+        native.extension.set_max_items(before)
+
+
+def test_a_metadata_answer_of_50000_partitions_decodes_whole():
+    """350,010 array items (three replicas, three in sync: 7 a partition): under the default."""
+    from memory_bombs import metadata_answer
+    m = decode_response(metadata_answer(10, 5_000, 3), 3, 12)
+    assert sum(len(t["Partitions"]) for t in m.body["Topics"]) == 50_000
+
+
+def test_the_budget_is_the_messages_not_each_arrays(budget_of_1000):
+    """Arrays each far under the budget add up: a Metadata answer of 3 topics of 50 partitions (7
+    array items a partition, 4 more: 1,054 in all) stops where the 1,001st would be; of 3 topics of 47
+    (991 items) it decodes whole. Leniently (kwire pcap) the walk stops at the same place."""
+    from memory_bombs import metadata_answer
+    m = decode_response(metadata_answer(3, 47, 3), 3, 12)
+    assert [len(t["Partitions"]) for t in m.body["Topics"]] == [47, 47, 47]
+    with pytest.raises(DecodeError) as e:
+        decode_response(metadata_answer(3, 50, 3), 3, 12)
+    assert e.value.field_path == "Topics[2].Partitions[41].ReplicaNodes"
+    assert "more than 1,000 array items in one frame" in str(e.value)
+    with pytest.raises(DecodeError) as lenient:
+        decode_lenient(metadata_answer(3, 50, 3), "response", 3, 12)
+    assert (lenient.value.field_path, lenient.value.offset) == (e.value.field_path, e.value.offset)
+
+
+def test_exactly_the_budget_decodes_and_one_more_item_does_not(budget_of_1000):
+    assert len(decode_body(_api_versions_body(1000), "ApiVersions", 3, "response").body["ApiKeys"]) == 1000
+    with pytest.raises(DecodeError, match="ApiKeys: more than 1,000 array items"):
+        decode_body(_api_versions_body(1001), "ApiVersions", 3, "response")
+    # short numeric arrays (one byte of count, read by one unpack) count too
+    req = encode_request("Metadata", 12, {"CorrelationId": 1, "ClientId": "c"}, {"Topics": []})
+    assert decode_request(req).body["Topics"] == []
+
+
+def test_unknown_tagged_fields_count_as_items(budget_of_1000):
+    from kwire_cli.codec.primitives import uvarint_bytes
+
+    def body(n: int) -> bytes:
+        return b"\x02a\x02b" + uvarint_bytes(n) + b"".join(uvarint_bytes(1000 + i) + b"\x00" for i in range(n))
+    assert len(decode_body(body(1000), "ApiVersions", 3, "request").body["_unknown_tags"]) == 1000
+    with pytest.raises(DecodeError, match="more than 1,000 array items in one frame at offset"):
+        decode_body(body(1001), "ApiVersions", 3, "request")
+
+
+def test_max_records_raises_the_array_budget_and_a_low_one_leaves_it(speedups):
+    """The records cap in force (--max-records) raises the budget above 400,000; set lower (to cut
+    record batches short) it leaves a frame's arrays whole."""
+    from kwire_cli.records.limits import set_frame_limits
+    previous = set_frame_limits(items=400_010)
+    try:
+        assert len(decode_body(_api_versions_body(400_010), "ApiVersions", 3, "response").body["ApiKeys"]) == 400_010
+        with pytest.raises(DecodeError, match="more than 400,010 array items"):
+            decode_body(_api_versions_body(400_011), "ApiVersions", 3, "response")
+        set_frame_limits(items=5)
+        with pytest.raises(DecodeError, match="more than 400,000 array items"):
+            decode_body(_api_versions_body(400_001), "ApiVersions", 3, "response")
+    finally:
+        set_frame_limits(*previous)

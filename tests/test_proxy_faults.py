@@ -20,6 +20,8 @@ import pytest
 
 from kwire_cli.proxy.server import MAX_OPEN
 from proxy_faults import (
+    api_versions_answer_fast,
+    api_versions_request,
     brokers_in,
     connect,
     free_port,
@@ -226,8 +228,9 @@ def test_a_huge_broker_list_is_refused_fast_and_other_clients_are_not_stalled():
 
 
 # ------------------------------------------------------------------------------------- the command
-def _broker_thread(stop: threading.Event) -> int:
-    """A broker in a thread answering Heartbeat requests (for the proxy in another process)."""
+def _broker_thread(stop: threading.Event, answer=None) -> int:
+    """A broker in a thread answering Heartbeat requests (for the proxy in another process), or
+    answering each request with ``answer(api_key, corr)``."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(8)
@@ -252,9 +255,9 @@ def _broker_thread(stop: threading.Event) -> int:
                     buf += data
                     while len(buf) >= 4 and len(buf) >= 4 + int.from_bytes(buf[:4], "big"):
                         size = int.from_bytes(buf[:4], "big")
-                        corr = int.from_bytes(buf[8:12], "big")
+                        key, corr = int.from_bytes(buf[4:6], "big"), int.from_bytes(buf[8:12], "big")
                         buf = buf[4 + size:]
-                        c.sendall(heartbeat_answer(corr))
+                        c.sendall(heartbeat_answer(corr) if answer is None else answer(key, corr))
         srv.close()
     threading.Thread(target=serve, daemon=True).start()
     return srv.getsockname()[1]
@@ -392,3 +395,54 @@ def test_spliced_answers_of_every_address_api_equal_the_decoded_and_encoded_ones
         else:
             assert (spliced.data, spliced.changes) == (full.data, full.changes)
     check()
+
+
+def test_a_70_mb_api_versions_answer_is_forwarded_whole_and_its_decoding_stops_at_the_item_cap(tmp_path):
+    """A broker answering ApiVersions with ten million api keys (70 MB): the client gets the answer
+    byte for byte through ``kwire proxy``; the decoding process stops at the frame's item cap (the
+    row names it) instead of building a tree of ten million entries (~2 GB); both processes stay
+    under 1 GiB and the whole exchange within 10 s (it took ~45 s)."""
+    big = api_versions_answer_fast(9, 10_000_000)
+    assert len(big) > 70_000_000
+    stop = threading.Event()
+    bport = _broker_thread(stop, lambda _key, _corr: big)
+    port = free_port()
+    out, err = tmp_path / "out", tmp_path / "err"
+    t = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "kwire_cli", "proxy", "--broker", f"127.0.0.1:{bport}",
+                             "--listen", f"127.0.0.1:{port}", "--format", "jsonl"],
+                            stdout=open(out, "wb"), stderr=open(err, "wb"), cwd=ROOT, start_new_session=True,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    try:
+        deadline = time.monotonic() + 8
+        while b"listening on" not in err.read_bytes():
+            assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
+            time.sleep(0.05)
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
+            c.sendall(api_versions_request(9))
+            got = bytearray()
+            while len(got) < len(big):
+                chunk = c.recv(1 << 20)
+                assert chunk, len(got)
+                got += chunk
+        assert got == big  # forwarded as the broker sent it
+        deadline = time.monotonic() + 8
+        while out.read_bytes().count(b"\n") < 2:  # the decoding process wrote both rows
+            assert time.monotonic() < deadline, out.read_text()[-2000:]
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGTERM)
+        _, status, usage = os.wait4(proc.pid, 0)  # the peak of the proxy and of its decoding process
+        assert os.waitstatus_to_exitcode(status) == 0, err.read_text()
+    finally:
+        stop.set()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    seconds = time.monotonic() - t
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    answer = next(r for r in rows if r["kind"] == "response")
+    assert answer["size"] == len(big) - 4 and answer["body"] is None, answer
+    assert "ApiKeys: more than 400,000 array items in one frame" in answer["error"], answer
+    assert "(--max-records raises it)" in answer["error"]
+    assert usage.ru_maxrss * 1024 < 1 << 30, f"peak RSS {usage.ru_maxrss >> 10} MiB"
+    assert seconds < 10, f"{seconds:.1f} s"

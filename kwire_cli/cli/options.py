@@ -256,7 +256,8 @@ def limit_options(capture: bool = False) -> Callable:
     opts.append(click.option(
         "--max-records", "max_records", metavar="N", callback=_limit_callback(parse_count),
         help="Most records plus record headers decoded per frame, a record batch counting 2 "
-             "(default 400000); a batch past it is shown cut, with an error."))
+             "(default 400000); a batch past it is shown cut, with an error. Above 400000 it also "
+             "raises the cap of array items per frame (400000), past which a frame does not decode."))
 
     def decorate(f: Callable) -> Callable:
         @functools.wraps(f)

@@ -234,9 +234,15 @@ static int kw_dicts_check(void) {
 
 /* ------------------------------------------------------------------------- reading */
 
+/* The item budget of one decoded message: array elements and unknown tagged fields, as the
+ * generated decoders count them (codec/runtime.py, MAX_ITEMS, set by set_max_items when the limits
+ * change). Past it the Program hands the input to the Python decoder, which names the error. */
+static Py_ssize_t g_max_items = 400000;
+
 typedef struct {
     const unsigned char *b;
     ProgramObject *prog;
+    Py_ssize_t items_left;
 } Ctx;
 
 static inline uint16_t be16(const unsigned char *p) { return (uint16_t)((p[0] << 8) | p[1]); }
@@ -431,6 +437,8 @@ static PyObject *decode_value(Ctx *c, const TypeOp *t, Py_ssize_t *pos, Py_ssize
             Py_RETURN_NONE;
         }
         if (cnt * t->minsize > end - p) return NULL;
+        if (cnt > c->items_left) return NULL;  /* the item budget, before anything is allocated */
+        c->items_left -= (Py_ssize_t)cnt;
         PyObject *list = PyList_New((Py_ssize_t)cnt);
         if (list == NULL) return NULL;
         const TypeOp *el = t->elem;
@@ -532,6 +540,7 @@ static PyObject *decode_struct(Ctx *c, int sid, Py_ssize_t *pos, Py_ssize_t end,
                         if (r < 0) goto tagfail;
                     }
                 } else {
+                    if (--c->items_left < 0) goto tagfail;  /* an unknown tagged field is an item */
                     if (unk == NULL && (unk = PyDict_New()) == NULL) goto tagfail;
                     PyObject *key = PyUnicode_FromFormat("%lu", (unsigned long)tag);
                     if (key == NULL) goto tagfail;
@@ -759,7 +768,7 @@ static PyObject *program_vectorcall(PyObject *obj, PyObject *const *args, size_t
         }
         if (pos < 0 || end < pos || end > PyBytes_GET_SIZE(args[0]))
             goto fallback;
-        Ctx c = {(const unsigned char *)PyBytes_AS_STRING(args[0]), self};
+        Ctx c = {(const unsigned char *)PyBytes_AS_STRING(args[0]), self, g_max_items};
         /* The cyclic collector pauses while the tree is built: the new containers cannot form a
          * cycle before they are returned, so a collection started by their allocations (one per
          * ~700 containers, each scanning them all) finds nothing; it runs as usual afterwards. */
@@ -840,8 +849,8 @@ static PyObject *decode_pair(PyObject *mod, PyObject *const *args, Py_ssize_t na
     if (pos < 0 || end < pos || end > PyBytes_GET_SIZE(args[2]))
         Py_RETURN_NONE;
     const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(args[2]);
-    Ctx hc = {b, (ProgramObject *)args[0]};
-    Ctx bc = {b, (ProgramObject *)args[1]};
+    Ctx hc = {b, (ProgramObject *)args[0], g_max_items};
+    Ctx bc = {b, (ProgramObject *)args[1], g_max_items};  /* each its own budget, as in Python */
     int gc_was_on = KW_GC_PAUSE();  /* as in program_vectorcall */
     PyObject *h = decode_struct(&hc, 0, &pos, end, 0, 0);
     PyObject *d = h == NULL ? NULL : decode_struct(&bc, 0, &pos, end, 0, 0);
@@ -1088,7 +1097,23 @@ static PyObject *decode_response_frame(PyObject *mod, PyObject *const *args, Py_
 
 /* ------------------------------------------------------------------------- module */
 
+/* set_max_items(n): the item budget of each message from now on; returns the previous one. */
+static PyObject *set_max_items(PyObject *mod, PyObject *arg) {
+    Py_ssize_t n = PyLong_AsSsize_t(arg);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "the item budget cannot be negative");
+        return NULL;
+    }
+    Py_ssize_t prev = g_max_items;
+    g_max_items = n;
+    return PyLong_FromSsize_t(prev);
+}
+
 static PyMethodDef module_methods[] = {
+    {"set_max_items", (PyCFunction)set_max_items, METH_O,
+     "set_max_items(n) -> previous: array elements and unknown tagged fields per decoded message"},
     {"decode_pair", (PyCFunction)(void (*)(void))decode_pair, METH_FASTCALL,
      "decode_pair(head, body, buf, start, end) -> (header, body) or None"},
     {"frame_setup", (PyCFunction)(void (*)(void))frame_setup, METH_FASTCALL,

@@ -94,9 +94,12 @@ class _Gen(ReadEmitter, WriteEmitter):
         items = ", ".join(f"{f.name!r}: {self.default_expr(f)}" for f in present)
         self.emit(1, f"return {{{items}}}")
         # ---- decoder
-        self.emit(0, f"def dec{sid}(buf, pos, end, depth=0):")
+        # bud: the message's item budget, [items left] (runtime.MAX_ITEMS), shared by its decoders
+        self.emit(0, f"def dec{sid}(buf, pos, end, depth=0, bud=None):")
         if sid != 0:
             self.emit(1, f"if depth > {R.MAX_DEPTH}: raise _too_deep(pos)")
+        else:
+            self.emit(1, "if bud is None: bud = [_MAXI[0]]")
         self.dec_body(s, 1, "d", tags=sid != 0 or self.root_tags)
         self.emit(1, "return d, pos")
         # ---- encoder

@@ -191,14 +191,14 @@ class ReadEmitter(Emitter):
                 self.emit(ind, f"if pos >= {end}: raise _short('struct presence marker', 1, pos, {end})")
                 self.emit(ind, f"pres, pos = _ruv(buf, pos, {end})")
                 self.emit(ind, f"if pres == 0: {target} = None")
-                self.emit(ind, f"else: {target}, pos = dec{sid}(buf, pos, {end}, depth + 1)")
+                self.emit(ind, f"else: {target}, pos = dec{sid}(buf, pos, {end}, depth + 1, bud)")
             elif nullable:
                 self.emit(ind, f"if pos >= {end}: raise _short('struct presence byte', 1, pos, {end})")
                 self.emit(ind, "pos += 1")
                 self.emit(ind, f"if buf[pos - 1] >= 128: {target} = None")
-                self.emit(ind, f"else: {target}, pos = dec{sid}(buf, pos, {end}, depth + 1)")
+                self.emit(ind, f"else: {target}, pos = dec{sid}(buf, pos, {end}, depth + 1, bud)")
             else:
-                self.emit(ind, f"{target}, pos = dec{sid}(buf, pos, {end}, depth + 1)")
+                self.emit(ind, f"{target}, pos = dec{sid}(buf, pos, {end}, depth + 1, bud)")
         elif k == "array":
             el = ft.item
             if compact and el.kind in R.ARRAY_FMT:
@@ -210,6 +210,8 @@ class ReadEmitter(Emitter):
                                                              for n in range(R.SMALL_ARRAY)))
                 self.emit(ind, f"b0 = buf[pos] if pos < {end} else 0")
                 self.emit(ind, f"if 0 < b0 <= {R.SMALL_ARRAY} and pos + _AZ{ch}[b0] <= {end}:")
+                self.emit(ind + 1, "bud[0] -= b0 - 1")
+                self.emit(ind + 1, "if bud[0] < 0: raise _too_many(pos + 1)")  # after the count, as below
                 self.emit(ind + 1, f"{target} = [*_AV{ch}[b0](buf, pos + 1)]")
                 self.emit(ind + 1, f"pos += _AZ{ch}[b0]")
                 self.emit(ind, "else:")
@@ -231,6 +233,8 @@ class ReadEmitter(Emitter):
                 self.emit(ind, f"if cnt < 0: raise _not_nullable(pos - {1 if compact else 4})")
             ms = max(1, R.min_size(el, compact))
             self.emit(body, f"if cnt * {ms} > {end} - pos: raise _big_array(cnt, {ms}, pos, {end})")
+            self.emit(body, "bud[0] -= cnt")  # the item budget, charged before the elements are made
+            self.emit(body, "if bud[0] < 0: raise _too_many(pos)")
             if el.kind in R.ARRAY_FMT:
                 ch = R.ARRAY_FMT[el.kind]
                 size = struct.calcsize(">" + ch)
@@ -310,6 +314,8 @@ class ReadEmitter(Emitter):
             self.emit(b + 1, "if True:")
         else:
             self.emit(b + 1, "else:")
+        self.emit(b + 2, "bud[0] -= 1")  # an unknown tagged field is an item
+        self.emit(b + 2, "if bud[0] < 0: raise _too_many(pos)")
         self.emit(b + 2, "if unk is None: unk = {}")
         self.emit(b + 2, "unk[str(tag)] = buf[pos:e2].hex()")
         self.emit(b + 2, "pos = e2")

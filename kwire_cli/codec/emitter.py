@@ -41,6 +41,7 @@ class Emitter:
             "_serr": struct.error, "_I16": struct.Struct(">h").unpack_from,
             "_I32": struct.Struct(">i").unpack_from, "_P16": struct.Struct(">h").pack,
             "_P32": struct.Struct(">i").pack, "_KE": KwireError, "_M": R.MISSING, "_too_deep": R.too_deep,
+            "_MAXI": R.MAX_ITEMS, "_too_many": R.too_many,
             "_rec": R.records_decoder(records_mode),
         }
         self.struct_ids: dict[int, int] = {}

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from kwire_cli.codec.runtime import MAX_DEPTH, min_size
 from kwire_cli.records import native as records_native
+from kwire_cli.records.limits import watch_frame_limits
 from kwire_cli.spec.model import FieldSpec, FieldType, StructSpec
 
 __all__ = ["NATIVE_KIND", "PlanSource", "decode_pair", "decode_request_frame", "decode_response_frame", "describe",
@@ -32,12 +33,16 @@ def _load() -> ModuleType | None:
     if os.environ.get("KWIRE_NO_SPEEDUPS", "") not in ("", "0"):
         return None
     try:
-        return importlib.import_module("kwire_cli.codec._speedups")
+        ext = importlib.import_module("kwire_cli.codec._speedups")
     except ImportError:
         return None
+    # a build older than the item budget would accept what the Python decoder refuses: not used
+    return ext if hasattr(ext, "set_max_items") else None
 
 
 extension = _load()  # the loaded plan interpreter, or None: pure Python
+if extension is not None:  # its item budget follows the limits in force, as runtime.MAX_ITEMS does
+    watch_frame_limits(lambda lim: extension.set_max_items(lim.array_items))  # type: ignore[union-attr]
 
 # decode_pair(header plan's decode, body plan's decode, buf, start, end): (header, body) when both
 # are native Programs that read the bytes whole, else None (the caller then runs its usual path)

@@ -64,6 +64,14 @@ class Walker:
         # goes on; strict (None): it raises, as the compiled codec does
         self.violations = violations
         self.path: list[str] = []
+        self.items_left = R.MAX_ITEMS[0]  # the item budget, as the compiled codec's (runtime.MAX_ITEMS)
+
+    def charge(self, n: int, pos: int) -> None:
+        """Take ``n`` items (array elements, unknown tagged fields) from the budget, before they are
+        made: past it the walk stops, as the codec does (never a violation read past)."""
+        self.items_left -= n
+        if self.items_left < 0:
+            raise R.too_many(pos)
 
     def violate(self, err: DecodeError, at: str | None = None) -> None:
         """Record ``err`` as a violation of the value being read (``at``: its name below the path), or
@@ -191,6 +199,7 @@ class Walker:
                         expl = []
                     expl.append(tag)
             else:
+                self.charge(1, pos)
                 if unk is None:
                     unk = {}
                 unk[str(tag)] = buf[pos:e2].hex()
@@ -307,6 +316,7 @@ class Walker:
             ms = max(1, R.min_size(el, compact))
             if cnt * ms > end - pos:
                 raise R.big_array(cnt, ms, pos, end)
+            self.charge(cnt, pos)
             lst: list[Any] = []
             put(lst)
             for i in range(cnt):

@@ -14,7 +14,9 @@ the same way and word every error the same way:
   ``pack_error``;
 * tag sections: ``collect_unknown_tags``, ``write_tags``;
 * records fields: ``records_decoder`` (per records mode) and ``in_frame_budget`` (one
-  decompression budget per decoded message).
+  decompression budget per decoded message);
+* the item budget: ``MAX_ITEMS`` (the cap in force, a one-element list the generated decoders
+  read once per message) and ``too_many``.
 """
 from __future__ import annotations
 
@@ -24,14 +26,21 @@ from typing import Any, TypeVar
 
 from kwire_cli import wire
 from kwire_cli.errors import DecodeError, EncodeError, KwireError
-from kwire_cli.records.limits import close_frame, current_budget, open_frame
+from kwire_cli.records.limits import (
+    ITEMS_OPTION,
+    FrameLimits,
+    close_frame,
+    current_budget,
+    open_frame,
+    watch_frame_limits,
+)
 from kwire_cli.spec.model import INT_RANGES, PRIMITIVE_SIZES, FieldType
 
-__all__ = ["ARRAY_FMT", "FMT", "MAX_DEPTH", "MISSING", "SMALL_ARRAY", "array_packers", "array_unpackers",
+__all__ = ["ARRAY_FMT", "FMT", "MAX_DEPTH", "MAX_ITEMS", "MISSING", "SMALL_ARRAY", "array_packers", "array_unpackers",
            "as_list", "bad_bool", "bad_keys", "bad_utf8", "big_array", "collect_unknown_tags", "conv_fixed",
            "conv_float", "hex_bytes", "in_frame_budget", "min_size", "neg_len", "not_dict", "not_nullable",
            "pack_error", "records_bytes", "records_decoder", "short", "short_group", "short_repr", "str_bytes",
-           "tag_order", "tag_size", "too_deep", "uuid_bytes", "uuid_text", "write_tags"]
+           "tag_order", "tag_size", "too_deep", "too_many", "uuid_bytes", "uuid_text", "write_tags"]
 
 # struct format of each fixed-size type, and of the elements of numeric arrays
 FMT = {"bool": "B", "int8": "b", "int16": "h", "uint16": "H", "int32": "i", "uint32": "I",
@@ -40,6 +49,22 @@ ARRAY_FMT = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "uint32": "
              "int64": "q", "float64": "d"}
 MAX_DEPTH = 64  # nesting bound for decoded structs (specs nest far less)
 SMALL_ARRAY = 64  # arrays of fixed-size numbers shorter than this use a precompiled Struct per length
+
+# The item budget of one decoded message (a header, a body): array elements and unknown tagged
+# fields together, at most FrameLimits.array_items (the records cap in force, --max-records, when
+# above 400,000; else 400,000). What a value tree holds is a bounded tree per item (the spec fixes what one
+# element holds but its arrays, which count too), so this bounds a message's tree: a 70 MB
+# ApiVersions answer of ten million entries stops at its array's length, before allocating. Each
+# array charges its count once its bytes are checked, before its elements are made; the native
+# decoder (_speedups.c, set_max_items) charges the same and leaves the error to these decoders.
+MAX_ITEMS = [0]
+
+
+def _watch_limits(lim: FrameLimits) -> None:
+    MAX_ITEMS[0] = lim.array_items
+
+
+watch_frame_limits(_watch_limits)
 
 uuid_text = wire.uuid_to_text  # the decoded form of a uuid: Kafka's 22-character text
 
@@ -115,6 +140,12 @@ def bad_utf8(pos: int, exc: UnicodeDecodeError) -> DecodeError:
 def big_array(n: int, minsize: int, pos: int, end: int) -> DecodeError:
     return _ruled("truncated", DecodeError(f"array of {n} elements needs at least {n * minsize} bytes, "
                                            f"{max(end - pos, 0)} left at offset {pos}", pos))
+
+
+def too_many(pos: int) -> DecodeError:
+    """The message's item budget (MAX_ITEMS) ran out at ``pos``: an array, or an unknown tagged field."""
+    return _ruled("too-many-items", DecodeError(f"more than {MAX_ITEMS[0]:,} array items in one frame at offset "
+                                                f"{pos} ({ITEMS_OPTION} raises it)", pos))
 
 
 def too_deep(pos: int) -> DecodeError:

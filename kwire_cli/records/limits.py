@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024   # one batch's cap when the caller gives none
@@ -47,6 +47,10 @@ CAPTURE_MAX_FRAME_DECOMPRESSED = 128 * 1024 * 1024
 # "Memory bombs"). Real frames stay far below it (a 1 MiB producer batch of 100-byte records is ~10,000
 # items; a 50 MiB fetch of them, 500,000).
 DEFAULT_MAX_FRAME_ITEMS = 400_000
+# The message codec's own budget of array items per decoded message (FrameLimits.array_items) is
+# this default or the cap set, if higher: a Metadata answer of 50,000 partitions with three replicas
+# is 350,010 of them; a tree holds at most ~1.2 KB an item (a Fetch answer's partition, its
+# tagged structs' defaults included), ApiVersions ~190 B, Metadata ~90 B (tracemalloc).
 BATCH_ITEMS = 2
 
 # the command-line options that set the limits below (named in the messages of a limit reached)
@@ -61,10 +65,20 @@ class FrameLimits(NamedTuple):
     decompressed: int = DEFAULT_MAX_FRAME_DECOMPRESSED
     items: int = DEFAULT_MAX_FRAME_ITEMS
 
+    @property
+    def array_items(self) -> int:
+        """The message codec's cap of array elements (and unknown tagged fields) per decoded
+        message: ``items`` when above the default, else the default. A cap of records set low
+        (to look at the first few) leaves the frame's arrays whole; one set high raises both."""
+        return max(self.items, DEFAULT_MAX_FRAME_ITEMS)
+
 
 # process-wide; replaced as a whole, so a reader sees both values of one setting. The message
 # codec reads it once per message (open_frame).
 _limits = FrameLimits()
+# called with the new limits on each change (the message codec keeps its own copy of the items cap,
+# read once per message by the generated decoders and the native one)
+_watchers: list[Callable[[FrameLimits], object]] = []
 
 
 def frame_limits() -> FrameLimits:
@@ -89,7 +103,16 @@ def set_frame_limits(decompressed: int | None = None, items: int | None = None) 
     d = prev.decompressed if decompressed is None else _check_limit(decompressed, "decompressed byte cap")
     n = prev.items if items is None else _check_limit(items, "cap of records and headers")
     _limits = FrameLimits(d, n)
+    for watch in _watchers:
+        watch(_limits)
     return prev
+
+
+def watch_frame_limits(watch: Callable[[FrameLimits], object]) -> None:
+    """Call ``watch(limits)`` now and with the new limits each time ``set_frame_limits`` changes
+    them (for a layer above that keeps a copy where a lookup per message costs too much)."""
+    _watchers.append(watch)
+    watch(_limits)
 
 
 class FrameBudget:
