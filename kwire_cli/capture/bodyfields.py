@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from kwire_cli.codec.secrets import ENVELOPE
 from kwire_cli.errors import KwireError
 from kwire_cli.spec.model import FieldSpec, StructSpec
 from kwire_cli.spec.registry import registry
@@ -85,6 +86,44 @@ def _cached_paths(folder: str, field: str, api_key: int, version: int, kind: str
 
 def paths(field: str, api_key: int, version: int, kind: str) -> tuple[Path, ...]:
     return _cached_paths(registry().folder, field, api_key, version, kind)
+
+
+def _has_records(s: StructSpec, seen: set[int]) -> bool:
+    for f in s.fields:
+        t = f.type
+        while t.kind == "array" and t.element is not None:
+            t = t.element
+        if t.kind == "records":
+            return True
+        if f.struct is not None and id(f.struct) not in seen:
+            seen.add(id(f.struct))
+            if _has_records(f.struct, seen):
+                return True
+    return False
+
+
+@cache
+def _cached_records_apis(folder: str) -> frozenset[tuple[int, str]]:
+    reg = registry()
+    assert reg.folder == folder
+    return frozenset((k, kind) for k, a in reg.apis.items() for kind in ("request", "response")
+                     if _has_records(a.spec(kind).struct, set()))
+
+
+def may_hold_records(row: dict[str, Any]) -> bool:
+    """False when the row's body cannot hold a records field: a request or response of an API whose
+    spec has no ``records`` field in any version (Fetch requests, Metadata, Heartbeat...); then the
+    walks that look for decoded records (internal topics' records, the record batches counted)
+    have nothing to find. True for anything else (SASL tokens, an unknown API, an Envelope: the
+    message it forwards is decoded into its body)."""
+    kind = row.get("kind")
+    key = row.get("api_key")
+    if type(key) is not int or (kind != "request" and kind != "response") or key == ENVELOPE:
+        return True
+    reg = registry()
+    if key not in reg.apis:
+        return True
+    return (key, kind) in _cached_records_apis(reg.folder)
 
 
 def _follow(node: Any, path: Path, out: list[Any]) -> None:

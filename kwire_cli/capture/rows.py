@@ -131,9 +131,27 @@ def new_row() -> dict[str, Any]:
     return row
 
 
+_N_ROW_KEYS = len(ROW_KEYS)
+_SOMETIMES_AT = {k: i for i, k in enumerate(SOMETIMES_KEYS)}
+
+
 def json_ordered(row: dict[str, Any]) -> dict[str, Any]:
     """The row as a JSON line writes it: every ``ALWAYS`` column in declared order (null where the row
-    lacks it), then the ``SOMETIMES`` columns it has, then any other key it carries (in its order)."""
+    lacks it), then the ``SOMETIMES`` columns it has, then any other key it carries (in its order).
+    A row already in that order (``new_row``'s columns, then ``SOMETIMES`` ones in declared order:
+    most rows) is returned itself, not copied."""
+    keys = tuple(row)
+    if keys == ROW_KEYS:
+        return row
+    if keys[:_N_ROW_KEYS] == ROW_KEYS:
+        last = -1
+        for k in keys[_N_ROW_KEYS:]:
+            at = _SOMETIMES_AT.get(k, -1)
+            if at <= last:
+                break
+            last = at
+        else:
+            return row
     out = {k: row.get(k) for k in ROW_KEYS}
     for k in SOMETIMES_KEYS:
         if k in row:

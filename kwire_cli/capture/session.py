@@ -14,6 +14,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from kwire_cli.capture.bodyfields import may_hold_records
+from kwire_cli.capture.bodyscan import scan_body
 from kwire_cli.capture.events import Damage, KafkaFrame, Note
 from kwire_cli.capture.rows import CUT_FRAME, DECODE_ERROR, INTERNAL_ERROR, UNPAIRED_RESPONSE, new_row
 from kwire_cli.capture.stream import SASL_TOKEN
@@ -50,41 +52,6 @@ _NO_REQUEST: tuple[Any, Any] = (None, None)
 MAX_NOTES = 10000  # notes kept for the summary (one or two per TLS connection)
 MAX_DAMAGE_KEPT = 1000  # live captures: damage events kept as entries (the summary lists 200; all are counted)
 MAX_CONNECTIONS = 100_000  # connections whose open requests / SASL mechanism are remembered (the least recent go)
-
-def error_codes(body: Any) -> list[str]:
-    """Names of the non-zero error codes anywhere in a body (fields named *ErrorCode)."""
-    from kwire_cli.spec.error_codes import error_name
-    found: list[str] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            for k, v in node.items():
-                if k.endswith("ErrorCode") and isinstance(v, int) and not isinstance(v, bool):
-                    if v != 0:
-                        name = error_name(v)
-                        if name not in found:
-                            found.append(name)
-                elif isinstance(v, (dict, list)) and k != "Records":
-                    walk(v)
-        elif isinstance(node, list):
-            for x in node:
-                walk(x)
-
-    walk(body)
-    return found
-
-
-def _topic_ids(node: Any, out: set[Any]) -> None:
-    if isinstance(node, dict):
-        for k, v in node.items():
-            if k == "TopicId" and isinstance(v, str) and v != ZERO_UUID:
-                out.add(v)
-            elif isinstance(v, (dict, list)) and k != "Records":
-                _topic_ids(v, out)
-    elif isinstance(node, list):
-        for x in node:
-            _topic_ids(x, out)
-
 
 def _framing_row(f: KafkaFrame) -> dict[str, Any]:
     """A new row with what the capture layers know of a frame: where and when, its kind, api key and
@@ -275,7 +242,7 @@ class Conversation:
             if f.kind == "request":
                 rec["client_id"] = shown_string(decoded.header.get("ClientId"))
         body = rec["body"]
-        if self.records_mode is None and body is not None:
+        if self.records_mode is None and body is not None and may_hold_records(rec):
             # records of internal topics (__consumer_offsets, __cluster_metadata...) decoded into their
             # key and value, the topic named by the body or, for a topic id, by the names learned so far
             decode_internal_records(body, self._names.get, self.show_secrets)
@@ -283,13 +250,11 @@ class Conversation:
             decode_values(body)
         if rec["api_key"] in CONTEXT_APIS:
             self._protect(rec, f, body)
-        rec["error_codes"] = error_codes(body)
+        rec["error_codes"], ids = scan_body(body)
         name = rec["api_name"]
         if f.kind == "response" and name in TOPIC_NAMING_APIS:
             self.learn_topic_names((t["TopicId"], t["Name"]) for t in body.get("Topics") or []
                                    if t.get("TopicId") and t["TopicId"] != ZERO_UUID and t.get("Name"))
-        ids: set[Any] = set()
-        _topic_ids(body, ids)
         if ids:
             names = self._names
             rec["topic_names"] = {i: names.get(i) for i in sorted(ids)}

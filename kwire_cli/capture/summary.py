@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 from kwire_cli.capture.auth import AuthSummary
+from kwire_cli.capture.bodyfields import may_hold_records
 from kwire_cli.capture.events import Damage, Note
 from kwire_cli.capture.rows import DECODE_ERROR
 from kwire_cli.errors import KwireError
@@ -132,7 +133,7 @@ class Summary:
         lat = r.get("latency_ms")
         if lat is not None and len(a["latencies"]) < self.RESERVOIR:
             a["latencies"].append((pos, lat))
-        if r.get("body") is not None:
+        if r.get("body") is not None and may_hold_records(r):
             batch_stats(r["body"], self.record_batches)
         for name in r.get("error_codes") or []:
             n = self.errors.get(name)
@@ -292,3 +293,21 @@ class Summary:
             out["damage"] = kinds
             out["damage_events"] = damage[:200]
         return out
+
+
+class RunCounts(Summary):
+    """Only the counts a run's diagnostics read (frames, undecodable frames by kind, the record
+    batches counted, cut at a cap among them), for an output that does not hold the summary (JSON
+    lines, the table, fields, records): the rest of the summary and the analysis are not counted.
+    ``to_dict`` gives the summary's document with those counts and everything else empty."""
+
+    def add(self, r: dict[str, Any], pos: Any = None) -> None:  # noqa: ARG002 (no first-seen positions kept)
+        self.frames += 1
+        if r.get("error") is not None:
+            k = r.get("error_kind") or DECODE_ERROR
+            self.undecodable[k] = self.undecodable.get(k, 0) + 1
+        else:
+            self.decoded += 1
+        body = r.get("body")
+        if body is not None and may_hold_records(r):
+            batch_stats(body, self.record_batches)

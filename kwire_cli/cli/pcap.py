@@ -312,6 +312,7 @@ def _pcap(files: tuple[str, ...], opts: OutputOptions, run: _Run) -> None:
     from kwire_cli.analysis import AnalysedSummary
     from kwire_cli.capture import CaptureStats
     from kwire_cli.capture.session import MAX_DAMAGE_KEPT, Conversation
+    from kwire_cli.capture.summary import RunCounts
     from kwire_cli.output.show import RowPrinter, print_rows
     from kwire_cli.output.writers import make_writer
 
@@ -325,7 +326,9 @@ def _pcap(files: tuple[str, ...], opts: OutputOptions, run: _Run) -> None:
     conv = Conversation(records_mode="hex" if run.raw_records else None, show_secrets=run.show_secrets,
                         strict=run.strict, max_damage=MAX_DAMAGE_KEPT if run.live is not None else None)
     failures: list[str] = []
-    printer = RowPrinter(writer, keep, live=run.live is not None and not opts.summary, summary=AnalysedSummary())
+    # the summary and the analysis are counted where the output holds them; else only what _report reads
+    summary = AnalysedSummary() if writer.holds_summary else RunCounts()
+    printer = RowPrinter(writer, keep, live=run.live is not None and not opts.summary, summary=summary)
     filtered = bool(opts.filter_expr)
     if run.live is not None:
         import threading

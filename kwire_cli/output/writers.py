@@ -27,7 +27,11 @@ Row = dict[str, Any]
 
 
 class RowWriter:
-    """The writer of one format (this base writes nothing: ``--summary`` while rows are read)."""
+    """The writer of one format (this base writes nothing: ``--summary`` while rows are read).
+    ``holds_summary``: ``finish`` writes the summary it is given (else only the run's diagnostics
+    read it: ``kwire_cli.capture.summary.RunCounts`` is enough)."""
+
+    holds_summary = False
 
     def start(self) -> None:
         """Before the first row (a header line, an opening bracket)."""
@@ -142,6 +146,8 @@ class JsonWriter(RowWriter):
     """One JSON document: ``{"frames": [ROW, ...], "summary": {...}}``. ``live``: each row a whole
     line (the comma opens the next row's line), so that a reader sees every row as it comes."""
 
+    holds_summary = True
+
     def __init__(self, out: IO[bytes], live: bool = False) -> None:
         from kwire_cli.render.jsonlines import line_writer
         self.out = out
@@ -222,6 +228,8 @@ class TreeWriter(RowWriter):
 class SummaryWriter(RowWriter):
     """``--summary``: no rows, the summary at the end (the table's text for table, fields and
     records; JSON for json, indented, and jsonl, one line)."""
+
+    holds_summary = True
 
     def __init__(self, out: IO[str], fmt: str) -> None:
         self.out = out
