@@ -232,34 +232,64 @@ def warm_up(scratch: Path) -> dict:
     return {"first_run": first.get("jvm_class_data"), "then": then.get("jvm_class_data")}
 
 
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
 def local_suite(name: str, inputs: list[str], files: list[str], scratch: Path, formats: list[str],
-                conf: list[str] = ()) -> dict:
+                conf: list[str] = (), repeat: int = 1, x1: bool = True) -> dict:
+    """pcap x1 (once, unless not ``x1``), then ``repeat`` rounds of pcap x2 and each spark-decode
+    format in turn (paired runs: a busy moment of a shared machine hits both); the ratios of each
+    round and their medians."""
     size = sum(os.path.getsize(f) for f in files)
     print(f"== {name}: {len(files)} files, {size / 1e6:.0f} MB", file=sys.stderr)
     fig: dict = {"files": len(files), "bytes": size}
-    fig["pcap_x1"] = pcap(files, scratch, 1)
-    print(f"   pcap x1 {fig['pcap_x1']}", file=sys.stderr)
-    if len(files) > 1:
-        fig["pcap_x2"] = pcap(files, scratch, 2)
-        print(f"   pcap x2 {fig['pcap_x2']}", file=sys.stderr)
-    for fmt in formats:
-        fig[f"spark_{fmt}"] = spark(inputs, scratch / "spark", fmt, "local[2]", conf)
-        print(f"   spark {fmt} {fig[f'spark_{fmt}']}", file=sys.stderr)
-    one = fig["pcap_x1"]
+    if x1:
+        fig["pcap_x1"] = pcap(files, scratch, 1)
+        print(f"   pcap x1 {fig['pcap_x1']}", file=sys.stderr)
+    rounds: list[dict] = []
+    for _ in range(repeat):
+        r: dict = {}
+        if len(files) > 1:
+            r["pcap_x2"] = pcap(files, scratch, 2)
+            print(f"   pcap x2 {r['pcap_x2']}", file=sys.stderr)
+        for fmt in formats:
+            r[f"spark_{fmt}"] = spark(inputs, scratch / "spark", fmt, "local[2]", conf)
+            print(f"   spark {fmt} {r[f'spark_{fmt}']}", file=sys.stderr)
+        rounds.append(r)
+    fig.update(rounds[0])
+    if repeat > 1:
+        fig["rounds"] = rounds
     ratios: dict = {}
     for fmt in formats:
-        s = fig[f"spark_{fmt}"]
-        r = ratios[fmt] = {
-            "job_speed_over_pcap_x1": round(one["wall_s"] / s["job_s"], 2),
-            "whole_speed_over_pcap_x1": round(one["wall_s"] / s["wall_s"], 2),
-            "cpu_over_pcap_x1": round(s["cpu_s"] / one["cpu_s"], 2),
-            "per_core_efficiency": round(one["cpu_s"] / s["cpu_s"], 2),
-        }
-        if "pcap_x2" in fig:
-            r["job_speed_over_pcap_x2"] = round(fig["pcap_x2"]["wall_s"] / s["job_s"], 2)
-        assert s["frames"] == one["frames"], (fmt, s["frames"], one["frames"])
+        per: list[dict] = []
+        for r in rounds:
+            s = r[f"spark_{fmt}"]
+            q: dict = {}
+            if x1:
+                one = fig["pcap_x1"]
+                q.update(job_speed_over_pcap_x1=round(one["wall_s"] / s["job_s"], 2),
+                         whole_speed_over_pcap_x1=round(one["wall_s"] / s["wall_s"], 2),
+                         cpu_over_pcap_x1=round(s["cpu_s"] / one["cpu_s"], 2),
+                         per_core_efficiency=round(one["cpu_s"] / s["cpu_s"], 2))
+                assert s["frames"] == one["frames"], (fmt, s["frames"], one["frames"])
+            if "pcap_x2" in r:
+                two = r["pcap_x2"]
+                q.update(job_speed_over_pcap_x2=round(two["wall_s"] / s["job_s"], 2),
+                         cpu_over_pcap_x2_cpu=round(s["cpu_s"] / two["cpu_s"], 2))
+                assert s["frames"] == two["frames"], (fmt, s["frames"], two["frames"])
+            per.append(q)
+        ratios[fmt] = {k: round(_median([q[k] for q in per]), 2) for k in per[0]}
+        if repeat > 1:
+            ratios[fmt]["rounds"] = per
+            ratios[fmt]["median_job_s"] = round(_median([r[f"spark_{fmt}"]["job_s"] for r in rounds]), 2)
+            ratios[fmt]["median_startup_s"] = round(_median([r[f"spark_{fmt}"]["startup_s"] for r in rounds]), 2)
+            ratios[fmt]["median_cpu_s"] = round(_median([r[f"spark_{fmt}"]["cpu_s"] for r in rounds]), 2)
     if "jsonl" in formats and "parquet" in formats:
-        ratios["parquet_job_over_jsonl_job"] = round(fig["spark_parquet"]["job_s"] / fig["spark_jsonl"]["job_s"], 2)
+        ratios["parquet_job_over_jsonl_job"] = round(_median(
+            [r["spark_parquet"]["job_s"] / r["spark_jsonl"]["job_s"] for r in rounds]), 2)
     fig["ratios"] = ratios
     return fig
 
@@ -371,7 +401,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--single", help="also: the same traffic as one large capture file")
     ap.add_argument("--formats", default="jsonl,parquet", help="spark-decode's output formats (default: both)")
     ap.add_argument("--cluster", action="store_true", help="the standalone-cluster scaling run instead")
-    ap.add_argument("--repeat", type=int, default=1, help="--cluster: runs of each")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds: pcap x2 and spark-decode in turn (medians of the ratios); --cluster: runs of each")
+    ap.add_argument("--no-x1", action="store_true", help="leave out the single-process run (pcap x1)")
     ap.add_argument("--pin", action="store_true",
                     help="--cluster: confine the executors to as many CPUs as they have cores (taskset)")
     ap.add_argument("--out", help="scratch directory for the outputs (default: a temporary one)")
@@ -391,10 +423,11 @@ def main(argv: list[str] | None = None) -> int:
             fig["cluster"] = cluster_suite([args.dir], scratch, args.repeat, args.conf, args.pin)
         else:
             formats = args.formats.split(",")
-            fig["directory"] = local_suite(args.dir, [args.dir], files, scratch, formats, args.conf)
+            fig["directory"] = local_suite(args.dir, [args.dir], files, scratch, formats, args.conf,
+                                           args.repeat, not args.no_x1)
             if args.single:
                 fig["single_file"] = local_suite(args.single, [args.single], [args.single], scratch, formats,
-                                                 args.conf)
+                                                 args.conf, args.repeat)
     finally:
         if not args.out:
             shutil.rmtree(scratch, ignore_errors=True)

@@ -864,6 +864,11 @@ def test_spark_decode_decrypts_the_tls_captures_with_their_key_logs(spark, tmp_p
     assert res.summary["tls"]["decrypted"] == mine["tls"]["decrypted"] == mine["tls"]["connections"] > 0
     assert res.summary["tls"]["sessions"] == mine["tls"]["sessions"]
     assert res.summary["frames"] == mine["frames"]
+    # each connection's handshake, and so its TLS version in the connections table
+    assert res.summary["tls"]["handshakes"] == mine["tls"]["handshakes"] and mine["tls"]["handshakes"]
+    versions = [(c["client"], c["tls_version"]) for c in res.summary["connections"]]
+    assert versions == [(c["client"], c["tls_version"]) for c in mine["connections"]]
+    assert any(v is not None for _, v in versions)
 
 
 @pytest.mark.parametrize("name", sorted({c.values[0] for c in CASES if c.values[3] == "legacy"}))

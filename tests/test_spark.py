@@ -667,6 +667,48 @@ def test_jsonl_files_are_named_jsonl(fixtures_jsonl):
     assert parts and all(p.endswith(".jsonl") for p in parts)
 
 
+def test_the_workers_write_the_files_sparks_writer_would(fixtures_jsonl, tmp_path):
+    """The lines are written by the Python workers themselves (``spark.direct``): the same lines in
+    the same partition directories as Spark's own text writer gives them (``spark.kwire.jsonlWriter=spark``),
+    ``_SUCCESS``, no temporary directory left; a bad setting is a one-line error."""
+    out, _, spark = fixtures_jsonl
+    theirs = str(tmp_path / "spark")
+    spark.conf.set("spark.kwire.jsonlWriter", "spark")
+    try:
+        run(FILES, theirs, fmt="jsonl", spark=spark, partitions=3)
+        spark.conf.set("spark.kwire.jsonlWriter", "jvm")
+        with pytest.raises(SparkJobError, match=r"spark.kwire.jsonlWriter: 'jvm' is not one of workers, spark"):
+            run(FILES, str(tmp_path / "bad"), fmt="jsonl", spark=spark, partitions=3)
+    finally:
+        spark.conf.unset("spark.kwire.jsonlWriter")
+    assert spark_lines(out) == spark_lines(theirs)
+
+    def names(d):
+        return sorted(n for n in os.listdir(d) if not n.startswith("."))
+    assert names(out) == names(theirs) and "_SUCCESS" in names(out) and "_temporary" not in names(out)
+    for api in names(out):
+        if api.startswith("api_name="):
+            assert names(os.path.join(out, api)) and all(
+                n.startswith("part-") and n.endswith(".c000.jsonl") for n in names(os.path.join(out, api)))
+
+
+def test_partition_directories_and_the_commit(tmp_path):
+    from kwire_cli.spark import direct
+    assert direct.partition_dir("Produce") == "api_name=Produce"
+    assert direct.partition_dir("UNKNOWN(9999)") == "api_name=UNKNOWN(9999)"
+    assert direct.partition_dir(None) == "api_name=__HIVE_DEFAULT_PARTITION__"
+    assert direct.partition_dir("a/b:c=d%") == "api_name=a%2Fb%3Ac%3Dd%25"
+    # a task attempt whose result the driver did not receive (failed, retried) is not committed
+    out = tmp_path / "out"
+    src = Path(direct.pass_dir(str(out), "j", 1))
+    for rel in ("api_name=Fetch/part-00000-a.c000.jsonl", "api_name=Fetch/part-00000-b.c000.jsonl"):
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text(rel + "\n")
+    direct.commit(str(out), "j", 1, ["api_name=Fetch/part-00000-b.c000.jsonl"])
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == [
+        "_SUCCESS", "api_name=Fetch", "api_name=Fetch/part-00000-b.c000.jsonl"]
+
+
 def test_internal_topic_records_decode_as_kwire_pcap_decodes_them(spark, tmp_path):
     """Issue 19: records of internal topics in Produce and Fetch (a topic id named by an earlier
     Metadata answer on another connection's position) decode in the rows as kwire pcap's do."""

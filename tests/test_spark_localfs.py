@@ -41,7 +41,8 @@ def spark_decode(tmp: Path, out: Path, *conf: str, env: dict | None = None) -> t
     (shim / "chmod").chmod(0o755)
     cmd = [sys.executable, "-m", "kwire_cli", "spark-decode", CAPTURE, "--out", str(out), "--overwrite",
            "--master", "local[1]", "--format", "jsonl", "--summary-format", "none",
-           "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false"]
+           "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
+           "--conf", "spark.kwire.jsonlWriter=spark"]  # the lines through Spark's writer: its file system
     for c in conf:
         cmd += ["--conf", c]
     e = {k: v for k, v in os.environ.items() if k != "KWIRE_SPARK_LOCAL_FS"}

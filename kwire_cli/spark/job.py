@@ -26,13 +26,15 @@ import glob
 import json
 import os
 import time
+import uuid
 from collections.abc import Iterable
 
 from kwire_cli.capture.inputs import file_kind
 from kwire_cli.errors import SparkJobError
 from kwire_cli.inputs.paths import expand_paths, not_a_capture
+from kwire_cli.spark.direct import RESULT_SCHEMA, clear, commit, discard, pass_dir, workers_write
 from kwire_cli.spark.localfs import local_fs_conf, local_fs_status
-from kwire_cli.spark.outdir import UnsafeOutput, check_out
+from kwire_cli.spark.outdir import UnsafeOutput, check_out, local_path
 from kwire_cli.spark.reading import DEFAULT_SPLIT, FilePlan, nominal_ranges, plan_file, stitch
 from kwire_cli.spark.session import (
     class_data_status,
@@ -163,8 +165,9 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
     and headers decoded (kwire pcap's --max-frame-size, --max-decompressed, --max-records; None:
     the default). Secrets are redacted in the rows and the summary unless ``show_secrets``
     (``kwire_cli.codec.secrets``). ``keylog``: a ``kwire_cli.tls.KeyLog`` that TLS connections are
-    decrypted with (shipped to the executors with the tasks). ``strict``: a frame that breaks a rule
-    of the format is undecodable (kwire pcap --strict), not read leniently with its violations listed.
+    decrypted with (a broadcast: sent once per executor, not with every task). ``strict``: a frame
+    that breaks a rule of the format is undecodable (kwire pcap --strict), not read leniently with
+    its violations listed.
     ``filter_expr``: kwire pcap's --filter (checked here, before Spark starts): only the rows it keeps
     are written; the summary counts every frame."""
     t0 = time.monotonic()
@@ -344,6 +347,7 @@ def _decode_and_write(paths_used: dict, spark, plans, tasks, labels, out, fmt, p
     from kwire_cli.values.shipping import ship, within
     sc = spark.sparkContext
     bplans = sc.broadcast((plans, tasks))
+    bkeys = sc.broadcast(keylog) if keylog is not None else None  # once per executor, not in every task
     heavy_min, chunk_bytes = heavy_conf(spark)
     cs = _connections(spark, bplans, len(tasks), heavy_min, sc.defaultParallelism)
     shared, local, shuffled = cs.to_shuffle, cs.local, cs.shuffled
@@ -365,12 +369,18 @@ def _decode_and_write(paths_used: dict, spark, plans, tasks, labels, out, fmt, p
         specs = [(c, holders, reports, max(1, chunk_bytes or -(-n // (CHUNKS_PER_PARTITION * nparts))))
                  for c, n, holders, reports in cs.heavy]
         frames = spark.range(len(specs), numPartitions=len(specs)).mapInArrow(
-            lambda it, b=bplans, sp=specs, keys=keys, base=nparts, sn=specs_name, ports=ports, kl=keylog,
+            lambda it, b=bplans, sp=specs, keys=keys, base=nparts, sn=specs_name, ports=ports, kl=bkeys,
             rm=records_mode, ss=show_secrets, st=strict:
-            heavy_batches(it, sp, b.value[1], b.value[0], keys, base, sn, ports, limits, kl, rm, ss, st),
+            heavy_batches(it, sp, b.value[1], b.value[0], keys, base, sn, ports, limits, kl and kl.value, rm, ss, st),
             frame_schema_ddl())
         by_chunk = frames.repartition(nparts, "p").sortWithinPartitions(*CHUNK_SORT_COLUMNS)
-    schema = row_schema(fmt)
+    direct = workers_write(spark, fmt, out)  # the workers write the lines themselves (``direct``)
+    schema = RESULT_SCHEMA if direct else row_schema(fmt)
+    root = os.path.abspath(local_path(out) or ".")
+    if direct:
+        clear(root)  # what Spark's overwrite mode does first (check_out: only a previous run's output)
+        os.makedirs(root, exist_ok=True)
+    job_id = uuid.uuid4().hex
     shipped = ship(values_decoder())
     names = None
     passes = 0
@@ -379,37 +389,50 @@ def _decode_and_write(paths_used: dict, spark, plans, tasks, labels, out, fmt, p
             passes += 1
             acc = sc.accumulator(Totals(), totals_param())
             bnames = sc.broadcast(names)
+            wt = pass_dir(root, job_id, passes) if direct else None
             rows = None
             if local:
                 not_local = cs.not_local  # their packets are decoded elsewhere: shared or heavy
                 rows = spark.range(len(local), numPartitions=len(local)).mapInArrow(
                     lambda it, b=bplans, w=local, sh=not_local, labels=labels, fmt=fmt, rm=records_mode, sn=specs_name,
-                    acc=acc, ports=ports, bn=bnames, ss=show_secrets, kl=keylog, st=strict, fe=filter_expr, vs=shipped:
+                    acc=acc, ports=ports, bn=bnames, ss=show_secrets, kl=bkeys, st=strict, fe=filter_expr, vs=shipped,
+                    wt=wt:
                     within(vs, local_batches(it, w, b.value[1], b.value[0], sh, labels, fmt, rm, sn, acc, ports,
-                                             bn.value, limits, ss, kl, st, fe)), schema)
+                                             bn.value, limits, ss, kl and kl.value, st, fe, wt)), schema)
             if by_conn is not None:
                 decoded = by_conn.mapInArrow(
                     lambda it, labels=labels, fmt=fmt, rm=records_mode, sn=specs_name, acc=acc, ports=ports,
-                    bn=bnames, ss=show_secrets, kl=keylog, st=strict, fe=filter_expr, vs=shipped:
-                    within(vs, decode_batches(it, labels, fmt, rm, sn, acc, ports, bn.value, limits, ss, kl, st, fe)),
+                    bn=bnames, ss=show_secrets, kl=bkeys, st=strict, fe=filter_expr, vs=shipped, wt=wt:
+                    within(vs, decode_batches(it, labels, fmt, rm, sn, acc, ports, bn.value, limits, ss,
+                                              kl and kl.value, st, fe, wt)),
                     schema)
                 rows = decoded if rows is None else rows.union(decoded)
             if by_chunk is not None:
                 from kwire_cli.spark.split import chunk_batches
                 decoded = by_chunk.mapInArrow(
                     lambda it, labels=labels, fmt=fmt, rm=records_mode, sn=specs_name, acc=acc, bn=bnames,
-                    ss=show_secrets, st=strict, fe=filter_expr, vs=shipped:
-                    within(vs, chunk_batches(it, labels, fmt, rm, sn, acc, bn.value, limits, ss, st, fe)), schema)
+                    ss=show_secrets, st=strict, fe=filter_expr, vs=shipped, wt=wt:
+                    within(vs, chunk_batches(it, labels, fmt, rm, sn, acc, bn.value, limits, ss, st, fe, wt)), schema)
                 rows = decoded if rows is None else rows.union(decoded)
-            _write(spark, rows, out, fmt, bool(cs.heavy))
+            files = None
+            if direct:
+                files = [r[0] for r in collect_rows(rows)]
+            else:
+                _write(spark, rows, out, fmt, bool(cs.heavy))
             bnames.unpersist()
             tot = acc.value
             if names is not None or topics_agree(tot.learned, tot.topic_uses, tot.renamed):
+                if files is not None:
+                    commit(root, job_id, passes, files)
                 return tot, passes
+            if direct:
+                discard(root, job_id, passes)
             names = tot.learned  # a row missed an earlier answer (or an id has two names): once more, with all of them
             sc.setJobDescription("kwire: decode again, topic ids named from every connection")
     finally:
         bplans.unpersist()
+        if bkeys is not None:
+            bkeys.unpersist()
 
 
 @dataclasses.dataclass

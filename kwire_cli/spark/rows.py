@@ -137,6 +137,10 @@ class RowBatcher:
             return self.flush()
         return None
 
+    def finish(self):
+        """The last batch (None if empty)."""
+        return self.flush()
+
     def flush(self):
         if not self.rows:
             return None

@@ -55,7 +55,7 @@ from kwire_cli.capture.stream import SASL_TOKEN
 from kwire_cli.errors import KwireError
 from kwire_cli.spark.reading import FilePlan, read_range
 from kwire_cli.spark.shipping import executor_setup
-from kwire_cli.spark.stages import END, TaskRows, conn_id, conn_name, damage_item, int_array
+from kwire_cli.spark.stages import END, TaskRows, conn_id, conn_name, damage_item, handshake, int_array
 
 # the item kinds (the first element of an item's pickled tuple)
 FRAME = 0  # a frame to decode: (FRAME, fields, position, number, candidates, fallback); data in ``data``
@@ -200,10 +200,12 @@ def heavy_items(conn: int, holders: list[int], reports: frozenset, tasks: list, 
     def handle(events, pos):
         nonlocal seq, number, done, chunk
         for ev in events:
-            if ev.__class__ is Note:
-                continue
             seq += 1
             k = (ev.file, -1 if ev.packet is None else ev.packet, index, seq)
+            if ev.__class__ is Note:
+                if ev.kind == "tls":
+                    yield chunk, (META, handshake(ev), k), None
+                continue
             if ev.__class__ is not KafkaFrame:
                 if ev.corrs and ev.conn is not None:
                     conv.give_up(ev.conn, ev.corrs)
@@ -357,14 +359,14 @@ class ChunkConversation(Conversation):
 
 def chunk_batches(batches, labels: list[str], fmt: str, records_mode: str | None, specs_name: str | None, acc,
                   names: dict | None = None, limits: tuple = (None, None, None), show_secrets: bool = False,
-                  strict: bool = False, filter_expr: str | None = None) -> Iterator[Any]:
+                  strict: bool = False, filter_expr: str | None = None, write_to: str | None = None) -> Iterator[Any]:
     """The chunk tasks in ``mapInArrow``: items sorted by (connection, order) -> Arrow batches of
-    output rows (``names``: as in ``stages.decode_batches``)."""
+    output rows (``names``, ``write_to``: as in ``stages.decode_batches``)."""
     from kwire_cli.render.jsonlines import gc_tuned
     executor_setup(specs_name, limits)
     loads = pickle.loads
     with gc_tuned():
-        out = TaskRows(labels, fmt, records_mode, names, filter_expr)
+        out = TaskRows(labels, fmt, records_mode, names, filter_expr, write_to)
         cur = None
         conv: Any = None
         for b in batches:

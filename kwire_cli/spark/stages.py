@@ -47,6 +47,7 @@ from kwire_cli.capture.pipeline import CODEC, build_assembler, frame_check
 from kwire_cli.capture.session import Conversation
 from kwire_cli.capture.summary import damage_entry
 from kwire_cli.errors import KwireError
+from kwire_cli.spark.direct import LineFiles, task_part
 from kwire_cli.spark.reading import FilePlan, index_range, range_connections, read_range
 from kwire_cli.spark.rows import RowBatcher
 from kwire_cli.spark.shipping import code_location, executor_setup
@@ -265,6 +266,11 @@ def damage_item(d: Damage, rank: int, pos) -> dict:
     return out
 
 
+def handshake(note: Note) -> tuple:
+    """A TLS handshake's note as a meta item (``TaskRows.meta``)."""
+    return ("tls", {"conn": note.conn, "detail": note.detail})
+
+
 def _name_topics(rec: dict, pos: tuple, names: dict, uses: dict | None) -> None:
     """Name the row's still unnamed topic ids from ``names`` learned before ``pos``; ``uses``
     (the first pass, ``names`` this task's own): per id, the latest row that found no name
@@ -306,8 +312,9 @@ def topics_agree(learned: dict, uses: dict, renamed: frozenset | set = frozenset
 def decode_batches(batches, labels: list[str], fmt: str, records_mode: str | None, specs_name: str | None,
                    acc, ports: tuple = (), names: dict | None = None, limits: tuple = (None, None, None),
                    show_secrets: bool = False, keylog: Any = None, strict: bool = False,
-                   filter_expr: str | None = None) -> Iterator[Any]:
-    """Stage 2 in ``mapInArrow``: sorted packet batches -> Arrow batches of output rows.
+                   filter_expr: str | None = None, write_to: str | None = None) -> Iterator[Any]:
+    """Stage 2 in ``mapInArrow``: sorted packet batches -> Arrow batches of output rows (``write_to``:
+    the lines written there, ``direct.LineFiles``, and the batch of their names).
 
     ``names``: every topic id the job learned, ``{id: (position, name)}`` (the second pass), or
     None: this task's own answers, their uses recorded for ``topics_agree``.
@@ -316,14 +323,15 @@ def decode_batches(batches, labels: list[str], fmt: str, records_mode: str | Non
     executor_setup(specs_name, limits)
     with gc_tuned():
         yield from _decode(_packets(batches), labels, fmt, records_mode, acc, ports, names, limits, show_secrets,
-                           keylog, strict, filter_expr)
+                           keylog, strict, filter_expr, write_to=write_to)
 
 
 def local_batches(batches, which: list, tasks: list, plans: list[FilePlan], shared: frozenset, labels: list[str],
                   fmt: str,
                   records_mode: str | None, specs_name: str | None, acc, ports: tuple = (),
                   names: dict | None = None, limits: tuple = (None, None, None), show_secrets: bool = False,
-                  keylog: Any = None, strict: bool = False, filter_expr: str | None = None) -> Iterator[Any]:
+                  keylog: Any = None, strict: bool = False, filter_expr: str | None = None,
+                  write_to: str | None = None) -> Iterator[Any]:
     """Read and decode in one ``mapInArrow``, for the connections whose packets are all in one read
     task (not in ``shared``): batches of numbers (``which[n]``: a task's number) -> the tasks' own
     packets, straight from the capture reader into one ``StreamAssembler`` and one ``Conversation``
@@ -336,7 +344,7 @@ def local_batches(batches, which: list, tasks: list, plans: list[FilePlan], shar
         for b in batches:
             for t in map(which.__getitem__, b.column(0).to_pylist()):
                 yield from _decode(local_items(tasks[t], plans, shared), labels, fmt, records_mode, acc, ports, names,
-                                   limits, show_secrets, keylog, strict, filter_expr, index=-1 - t)
+                                   limits, show_secrets, keylog, strict, filter_expr, index=-1 - t, write_to=write_to)
 
 
 _MAKE_PACKET = Packet._make
@@ -362,7 +370,7 @@ class TaskRows:
     their uses recorded for ``topics_agree``."""
 
     def __init__(self, labels: list[str], fmt: str, records_mode: str | None, names: dict | None,
-                 filter_expr: str | None) -> None:
+                 filter_expr: str | None, write_to: str | None = None) -> None:
         from kwire_cli.capture.filter import compile_filter
         self.keep = compile_filter(filter_expr) if filter_expr else None
         self.labels = labels
@@ -372,7 +380,7 @@ class TaskRows:
         self.uses = None if names is not None else tot.topic_uses
         self.known = names if names is not None else tot.learned  # the answers a row may be named from
         self.feed_names = records_mode is None  # internal topics' records are decoded with the names known
-        self.out = RowBatcher(fmt)
+        self.out: Any = RowBatcher(fmt) if write_to is None else LineFiles(write_to, task_part())
         self.conv: Any = None
         self.given: set = set()  # topic ids this conversation knows a name for
         self.version = 0  # changes of the answers the task learned (``learn``)
@@ -412,6 +420,8 @@ class TaskRows:
             tot.stats.merge(v[1])
         elif tag == "fail":
             tot.failures.append(v[1])
+        elif tag == "tls":
+            tot.add_handshake(k, v[1])
 
     def feed(self, k: tuple) -> None:
         """Give the conversation the answers learned before ``k`` that it lacks."""
@@ -455,8 +465,9 @@ class TaskRows:
         return self.row(rec, k)
 
     def finish(self, acc, stats: CaptureStats | None = None) -> Iterator[Any]:
-        """The last batch; the task's totals (and ``stats``) to the accumulator."""
-        b = self.out.flush()
+        """The last batch (written directly: the batch of the files' names); the task's totals (and
+        ``stats``) to the accumulator."""
+        b = self.out.finish()
         if b is not None:
             yield b
         if stats is not None:
@@ -464,20 +475,13 @@ class TaskRows:
         acc.add(self.tot)
 
 
-def task_index() -> int:
-    """The Spark partition of the running task (0 outside one)."""
-    from pyspark import TaskContext
-    ctx = TaskContext.get()
-    return ctx.partitionId() if ctx is not None else 0
-
-
 def _decode(items, labels, fmt, records_mode, acc, ports, names, limits, show_secrets, keylog, strict,
-            filter_expr, index: int | None = None):
+            filter_expr, index: int | None = None, write_to: str | None = None):
     """(connection, meta, packet) items -> Arrow batches of rows; ``index`` (default: the Spark
     partition's) orders the task's items after file and packet number (local tasks: negative)."""
     if index is None:
-        index = task_index()
-    out = TaskRows(labels, fmt, records_mode, names, filter_expr)
+        index = task_part()
+    out = TaskRows(labels, fmt, records_mode, names, filter_expr, write_to)
     check = frame_check(CODEC)  # resynchronisation confirmed by the codec, as in kwire pcap (one for every connection)
     stats = CaptureStats()
     seq = 0
@@ -488,10 +492,12 @@ def _decode(items, labels, fmt, records_mode, acc, ports, names, limits, show_se
     def handle(events, pos):
         nonlocal seq
         for ev in events:
-            if ev.__class__ is Note:
-                continue  # TLS handshakes: counted in the stats (the driver's summary has no per-connection list)
             seq += 1
             k = (ev.file, -1 if ev.packet is None else ev.packet, index, seq)
+            if ev.__class__ is Note:
+                if ev.kind == "tls":  # a handshake: the summary's list, each connection's TLS version
+                    out.meta(handshake(ev), k)
+                continue
             if ev.__class__ is not KafkaFrame:
                 out.meta(("dmg", damage_item(ev, ev.file, pos)), k)
                 continue

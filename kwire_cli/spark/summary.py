@@ -21,7 +21,7 @@ def final_summary(totals, damage_events: list[dict]) -> dict:
 
     ``damage_events``: the first events by position (``Totals`` keeps 200, as kwire pcap shows);
     the per-kind counts come from all of them (``Totals.damage_kinds``)."""
-    out = totals.summary.to_dict(totals.stats.to_dict(), None)
+    out = totals.summary.to_dict(totals.stats.to_dict(), None, totals.handshake_notes())
     out["damage"] = {k: {"events": n, "bytes": b} for k, (n, b) in sorted(totals.damage_kinds.items())}
     out["damage_events"] = damage_events[:200]
     return out

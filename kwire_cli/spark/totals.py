@@ -15,6 +15,7 @@ class Totals:
         self.stats = CaptureStats()
         self.damage_kinds: dict[str, list[int]] = {}
         self.damage_events: list[tuple] = []   # (rank, position, seq, dict), the first MAX by position
+        self.tls_handshakes: list[tuple] = []  # (rank, packet, index, seq, {conn, detail}), the first MAX by position
         self.failures: list[str] = []
         self.summary = AnalysedSummary()  # the part of kwire pcap's summary this task's rows make
         self.rows = 0
@@ -46,6 +47,22 @@ class Totals:
         self.damage_events.sort(key=lambda e: e[:3])
         del self.damage_events[MAX_DAMAGE_EVENTS:]
 
+    def add_handshake(self, key: tuple, note: dict) -> None:
+        """A TLS connection's handshake note (``tls_section`` lists the first 200 by position; the
+        connections table takes each connection's TLS version from them)."""
+        self.tls_handshakes.append(key + (note,))
+        if len(self.tls_handshakes) > 2 * MAX_DAMAGE_EVENTS:
+            self._trim_handshakes()
+
+    def _trim_handshakes(self) -> None:
+        self.tls_handshakes.sort(key=lambda e: e[:4])
+        del self.tls_handshakes[MAX_DAMAGE_EVENTS:]
+
+    def handshake_notes(self) -> list[dict]:
+        """The handshakes in capture order, as ``Summary.to_dict``'s notes."""
+        self._trim_handshakes()
+        return [dict(e[4], kind="tls") for e in self.tls_handshakes]
+
     def merge(self, o: Totals) -> Totals:
         self.stats.merge(o.stats)
         for k, (n, b) in o.damage_kinds.items():
@@ -54,6 +71,9 @@ class Totals:
             m[1] += b
         self.damage_events += o.damage_events
         self._trim()
+        if o.tls_handshakes:
+            self.tls_handshakes += o.tls_handshakes
+            self._trim_handshakes()
         self.failures += o.failures
         self.summary.merge(o.summary)
         self.rows += o.rows
