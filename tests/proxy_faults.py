@@ -121,8 +121,8 @@ class FakeBroker:
         self.server: asyncio.base_events.Server | None = None
         self.port = 0
 
-    async def start(self) -> FakeBroker:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+    async def start(self, port: int = 0) -> FakeBroker:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", port)
         self.port = self.server.sockets[0].getsockname()[1]
         return self
 

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from kwire_cli.proxy.server import MAX_OPEN
+from kwire_cli.proxy.server import HOLD_FIRST, MAX_OPEN
 from proxy_faults import (
+    FakeBroker,
     api_versions_answer_fast,
     api_versions_request,
     brokers_in,
@@ -78,6 +79,42 @@ def test_a_half_closing_broker_ends_after_its_answer():
             w.write(heartbeat_request(1))
             assert await asyncio.wait_for(r.read(), 5) == heartbeat_answer(1)
             w.close()
+    run(scenario())
+
+
+def test_a_client_is_held_before_its_close_while_the_broker_is_down():
+    """A refused connect makes a Kafka client back off; a close after connecting does not. So while
+    no broker answers, the proxy holds each client for a time that doubles (from HOLD_FIRST up to
+    HOLD_MAX) before closing it, instead of letting it reconnect hundreds of times a second; once
+    the broker answers again a client is served at once and the hold starts over."""
+    async def answer(w, key, version, corr):
+        w.write(heartbeat_answer(corr))
+
+    async def held(port: int) -> float:
+        r, w = await connect(port)
+        t0 = time.monotonic()
+        assert await ended(r)
+        w.close()
+        return time.monotonic() - t0
+
+    async def scenario():
+        async with running(answer) as (px, broker, notes):
+            await broker.stop()
+            holds = [await held(px.bootstrap[1]) for _ in range(4)]
+            for got, want in zip(holds, [HOLD_FIRST * 2 ** i for i in range(4)]):
+                assert want * 0.9 <= got < want + 1.0, holds
+            again = await FakeBroker(answer).start(broker.port)
+            r, w = await connect(px.bootstrap[1])
+            t0 = time.monotonic()
+            w.write(heartbeat_request(3))
+            assert await read_frame(r) == heartbeat_answer(3)
+            assert time.monotonic() - t0 < HOLD_FIRST * 8
+            w.close()
+            await again.stop()
+            assert await held(px.bootstrap[1]) < HOLD_FIRST * 2 + 1.0
+            assert px.stats.upstream_failures == 5
+            said = [n for n in notes if "no broker answered" in n]
+            assert len(said) == 5 and said[0].endswith(f"in {HOLD_FIRST:g} s")
     run(scenario())
 
 

@@ -46,6 +46,9 @@ CLOSE = object()       # _response's answer when the connection must end instead
 LAG_CHECK = 1.0        # seconds between looks at how far behind the decoding side is
 LAG_NOTE = 5.0         # seconds between notes that it is behind (at once when frames are first not shown)
 BEHIND = 1.0           # seconds: decoding this far behind the forwarding is said
+HOLD_FIRST = 0.05      # seconds a client is held before its close when no broker answered: doubling while
+HOLD_MAX = 1.0         # the brokers stay down, up to this (a refused connect makes a client back off; a close
+                       # after connecting does not, and it would reconnect hundreds of times a second)
 
 
 @dataclass
@@ -94,6 +97,7 @@ class Proxy:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._next_port = config.node_ports[0] if config.node_ports else config.listen[1] + 1
         self._seq = 0
+        self.holds: dict[tuple[tuple[str, int], ...], float] = {}  # brokers that did not answer -> the hold now
         self.decoder = DecodeChannel(sink, config.decode_backlog, config.decode_process)
         self._pcap = PcapOut(config.pcap) if config.pcap is not None else None
         self.bootstrap: tuple[str, int] | None = None
@@ -376,6 +380,7 @@ class _Conn:
             except Exception as e:  # unreachable, refused, and an address no socket takes (a port over
                 last = e            # 65535, a label over 63 characters, a NUL in the host)
                 continue
+            px.holds.pop(tuple(targets), None)
             self.client_ep, self.broker_ep = endpoint(*peer), endpoint(host, port)
             self.name = f"{self.client_ep}<->{self.broker_ep}"
             if px._pcap is not None:
@@ -391,8 +396,12 @@ class _Conn:
                 self._resume(CLIENT, "connecting")
             return
         px.stats.upstream_failures += 1
+        hold = min(max(px.holds.get(tuple(targets), 0.0) * 2, HOLD_FIRST), HOLD_MAX)
+        px.holds[tuple(targets)] = hold
         px.on_note(f"{endpoint(*peer)}: no broker answered ({', '.join(endpoint(h, p) for h, p in targets)}): "
-                   f"{type(last).__name__ if last is not None else ''}: {last}; closing the client's connection")
+                   f"{type(last).__name__ if last is not None else ''}: {last}; closing the client's connection "
+                   f"in {hold:g} s")
+        await asyncio.sleep(hold)
         self.close()
 
     def received(self, side: int, data: bytes) -> None:
