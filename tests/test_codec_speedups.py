@@ -616,3 +616,21 @@ def test_garbage_collector_setting_is_left_as_it_was():
             assert gc.isenabled() is enabled
     finally:
         (gc.enable if was else gc.disable)()
+
+
+@needs_native
+def test_the_whole_frame_entry_reads_arrays_under_the_item_budget_and_hands_back_past_it():
+    """The native whole-frame entry charges the item budget as the Program does: a Metadata answer
+    (arrays of arrays) is read in C, not handed back; one past the budget is handed back (None),
+    and the Python path names the error."""
+    from kwire_cli.codec import DecodeError, native
+    from memory_bombs import metadata_answer
+    if native.frame_setup is None:
+        pytest.skip("no whole-frame entry")
+    small, big = metadata_answer(3, 50, 3), metadata_answer(10, 6_000, 3)
+    decode_response(small, 3, 12, records="hex")  # the target remembered
+    msg = native.decode_response_frame(small, 3, 12, None, "hex")
+    assert msg is not None and [len(t["Partitions"]) for t in msg.body["Topics"]] == [50, 50, 50]
+    assert native.decode_response_frame(big, 3, 12, None, "hex") is None
+    with pytest.raises(DecodeError, match="more than 400,000 array items in one frame"):
+        decode_response(big, 3, 12, records="hex")

@@ -993,8 +993,8 @@ static PyObject *frame_message(int kind, const Target *t, PyObject *data, Py_ssi
     if (reg != t->registry)
         return NULL;
     const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(data);
-    Ctx hc = {b, t->head};
-    Ctx bc = {b, t->body};
+    Ctx hc = {b, t->head, g_max_items};
+    Ctx bc = {b, t->body, g_max_items};  /* each its own budget, as in Python */
     Py_ssize_t pos = start;
     PyObject *msg = NULL;
     int gc_was_on = KW_GC_PAUSE();  /* as in program_vectorcall; the Message is made before it resumes */
