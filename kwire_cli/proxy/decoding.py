@@ -417,6 +417,13 @@ class DecodeChannel:
             self.done = _DONE.unpack_from(back, _LEN.size)
             back = back[_LEN.size + size:]
 
+    def detach(self) -> None:
+        """On the event loop, before ``close`` runs on another thread: the loop stops watching the
+        socket (``close`` writes the rest and reads the result itself)."""
+        self._stop_writing()
+        if self._loop is not None and self.sock is not None:
+            self._loop.remove_reader(self.sock)
+
     def close(self, timeout: float = 120) -> None:
         """Blocking (run it off the event loop, after a last ``flush`` on it): the rest of the
         backlog, the end mark, then wait for the decoding side's result."""

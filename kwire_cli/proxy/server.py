@@ -192,6 +192,7 @@ class Proxy:
             if self._pcap.error is not None:
                 self.on_note(f"--write-pcap: {self._pcap.error}; the capture stops there")
         self.decoder.flush()
+        self.decoder.detach()  # on the loop: what close() does next runs on another thread
         await loop.run_in_executor(None, self.decoder.close)
         d = self.decoder
         self.decoded = d.result
