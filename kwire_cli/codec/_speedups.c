@@ -236,7 +236,8 @@ static int kw_dicts_check(void) {
 
 /* The item budget of one decoded message: array elements and unknown tagged fields, as the
  * generated decoders count them (codec/runtime.py, MAX_ITEMS, set by set_max_items when the limits
- * change). Past it the Program hands the input to the Python decoder, which names the error. */
+ * change). Past it the Program hands the input to the Python decoder, which names the error. Every
+ * Ctx starts with items_left = g_max_items (one per decoded header or body, as in Python). */
 static Py_ssize_t g_max_items = 400000;
 
 typedef struct {
