@@ -385,6 +385,31 @@ def test_whole_frame_entry_reads_recorded_frames_itself():
 
 
 @needs_native
+def test_whole_frame_entry_keeps_the_item_budget():
+    """The whole-frame entry charges the message's item budget as the plans do: a Metadata answer
+    of 991 array items reads there under a budget of 1,000; one of 1,054 is handed back (None) and
+    decode_response names the error."""
+    from kwire_cli.codec import native, runtime
+    from kwire_cli.errors import DecodeError
+    from memory_bombs import metadata_answer
+    small, big = metadata_answer(3, 47, 3), metadata_answer(3, 50, 3)
+    decode_response(small, 3, 12)  # the target looked up once
+    before = runtime.MAX_ITEMS[0]
+    runtime.MAX_ITEMS[0] = 1000
+    native.extension.set_max_items(1000)
+    try:
+        msg = native.decode_response_frame(small, 3, 12, None, None)
+        assert msg is not None and [len(t["Partitions"]) for t in msg.body["Topics"]] == [47, 47, 47]
+        assert native.decode_response_frame(big, 3, 12, None, None) is None
+        with pytest.raises(DecodeError, match="more than 1,000 array items in one frame"):
+            decode_response(big, 3, 12)
+    finally:
+        runtime.MAX_ITEMS[0] = before
+        native.extension.set_max_items(before)
+    assert native.decode_response_frame(big, 3, 12, None, None) is not None
+
+
+@needs_native
 def test_decode_pair_gives_both_plans_values_for_whole_frames_only():
     """The one-call path of decode_request/decode_response (header then body, natively) gives the
     two plans' values when the body ends exactly at the frame's end, and None otherwise (cut, one
