@@ -67,6 +67,7 @@ def test_the_scan_runcounts_and_json_order_agree_with_their_definitions(path):
     assert got
     full, light = Summary(), RunCounts()
     for r in got:
+        assert tuple(r)[:len(ROW_KEYS)] == ROW_KEYS  # every ALWAYS column, in declared order
         assert (r["error_codes"], set(r.get("topic_names") or ())) == plain_scan(r["body"])
         if not may_hold_records(r):
             assert batch_stats(r["body"], new_batch_stats()) == new_batch_stats()

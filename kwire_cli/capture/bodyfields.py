@@ -110,6 +110,9 @@ def _cached_records_apis(folder: str) -> frozenset[tuple[int, str]]:
                      if _has_records(a.spec(kind).struct, set()))
 
 
+_HOLDS: dict[tuple[str, int, str], bool] = {}  # (specs folder, api key, kind) -> may_hold_records
+
+
 def may_hold_records(row: dict[str, Any]) -> bool:
     """False when the row's body cannot hold a records field: a request or response of an API whose
     spec has no ``records`` field in any version (Fetch requests, Metadata, Heartbeat...); then the
@@ -118,12 +121,16 @@ def may_hold_records(row: dict[str, Any]) -> bool:
     message it forwards is decoded into its body)."""
     kind = row.get("kind")
     key = row.get("api_key")
-    if type(key) is not int or (kind != "request" and kind != "response") or key == ENVELOPE:
+    if type(key) is not int or (kind != "request" and kind != "response"):
         return True
     reg = registry()
-    if key not in reg.apis:
-        return True
-    return (key, kind) in _cached_records_apis(reg.folder)
+    at = (reg.folder, key, kind)
+    holds = _HOLDS.get(at)
+    if holds is None:
+        if key not in reg.apis:
+            return True
+        holds = _HOLDS[at] = key == ENVELOPE or (key, kind) in _cached_records_apis(reg.folder)
+    return holds
 
 
 def _follow(node: Any, path: Path, out: list[Any]) -> None:

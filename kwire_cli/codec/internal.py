@@ -296,34 +296,41 @@ def records_by_topic(body: Any, topic_name: Callable[[str], str | None] | None =
     struct above it names (``Name``, ``Topic``, ``TopicName``, or ``TopicId`` through
     ``topic_name(id)``; None when nothing names it), in body order; nothing below ``max_depth``."""
 
-    def walk(node: Any, topic: str | None, depth: int) -> Iterator[tuple[str | None, dict[str, Any]]]:
-        if depth > max_depth:
-            return
-        if isinstance(node, list):
-            for x in node:
-                yield from walk(x, topic, depth + 1)
-            return
-        if not isinstance(node, dict):
-            return
-        if isinstance(node.get("batches"), list):
-            yield topic, node
-            return
-        for k in _TOPIC_KEYS:
-            t = node.get(k)
-            if isinstance(t, str) and t:
-                topic = t
-                break
-        else:
-            tid = node.get("TopicId")
-            if isinstance(tid, str) and topic_name is not None:
-                named = topic_name(tid)
-                if named:
-                    topic = named
-        for v in node.values():
-            if isinstance(v, (dict, list)):
-                yield from walk(v, topic, depth + 1)
+    found: list[tuple[str | None, dict[str, Any]]] = []
+    _collect(body, None, 0, topic_name, max_depth, found)
+    return iter(found)
 
-    return walk(body, None, 0)
+
+def _collect(node: Any, topic: str | None, depth: int, topic_name: Callable[[str], str | None] | None,
+             max_depth: int, found: list[tuple[str | None, dict[str, Any]]]) -> None:
+    """``records_by_topic``'s walk (a plain recursion, not a chain of generators: a row's body is
+    walked for every Produce and Fetch frame)."""
+    if depth > max_depth:
+        return
+    if isinstance(node, list):
+        for x in node:
+            if isinstance(x, (dict, list)):
+                _collect(x, topic, depth + 1, topic_name, max_depth, found)
+        return
+    if not isinstance(node, dict):
+        return
+    if isinstance(node.get("batches"), list):
+        found.append((topic, node))
+        return
+    for k in _TOPIC_KEYS:
+        t = node.get(k)
+        if isinstance(t, str) and t:
+            topic = t
+            break
+    else:
+        tid = node.get("TopicId")
+        if isinstance(tid, str) and topic_name is not None:
+            named = topic_name(tid)
+            if named:
+                topic = named
+    for v in node.values():
+        if isinstance(v, (dict, list)):
+            _collect(v, topic, depth + 1, topic_name, max_depth, found)
 
 
 def decode_internal_records(body: Any, topic_name: Callable[[str], str | None] | None = None,
