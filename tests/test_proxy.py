@@ -224,6 +224,50 @@ def test_the_pcap_checksums_are_right_with_and_without_the_native_sum():
         assert packets == 2 * (3 + 2 + 1 + 3)
 
 
+def test_the_pcap_thread_is_woken_for_a_mib_or_by_the_loops_call_not_per_chunk(tmp_path):
+    """With ``later`` (the proxy's event loop), small pieces wait for its call (one for many), a
+    MiB waiting wakes the writing thread at once; a regular file's pages are written out and let
+    go of as the capture grows, and every byte is in the file."""
+    from kwire_cli.proxy import pcapout
+    calls: list = []
+    path = tmp_path / "p.pcap"
+    with pcapout.open_pcap(str(path)) as f:
+        out = pcapout.PcapOut(f, later=calls.append)
+        c = out.connection(("127.0.0.1", 40000), ("127.0.0.1", 9092))
+        time.sleep(0.2)  # the thread waits; nothing wakes it
+        assert path.stat().st_size == 24 and len(calls) == 1  # one call for the handshake's three packets
+        calls.pop()()
+        deadline = time.monotonic() + 10
+        while path.stat().st_size == 24 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        handshake = path.stat().st_size
+        assert handshake == 24 + 3 * (16 + 40)
+        time.sleep(0.05)  # (the thread back to waiting)
+        c.data(0, b"a" * 1000)
+        c.data(1, b"b" * 1000)
+        time.sleep(0.2)
+        assert path.stat().st_size == handshake and len(calls) == 1
+        big = bytes(range(256)) * (pcapout.GATHER // 256)
+        c.data(0, big)  # a MiB waits: at once, without the loop's call
+        deadline = time.monotonic() + 10
+        while path.stat().st_size == handshake and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert path.stat().st_size > handshake + len(big)
+        for _ in range(20):  # 20 MiB: the pages of the file are let go of on the way
+            c.data(1, big)
+        c.close()
+        out.close()
+        assert out._advised[1] > 8 << 20  # (asked at least once)
+    import struct
+    raw, pos, sent = path.read_bytes(), 24, {40000: [], 9092: []}
+    while pos < len(raw):
+        (n,) = struct.unpack_from("<I", raw, pos + 8)
+        pkt = raw[pos + 16:pos + 16 + n]
+        pos += 16 + n
+        sent[struct.unpack_from("!H", pkt, 20)[0]].append(pkt[40:])
+    assert b"".join(sent[40000]) == b"a" * 1000 + big and b"".join(sent[9092]) == b"b" * 1000 + big * 20
+
+
 def test_a_listen_port_in_use_is_an_error_at_once(tmp_path):
     """The decoding process is already running when the listener fails: it is stopped too, and the
     proxy exits 1 at once (it once hung at exit, waiting for it)."""

@@ -22,6 +22,7 @@ SYN, FIN, PSH, ACK = 0x02, 0x01, 0x08, 0x10
 MAX_SEG = 65000
 IOV = 1024  # pieces per writev (IOV_MAX on Linux)
 DROP_EVERY = 8 << 20  # bytes written between asking the kernel to write the file out and drop it from memory
+GATHER = 1 << 20      # bytes waiting that wake the writing thread at once (with ``later``: less waits for it)
 
 
 def _csum(data: bytes | memoryview) -> int:
@@ -78,9 +79,15 @@ class PcapOut:
     rest (the file itself stays open). The thread writes what waits with ``os.writev``, up to
     ``IOV`` records' pieces per system call, when the file has a descriptor (a regular file)."""
 
-    def __init__(self, f: BinaryIO, limit: int = 64 << 20) -> None:
+    def __init__(self, f: BinaryIO, limit: int = 64 << 20,
+                 later: Callable[[Callable[[], None]], object] | None = None) -> None:
+        """``later(fn)``: calls ``fn`` soon on the caller's thread (the event loop's ``call_later``):
+        then records are handed to the writing thread when ``GATHER`` bytes wait, or when ``fn``
+        runs, not one wake-up per call (without it: at once)."""
         self.f = f
         self.limit = limit
+        self._later = later
+        self._kick_due = False              # a ``_kick`` is on its way (``later``)
         self._todo: list[bytes | memoryview] = []
         self._size = 0
         self._closed = False
@@ -166,7 +173,20 @@ class PcapOut:
                 self._cond.wait()
             self._todo += pieces
             self._size += n
-            if self._idle:
+            if not self._idle:
+                return
+            if self._later is None or self._size >= GATHER:
+                self._cond.notify_all()
+                return
+        if not self._kick_due:
+            self._kick_due = True
+            self._later(self._kick)
+
+    def _kick(self) -> None:
+        """The writing thread woken for what waits (``later``'s call)."""
+        self._kick_due = False
+        with self._cond:
+            if self._idle and self._todo:
                 self._cond.notify_all()
 
     def close(self) -> None:

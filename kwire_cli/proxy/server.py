@@ -43,6 +43,7 @@ CLIENT, BROKER = 0, 1
 MAX_OPEN = 1000        # requests without an answer on a connection: past it, its requests wait (not read)
 MAX_NODE_PORTS = 1000  # local ports bound for brokers, without --node-ports (with it: its range)
 CLOSE = object()       # _response's answer when the connection must end instead (an answer that cannot be rewritten)
+PCAP_GATHER = 0.005    # seconds the pcap thread's records gather before it is woken (unless 1 MiB waits)
 LAG_CHECK = 1.0        # seconds between looks at how far behind the decoding side is
 LAG_NOTE = 5.0         # seconds between notes that it is behind (at once when frames are first not shown)
 BEHIND = 1.0           # seconds: decoding this far behind the forwarding is said
@@ -99,7 +100,7 @@ class Proxy:
         self._seq = 0
         self.holds: dict[tuple[tuple[str, int], ...], float] = {}  # brokers that did not answer -> the hold now
         self.decoder = DecodeChannel(sink, config.decode_backlog, config.decode_process)
-        self._pcap = PcapOut(config.pcap) if config.pcap is not None else None
+        self._pcap = PcapOut(config.pcap, later=self._soon) if config.pcap is not None else None
         self.bootstrap: tuple[str, int] | None = None
         self.decoded: Any = None            # the sink's result, when the proxy has stopped
         self.conns: set[_Conn] = set()      # the connections open now
@@ -126,6 +127,12 @@ class Proxy:
         self.bootstrap = srv.sockets[0].getsockname()[:2]
         self.on_note(f"listening on {endpoint(*self.bootstrap)} for brokers "
                      + ", ".join(endpoint(h, p) for h, p in self.config.brokers))
+
+    def _soon(self, fn: Any) -> None:
+        """``fn`` on the event loop in PCAP_GATHER seconds (the pcap thread's wake-up for what its
+        records gathered meanwhile: one for many chunks, not one per chunk)."""
+        assert self.loop is not None
+        self.loop.call_later(PCAP_GATHER, fn)
 
     def _bind_node(self, host: str, port: int) -> tuple[str, int]:
         """A local port for broker host:port, bound now (the answer naming it is forwarded next)."""
