@@ -289,8 +289,10 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
     passes = 0
     paths_used: dict = {}
     if tasks:
-        tot, passes = _decode_and_write(paths_used, spark, good, tasks, labels, out, fmt, ports, nparts, records_mode,
-                                        specs_name, limits, show_secrets, keylog, strict, filter_expr)
+        from kwire_cli.render.jsonlines import gc_tuned
+        with gc_tuned():  # the accumulator's thread unpickles a partial summary per task (a large tree)
+            tot, passes = _decode_and_write(paths_used, spark, good, tasks, labels, out, fmt, ports, nparts,
+                                            records_mode, specs_name, limits, show_secrets, keylog, strict, filter_expr)
         totals.merge(tot)
         rows_written = totals.rows
     else:
