@@ -988,14 +988,21 @@ static PyObject *remember_target(PyObject *mod, PyObject *const *args, Py_ssize_
 static PyObject *frame_message(int kind, const Target *t, PyObject *data, Py_ssize_t start, Py_ssize_t end,
                                PyObject *version) {
     PyObject *reg = PyObject_CallNoArgs(g_registry_fn);
-    if (reg == NULL)
+    if (reg == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_Exception))
+            PyErr_Clear();  /* the usual path calls it again and raises */
         return NULL;
+    }
     Py_DECREF(reg);  /* the module keeps it; only its identity is compared */
     if (reg != t->registry)
         return NULL;
+    /* Own references for the duration: a default factory runs Python code, during which another
+     * thread may replace this target (remember_target) */
+    ProgramObject *head = (ProgramObject *)Py_NewRef(t->head), *body = (ProgramObject *)Py_NewRef(t->body);
+    PyObject *api_key = Py_NewRef(t->api_key), *api_name = Py_NewRef(t->api_name);
     const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(data);
-    Ctx hc = {b, t->head, g_max_items};
-    Ctx bc = {b, t->body, g_max_items};  /* each its own budget, as in Python */
+    Ctx hc = {b, head, g_max_items};
+    Ctx bc = {b, body, g_max_items};  /* each its own budget, as in Python */
     Py_ssize_t pos = start;
     PyObject *msg = NULL;
     int gc_was_on = KW_GC_PAUSE();  /* as in program_vectorcall; the Message is made before it resumes */
@@ -1006,7 +1013,7 @@ static PyObject *frame_message(int kind, const Target *t, PyObject *data, Py_ssi
         if (size != NULL)
             msg = g_message->tp_alloc(g_message, 0);
         if (msg != NULL) {
-            PyObject *v[KW_MESSAGE_FIELDS] = {t->api_key, t->api_name, version, s_kind[kind], h, d, size,
+            PyObject *v[KW_MESSAGE_FIELDS] = {api_key, api_name, version, s_kind[kind], h, d, size,
                                               Py_None, NULL, NULL};
             PyObject *empty = PyTuple_New(0);
             v[8] = v[9] = empty;
@@ -1021,6 +1028,10 @@ static PyObject *frame_message(int kind, const Target *t, PyObject *data, Py_ssi
     KW_GC_RESUME(gc_was_on);
     Py_XDECREF(h);
     Py_XDECREF(d);
+    Py_DECREF(head);
+    Py_DECREF(body);
+    Py_DECREF(api_key);
+    Py_DECREF(api_name);
     if (msg == NULL && PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_Exception))
         PyErr_Clear();  /* the usual path decides (KeyboardInterrupt and the like go through) */
     return msg;
