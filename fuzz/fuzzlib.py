@@ -287,16 +287,22 @@ def t_capture(data: bytes, _rng: random.Random) -> None:
     """The whole pcap pipeline: reader, reassembly, framing, pairing, per-frame decode, summary."""
     from kwire_cli.capture import CaptureStats, iter_capture
     from kwire_cli.capture.session import Conversation
-    from kwire_cli.capture.summary import Summary
+    from kwire_cli.capture.summary import RunCounts, Summary
     stats = CaptureStats()
     conv = Conversation()
     summ = Summary()
+    counts = RunCounts()
     for rec in conv.rows(iter_capture(io.BytesIO(data), file_label="fuzz.pcap", stats=stats)):
         summ.add(rec)
+        counts.add(rec)
     out = summ.to_dict(stats=None, damage=conv.damage)
     json.dumps(out, default=str)
     if not out["reconciled"]:
         raise AssertionError("summary does not reconcile")
+    light = counts.to_dict(stats=None, damage=conv.damage)
+    for k in ("frames", "undecodable", "undecodable_by_reason", "record_batches", "damage"):
+        if light[k] != out[k]:  # what kwire pcap's diagnostics read when the output holds no summary
+            raise AssertionError(f"RunCounts' {k} differs from the summary's")
 
 
 def t_hexdump(data: bytes, _rng: random.Random) -> None:
