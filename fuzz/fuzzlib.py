@@ -288,17 +288,23 @@ def t_capture(data: bytes, _rng: random.Random) -> None:
     from kwire_cli.capture import CaptureStats, iter_capture
     from kwire_cli.capture.session import Conversation
     from kwire_cli.capture.summary import RunCounts, Summary
+    from kwire_cli.records.stats import batch_stats, new_batch_stats
     stats = CaptureStats()
     conv = Conversation()
     summ = Summary()
     counts = RunCounts()
+    walked = new_batch_stats()
     for rec in conv.rows(iter_capture(io.BytesIO(data), file_label="fuzz.pcap", stats=stats)):
         summ.add(rec)
         counts.add(rec)
+        if rec.get("body") is not None:
+            batch_stats(rec["body"], walked)  # every records field of the body, by a walk of all of it
     out = summ.to_dict(stats=None, damage=conv.damage)
     json.dumps(out, default=str)
     if not out["reconciled"]:
         raise AssertionError("summary does not reconcile")
+    if out["record_batches"] != walked:
+        raise AssertionError("the record batches counted where the spec puts them differ from a walk's")
     light = counts.to_dict(stats=None, damage=conv.damage)
     for k in ("frames", "undecodable", "undecodable_by_reason", "record_batches", "damage"):
         if light[k] != out[k]:  # what kwire pcap's diagnostics read when the output holds no summary

@@ -12,7 +12,7 @@ from kwire_cli.capture.bodyfields import may_hold_records
 from kwire_cli.capture.bodyscan import scan_body
 from kwire_cli.capture.rows import JSON_KEYS, ROW_KEYS, json_ordered
 from kwire_cli.capture.session import ZERO_UUID, Conversation
-from kwire_cli.capture.summary import RunCounts, Summary
+from kwire_cli.capture.summary import RunCounts, Summary, count_batches
 from kwire_cli.records.stats import batch_stats, new_batch_stats
 from kwire_cli.spec.error_codes import error_name
 
@@ -71,6 +71,10 @@ def test_the_scan_runcounts_and_json_order_agree_with_their_definitions(path):
         assert (r["error_codes"], set(r.get("topic_names") or ())) == plain_scan(r["body"])
         if not may_hold_records(r):
             assert batch_stats(r["body"], new_batch_stats()) == new_batch_stats()
+        elif r["body"] is not None:  # the records fields where the spec puts them: what the walk finds
+            at = new_batch_stats()
+            count_batches(r, at)
+            assert at == batch_stats(r["body"], new_batch_stats())
         out = json_ordered(r)
         assert list(out) == list(JSON_KEYS[:len(ROW_KEYS)]) + [k for k in JSON_KEYS[len(ROW_KEYS):] if k in r]
         assert all(out[k] is r.get(k) for k in out)

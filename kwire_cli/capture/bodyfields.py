@@ -133,6 +133,24 @@ def may_hold_records(row: dict[str, Any]) -> bool:
     return holds
 
 
+def records_paths(row: dict[str, Any]) -> tuple[Path, ...] | None:
+    """The paths of the records fields the spec gives the row's body (its API, version and kind;
+    a version newer than the specs: the newest), or None when the spec cannot say where they are
+    (an Envelope: the message it forwards is decoded into its body; a SASL token; an unknown API
+    or version)."""
+    kind = row.get("kind")
+    key = row.get("api_key")
+    version = row.get("api_version")
+    if type(key) is not int or type(version) is not int or (kind != "request" and kind != "response") \
+            or key == ENVELOPE:
+        return None
+    reg = registry()
+    api = reg.apis.get(key)
+    if api is None or version < api.spec(kind).valid_versions.lo:
+        return None
+    return paths("records", key, version, kind)
+
+
 def _follow(node: Any, path: Path, out: list[Any]) -> None:
     if isinstance(node, list):
         for x in node:

@@ -11,11 +11,11 @@ import math
 from typing import Any
 
 from kwire_cli.capture.auth import AuthSummary
-from kwire_cli.capture.bodyfields import may_hold_records
+from kwire_cli.capture.bodyfields import may_hold_records, records_paths
 from kwire_cli.capture.events import Damage, Note
 from kwire_cli.capture.rows import DECODE_ERROR
 from kwire_cli.errors import KwireError
-from kwire_cli.records.stats import batch_stats, new_batch_stats
+from kwire_cli.records.stats import batch_stats, count_records_field, new_batch_stats
 from kwire_cli.spec.registry import registry
 
 
@@ -71,6 +71,37 @@ def what_if_for_row(r: dict[str, Any]) -> dict[str, Any] | None:
         return what_if_tagged(spec, r["api_version"], r["body"], size=r.get("size"))
     except KwireError:
         return None
+
+
+def count_batches(r: dict[str, Any], into: dict[str, Any]) -> None:
+    """``records.stats.batch_stats`` of a row's body, the records fields found where the spec puts
+    them (``bodyfields.records_paths``) instead of by a walk of the whole body; the walk where the
+    spec cannot say."""
+    body = r["body"]
+    at = records_paths(r)
+    if at is None:
+        batch_stats(body, into)
+        return
+    for path in at:
+        _count_at(body, path, 0, into)
+
+
+def _count_at(node: Any, path: tuple[str, ...], i: int, into: dict[str, Any]) -> None:
+    """The records fields at ``path[i:]`` under ``node``, counted as ``batch_stats``' walk counts them."""
+    if isinstance(node, list):
+        for x in node:
+            _count_at(x, path, i, into)
+        return
+    if not isinstance(node, dict):
+        return
+    v = node.get(path[i])
+    if i + 1 < len(path):
+        if v is not None:
+            _count_at(v, path, i + 1, into)
+    elif isinstance(v, dict) and "batches" in v and "partial_trailing_batch" in v:
+        count_records_field(v, into)
+    elif isinstance(v, (dict, list)):
+        batch_stats(v, into)  # (not a decoded records field: the walk would look inside)
 
 
 def _percentile(sorted_values: list[float], q: float) -> float | None:
@@ -134,7 +165,7 @@ class Summary:
         if lat is not None and len(a["latencies"]) < self.RESERVOIR:
             a["latencies"].append((pos, lat))
         if r.get("body") is not None and may_hold_records(r):
-            batch_stats(r["body"], self.record_batches)
+            count_batches(r, self.record_batches)
         for name in r.get("error_codes") or []:
             n = self.errors.get(name)
             if n is None:
@@ -308,6 +339,5 @@ class RunCounts(Summary):
             self.undecodable[k] = self.undecodable.get(k, 0) + 1
         else:
             self.decoded += 1
-        body = r.get("body")
-        if body is not None and may_hold_records(r):
-            batch_stats(body, self.record_batches)
+        if r.get("body") is not None and may_hold_records(r):
+            count_batches(r, self.record_batches)

@@ -27,34 +27,37 @@ def batch_stats(body: Any, into: dict[str, Any]) -> dict[str, Any]:
         if isinstance(node, dict):
             for v in node.values():
                 if isinstance(v, dict) and "batches" in v and "partial_trailing_batch" in v:
-                    _count(v)  # a records field, as kwire_cli.records decodes it
+                    count_records_field(v, into)  # a records field, as kwire_cli.records decodes it
                 elif isinstance(v, (dict, list)):
                     walk(v)
         elif isinstance(node, list):
             for x in node:
                 walk(x)
 
-    def _count(field: dict[str, Any]) -> None:
-        if field.get("partial_trailing_batch") is not None:
-            into["partial_trailing_batches"] += 1
-        codecs = into["compression"]
-        for b in field["batches"]:
-            into["batches"] += 1
-            into["records"] += records_in(b)
-            c = b.get("Compression")
-            if c is not None:
-                codecs[c] = codecs.get(c, 0) + 1
-            if b.get("CrcValid") is False:
-                into["crc_invalid"] += 1
-            if "error" in b:
-                into["batch_errors"] += 1
-                if CAP_SAYS in b["error"]:
-                    into["item_cap"] += 1
-                elif BYTE_CAP_SAYS in b["error"]:
-                    into["byte_cap"] += 1
-
     walk(body)
     return into
+
+
+def count_records_field(field: dict[str, Any], into: dict[str, Any]) -> None:
+    """Add one decoded records field (``{"batches": ..., "partial_trailing_batch": ...}``) to
+    ``into``, as ``batch_stats`` counts each it finds."""
+    if field.get("partial_trailing_batch") is not None:
+        into["partial_trailing_batches"] += 1
+    codecs = into["compression"]
+    for b in field["batches"]:
+        into["batches"] += 1
+        into["records"] += records_in(b)
+        c = b.get("Compression")
+        if c is not None:
+            codecs[c] = codecs.get(c, 0) + 1
+        if b.get("CrcValid") is False:
+            into["crc_invalid"] += 1
+        if "error" in b:
+            into["batch_errors"] += 1
+            if CAP_SAYS in b["error"]:
+                into["item_cap"] += 1
+            elif BYTE_CAP_SAYS in b["error"]:
+                into["byte_cap"] += 1
 
 
 def records_in(batch: dict[str, Any]) -> int:
