@@ -14,6 +14,8 @@
    shuffle); the packets of the shared connections are read, shuffled by connection and decoded
    per connection. Topic ids are named from the answers each task saw; if an answer in another
    task came earlier than a row that lacked it, the job runs again with every answer (broadcast).
+   JSON lines to a local ``--out`` are written by the tasks themselves and committed here
+   (``direct``); Parquet rows go to Spark's writer.
 
 The tasks' damage, capture counters, failures and partial summaries travel in an accumulator
 (``totals``); the driver merges them into the summary of ``kwire pcap --summary`` (``summary``:
