@@ -338,6 +338,48 @@ def test_a_signal_to_the_process_group_prints_the_whole_summary(sig, tmp_path):
     assert summary["reconciled"]
 
 
+def test_a_decoding_process_that_dies_is_said_at_once_and_forwarding_goes_on(tmp_path):
+    """The decoding process killed: the proxy says so within seconds (not only when it stops),
+    clients are still answered, and the stop line counts their frames as not shown."""
+    stop = threading.Event()
+    bport = _broker_thread(stop)
+    port = free_port()
+    err = tmp_path / "err"
+    proc = subprocess.Popen([sys.executable, "-m", "kwire_cli", "proxy", "--broker", f"127.0.0.1:{bport}",
+                             "--listen", f"127.0.0.1:{port}", "--format", "jsonl"],
+                            stdout=subprocess.DEVNULL, stderr=open(err, "wb"), cwd=ROOT, start_new_session=True,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    try:
+        deadline = time.monotonic() + 8
+        while b"listening on" not in err.read_bytes():
+            assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
+            time.sleep(0.05)
+        (decoder,) = (int(x) for x in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split())
+        os.kill(decoder, signal.SIGKILL)
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+            for i in range(3):
+                c.sendall(heartbeat_request(i))
+                got = b""
+                while len(got) < len(heartbeat_answer(i)):
+                    got += c.recv(100)
+                assert got == heartbeat_answer(i)
+                time.sleep(0.1)
+        deadline = time.monotonic() + 8
+        while b"the decoding side is gone" not in err.read_bytes():
+            assert time.monotonic() < deadline, err.read_text()
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=8) == 0, err.read_text()
+    finally:
+        stop.set()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    text = err.read_text()
+    assert text.count("the decoding side is gone") == 2  # at once, and with the stop line's notes
+    assert "6 frames, 0 answers rewritten, 0 upstream failures, 6 frames not shown" in text
+
+
 def test_write_pcap_to_a_fifo_with_no_reader_is_one_line_at_once(tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)

@@ -227,7 +227,6 @@ class DecodeChannel:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._writing = False
         self._batch: list[bytes | memoryview] = []  # parts of the frames put since the last flush
-        self._batch_frames = 0
         self._flushing: asyncio.Handle | None = None
         self.broken: str | None = None      # why frames cannot be sent any more
         self.not_shown = 0                  # frames dropped: the backlog was full (or decoding died)
@@ -321,7 +320,6 @@ class DecodeChannel:
             self._backlog.append(b"".join(pieces))
             return True
         self._batch += [_HEAD.pack(len(meta), n), meta, *pieces]
-        self._batch_frames += 1
         if self._flushing is None and self._loop is not None:
             self._flushing = self._loop.call_soon(self.flush)
         return True
@@ -333,12 +331,10 @@ class DecodeChannel:
         if self._flushing is not None:
             self._flushing.cancel()
             self._flushing = None
-        batch, frames = self._batch, self._batch_frames
-        self._batch, self._batch_frames = [], 0
+        batch, self._batch = self._batch, []
         if not batch or self.sock is None:
             return
-        if self.broken is not None:
-            self.not_shown += frames
+        if self.broken is not None:  # (its frames were counted as not shown when it broke)
             return
         i = 0
         while i < len(batch):
@@ -348,8 +344,7 @@ class DecodeChannel:
             except BlockingIOError:
                 sent = 0
             except OSError as e:
-                self._break(e)
-                self.not_shown += frames
+                self._break(e)  # (this turn's frames counted with the rest handed over)
                 return
             self._pending -= sent
             for p in part:
@@ -397,7 +392,8 @@ class DecodeChannel:
 
     def _break(self, e: BaseException) -> None:
         self.broken = f"the decoding side is gone ({e}); frames are forwarded but no longer shown"
-        self.not_shown += len(self._backlog) // 2
+        self.not_shown += self.taken - self.done[0]  # handed over, never said to be read: lost with it
+        self.taken = self.done[0]
         self._backlog.clear()
         self._pending = 0
         self._stop_writing()

@@ -175,8 +175,13 @@ class Proxy:
 
     def _watch_lag(self) -> None:
         """Says, at most every LAG_NOTE seconds, how far behind the decoding side is when it is
-        (frames waiting for more than BEHIND seconds, or frames not shown), and when it caught up."""
+        (frames waiting for more than BEHIND seconds, or frames not shown), and when it caught up;
+        and once, when it is gone, that it is."""
         assert self.loop is not None
+        if self.decoder.broken is not None:  # said once: the decoding side does not come back
+            self._lag_timer = None
+            self.on_note(self.decoder.broken)
+            return
         self._lag_timer = self.loop.call_later(LAG_CHECK, self._watch_lag)
         note = lag_note(self.decoder, self._lag_told, time.time(), self._pcap is not None)
         if note is not None:
