@@ -692,6 +692,21 @@ def test_the_workers_write_the_files_sparks_writer_would(fixtures_jsonl, tmp_pat
                 n.startswith("part-") and n.endswith(".c000.jsonl") for n in names(os.path.join(out, api)))
 
 
+def test_without_the_summary_the_rows_and_counts_are_the_same(spark, tmp_path):
+    """summary=False (--no-summary): the same rows; the run's counts (frames, decoded, undecodable,
+    record batches) as kwire pcap's summary gives them; no _kwire_summary.json, no analysis counted."""
+    out = str(tmp_path / "out")
+    res = run(FILES, out, fmt="jsonl", spark=spark, partitions=3, summary=False)
+    assert spark_lines(out) == pcap_lines(*FILES)
+    want = pcap_summary(*FILES)
+    for k in ("frames", "decoded", "undecodable", "undecodable_by_reason", "record_batches"):
+        assert normal(res.summary[k]) == want[k], k
+    assert res.frames == res.rows == want["frames"]
+    assert not os.path.exists(os.path.join(out, "_kwire_summary.json"))
+    assert os.path.exists(os.path.join(out, "_kwire_result.json"))
+    assert want["connections"] and not res.summary["connections"] and not res.summary["apis"]
+
+
 def test_partition_directories_and_the_commit(tmp_path):
     from kwire_cli.spark import direct
     assert direct.partition_dir("Produce") == "api_name=Produce"

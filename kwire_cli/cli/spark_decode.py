@@ -105,6 +105,9 @@ MASTER = re.compile(r"local(\[(\*|\d+)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]"
               "'never' when the executors have this kwire version installed: they keep its native decoder.")
 @click.option("--summary-format", type=click.Choice(["table", "json", "none"]), default="table",
               show_default=True, help="How to print the summary on stdout.")
+@click.option("--no-summary", is_flag=True,
+              help="Count no summary (neither printed nor written to _kwire_summary.json): the tasks count only "
+              "frames, undecodable frames and record batches, as kwire pcap does for JSON lines (less CPU).")
 @click.option("--strict", is_flag=True, help="A frame that breaks a rule of the format is undecodable (not "
               "read leniently with its violations listed); exit 1 when a file failed, a frame did not decode "
               "or the capture is damaged.")
@@ -116,7 +119,7 @@ MASTER = re.compile(r"local(\[(\*|\d+)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]"
 @show_secrets_option()
 @values_options
 def spark_decode(inputs, out, fmt, master, ports, partitions, split_size, raw_records, overwrite, conf,
-                 ship_code, summary_format, strict, filter_expr, tls_keylogs, limits, show_secrets):
+                 ship_code, summary_format, no_summary, strict, filter_expr, tls_keylogs, limits, show_secrets):
     """Decode Kafka conversations from captures with Spark (same codec and capture code as
     `kwire pcap`).
 
@@ -125,7 +128,7 @@ def spark_decode(inputs, out, fmt, master, ports, partitions, split_size, raw_re
     parallel byte ranges cut at record boundaries.
 
     Secrets are redacted in the rows and the summary unless --show-secrets (as in kwire pcap).
-    TLS is decrypted with the --tls-keylog files, shipped to the executors with the tasks (pcapng
+    TLS is decrypted with the --tls-keylog files, broadcast to the executors (pcapng
     Decryption Secrets Blocks are not read here: give their key log with --tls-keylog).
     """
     if master is not None and not MASTER.fullmatch(master):
@@ -151,22 +154,27 @@ def spark_decode(inputs, out, fmt, master, ports, partitions, split_size, raw_re
                   ship={"auto": None, "always": True, "never": False}[ship_code], limits=tuple(limits),
                   show_secrets=show_secrets, on_skip=note_skipped, on_refused=note_refused, keylog=keylog,
                   strict=strict,
-                  filter_expr=filter_expr)
+                  filter_expr=filter_expr, summary=not no_summary)
     except UnsafeOutput as e:  # nothing deleted, nothing started: a usage error
         raise KwireUsageError(str(e)) from None
-    if summary_format == "table":
-        from kwire_cli.render.summary import print_summary
-        print_summary(res.summary)
-    elif summary_format == "json":
-        from kwire_cli.render.json import to_jsonable
-        from kwire_cli.render.safe import json_text
-        click.echo(json_text(json.dumps(to_jsonable(res.summary), ensure_ascii=False, allow_nan=False, indent=2)))
+    _print_summary(res.summary, "none" if no_summary else summary_format)
     for msg in res.failures:
         diagnostic("error", msg)
     dmg = sum(v["events"] for v in (res.summary.get("damage") or {}).values())
-    warning = damage_warning(res.summary, see=f"{out}/_kwire_summary.json")
+    warning = damage_warning(res.summary, see="the summary" if no_summary else f"{out}/_kwire_summary.json")
     if warning:
         diagnostic("warning", warning)
     click.echo(escape(res.line()), err=True)
     if strict and (res.failures or res.undecodable or dmg):
         sys.exit(1)
+
+
+def _print_summary(summary: dict, how: str) -> None:
+    """The summary on stdout, as a table or JSON (``how``: table, json, none)."""
+    if how == "table":
+        from kwire_cli.render.summary import print_summary
+        print_summary(summary)
+    elif how == "json":
+        from kwire_cli.render.json import to_jsonable
+        from kwire_cli.render.safe import json_text
+        click.echo(json_text(json.dumps(to_jsonable(summary), ensure_ascii=False, allow_nan=False, indent=2)))

@@ -24,7 +24,6 @@ exact, with no pass over the rows written) and writes it beside the rows.
 from __future__ import annotations
 
 import dataclasses
-import glob
 import json
 import os
 import time
@@ -36,7 +35,7 @@ from kwire_cli.errors import SparkJobError
 from kwire_cli.inputs.paths import expand_paths, not_a_capture
 from kwire_cli.spark.direct import RESULT_SCHEMA, clear, commit, discard, pass_dir, workers_write
 from kwire_cli.spark.localfs import local_fs_conf, local_fs_status
-from kwire_cli.spark.outdir import UnsafeOutput, check_out, local_path
+from kwire_cli.spark.outdir import UnsafeOutput, check_out, create_nofollow, local_path, name_jsonl
 from kwire_cli.spark.reading import DEFAULT_SPLIT, FilePlan, nominal_ranges, plan_file, stitch
 from kwire_cli.spark.session import (
     class_data_status,
@@ -49,7 +48,7 @@ from kwire_cli.spark.session import (
 from kwire_cli.spark.shipping import ship_code
 from kwire_cli.spark.totals import Totals, totals_param
 
-__all__ = ["JobResult", "SparkJobError", "UnsafeOutput", "check_out",
+__all__ = ["JobResult", "SparkJobError", "UnsafeOutput", "check_out", "create_nofollow",
            "default_partitions", "expand_inputs", "get_session", "run"]
 
 # the partitioned writer keeps one open file per api_name (up to N per task) instead of sorting
@@ -157,7 +156,7 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
         raw_records: bool = False, overwrite: bool = False, conf: Iterable[tuple[str, str]] = (),
         spark=None, progress: bool = True, ship: bool | None = None,
         limits: tuple = (None, None, None), show_secrets: bool = False, on_skip=None, on_refused=None,
-        keylog=None, strict: bool = False, filter_expr: str | None = None) -> JobResult:
+        keylog=None, strict: bool = False, filter_expr: str | None = None, summary: bool = True) -> JobResult:
     """Decode captures with Spark; write rows to ``out`` (partitioned by api_name) and the summary.
 
     ``on_skip(path, what)``: told about each FIFO, socket or device found in a directory or glob
@@ -171,7 +170,9 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
     that breaks a rule of the format is undecodable (kwire pcap --strict), not read leniently with
     its violations listed.
     ``filter_expr``: kwire pcap's --filter (checked here, before Spark starts): only the rows it keeps
-    are written; the summary counts every frame."""
+    are written; the summary counts every frame. ``summary`` False: the tasks count only the run's
+    counts (frames, undecodable frames, record batches: ``RunCounts``, as kwire pcap does for JSON
+    lines), not the summary's sections and the analysis; no ``_kwire_summary.json`` is written."""
     t0 = time.monotonic()
     if filter_expr:
         from kwire_cli.capture.filter import compile_filter
@@ -204,7 +205,7 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
     try:
         return _run(spark, paths, out, fmt, tuple(ports), partitions, split_size,
                     "hex" if raw_records else None, t0, time.monotonic() - t0, ship, tuple(limits),
-                    show_secrets, keylog, strict, filter_expr, class_data, local_fs)
+                    show_secrets, keylog, strict, filter_expr, class_data, local_fs, summary)
     finally:
         if created:
             spark.stop()
@@ -223,24 +224,10 @@ def daemon_conf(master: str, conf: tuple = (), ship: bool | None = None) -> tupl
     return (("spark.python.daemon.module", DAEMON_MODULE),) if master.startswith("local") else ()
 
 
-def _name_jsonl(out: str) -> None:
-    """Spark's text writer names its files ``part-...txt``: on a local file system they are renamed
-    ``.jsonl``, which is what they hold, and so are Hadoop's ``.crc`` files of them where there are
-    any (after the commit; on HDFS, S3 and the like the names stay)."""
-    if "://" in out and not out.startswith("file://"):
-        return
-    root = out[len("file://"):] if out.startswith("file://") else out
-    for p in glob.glob(os.path.join(glob.escape(root), "api_name=*", "part-*.txt")):
-        os.rename(p, p[:-len(".txt")] + ".jsonl")
-        d, name = os.path.split(p)
-        crc = os.path.join(d, f".{name}.crc")  # Hadoop's checksum file beside it (its own file system)
-        if os.path.exists(crc):
-            os.rename(crc, os.path.join(d, f".{name[:-len('.txt')]}.jsonl.crc"))
-
-
 def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0, startup,
          ship=None, limits=(None, None, None), show_secrets=False, keylog=None, strict=False,
-         filter_expr=None, class_data=JobResult.jvm_class_data, local_fs=JobResult.local_file_system) -> JobResult:
+         filter_expr=None, class_data=JobResult.jvm_class_data, local_fs=JobResult.local_file_system,
+         counted=True) -> JobResult:
     from kwire_cli.spark.summary import final_summary
     sc = spark.sparkContext
     specs_name = ship_code(sc, ship)
@@ -294,7 +281,8 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
         from kwire_cli.render.jsonlines import gc_tuned
         with gc_tuned():  # the accumulator's thread unpickles a partial summary per task (a large tree)
             tot, passes = _decode_and_write(paths_used, spark, good, tasks, labels, out, fmt, ports, nparts,
-                                            records_mode, specs_name, limits, show_secrets, keylog, strict, filter_expr)
+                                            records_mode, specs_name, limits, show_secrets, keylog, strict, filter_expr,
+                                            counted)
         totals.merge(tot)
         rows_written = totals.rows
     else:
@@ -315,9 +303,10 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
                        job_s=round(t_job - t0 - startup, 2), summary_s=round(t_sum, 2), decode_passes=passes,
                        jvm_class_data=class_data, local_file_system=local_fs, master=sc.master, **paths_used)
     from kwire_cli.render.json import to_jsonable
-    with create_nofollow(os.path.join(out, "_kwire_summary.json")) as f:
-        json.dump(to_jsonable(summary), f, ensure_ascii=False, allow_nan=False, indent=2)
-        f.write("\n")
+    if counted:
+        with create_nofollow(os.path.join(out, "_kwire_summary.json")) as f:
+            json.dump(to_jsonable(summary), f, ensure_ascii=False, allow_nan=False, indent=2)
+            f.write("\n")
     with create_nofollow(os.path.join(out, "_kwire_result.json")) as f:
         d = dataclasses.asdict(result)
         d.pop("summary")
@@ -327,7 +316,8 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
 
 
 def _decode_and_write(paths_used: dict, spark, plans, tasks, labels, out, fmt, ports, nparts, records_mode,
-                      specs_name, limits, show_secrets, keylog, strict, filter_expr) -> tuple[Totals, int]:
+                      specs_name, limits, show_secrets, keylog, strict, filter_expr,
+                      summary=True) -> tuple[Totals, int]:
     """The job: the connections local to one read task reassembled and decoded in it; the packets of
     the shared ones read (one task per range) -> one shuffle by connection, sorted -> reassembled and
     decoded per connection; both branches' rows (Arrow batches) -> written, partitioned by api_name.
@@ -400,23 +390,24 @@ def _decode_and_write(paths_used: dict, spark, plans, tasks, labels, out, fmt, p
                 rows = spark.range(len(local), numPartitions=len(local)).mapInArrow(
                     lambda it, b=bplans, w=local, sh=not_local, labels=labels, fmt=fmt, rm=records_mode, sn=specs_name,
                     acc=acc, ports=ports, bn=bnames, ss=show_secrets, kl=bkeys, st=strict, fe=filter_expr, vs=shipped,
-                    wt=wt:
+                    wt=wt, sm=summary:
                     within(vs, local_batches(it, w, b.value[1], b.value[0], sh, labels, fmt, rm, sn, acc, ports,
-                                             bn.value, limits, ss, kl and kl.value, st, fe, wt)), schema)
+                                             bn.value, limits, ss, kl and kl.value, st, fe, wt, sm)), schema)
             if by_conn is not None:
                 decoded = by_conn.mapInArrow(
                     lambda it, labels=labels, fmt=fmt, rm=records_mode, sn=specs_name, acc=acc, ports=ports,
-                    bn=bnames, ss=show_secrets, kl=bkeys, st=strict, fe=filter_expr, vs=shipped, wt=wt:
+                    bn=bnames, ss=show_secrets, kl=bkeys, st=strict, fe=filter_expr, vs=shipped, wt=wt, sm=summary:
                     within(vs, decode_batches(it, labels, fmt, rm, sn, acc, ports, bn.value, limits, ss,
-                                              kl and kl.value, st, fe, wt)),
+                                              kl and kl.value, st, fe, wt, sm)),
                     schema)
                 rows = decoded if rows is None else rows.union(decoded)
             if by_chunk is not None:
                 from kwire_cli.spark.split import chunk_batches
                 decoded = by_chunk.mapInArrow(
                     lambda it, labels=labels, fmt=fmt, rm=records_mode, sn=specs_name, acc=acc, bn=bnames,
-                    ss=show_secrets, st=strict, fe=filter_expr, vs=shipped, wt=wt:
-                    within(vs, chunk_batches(it, labels, fmt, rm, sn, acc, bn.value, limits, ss, st, fe, wt)), schema)
+                    ss=show_secrets, st=strict, fe=filter_expr, vs=shipped, wt=wt, sm=summary:
+                    within(vs, chunk_batches(it, labels, fmt, rm, sn, acc, bn.value, limits, ss, st, fe, wt, sm)),
+                    schema)
                 rows = decoded if rows is None else rows.union(decoded)
             files = None
             if direct:
@@ -581,19 +572,10 @@ def _write(spark, df, out: str, fmt: str, frames: bool = False) -> None:
              .option("parquet.block.size", str(PARQUET_ROW_GROUP)).parquet(out)
         else:
             w.text(out)
-            _name_jsonl(out)
+            name_jsonl(out)
     finally:
         for k, v in saved.items():
             if v is None:
                 spark.conf.unset(k)
             else:
                 spark.conf.set(k, v)
-
-
-def create_nofollow(path: str):
-    """A text file written in --out without following a symbolic link planted there."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
-    except OSError as e:
-        raise SparkJobError(f"cannot write {path}: {e.strerror or e} (a symbolic link is not followed)") from None
-    return os.fdopen(fd, "w", encoding="utf-8")

@@ -8,12 +8,13 @@ when everything in it is what a spark-decode run writes there (``api_name=*`` pa
 from __future__ import annotations
 
 import fnmatch
+import glob
 import os
 from collections.abc import Iterable
 
 from kwire_cli.errors import SparkJobError
 
-__all__ = ["UnsafeOutput", "check_out", "local_path"]
+__all__ = ["UnsafeOutput", "check_out", "create_nofollow", "local_path", "name_jsonl"]
 
 # the names a spark-decode run writes at the top of --out, and inside each api_name=* directory
 TOP_NAMES = ("api_name=*", "_SUCCESS", "._SUCCESS.crc", "_kwire_*.json", "._kwire_*.json.crc", "_temporary")
@@ -80,3 +81,27 @@ def check_out(out: str, inputs: Iterable[str], paths: Iterable[str], overwrite: 
         if other is not None:
             raise UnsafeOutput(f"--out {out} holds {other}, which spark-decode did not write: --overwrite "
                                "replaces only a previous spark-decode output (give an empty or new directory)")
+
+
+def name_jsonl(out: str) -> None:
+    """Spark's text writer names its files ``part-...txt``: on a local file system they are renamed
+    ``.jsonl``, which is what they hold, and so are Hadoop's ``.crc`` files of them where there are
+    any (after the commit; on HDFS, S3 and the like the names stay)."""
+    if "://" in out and not out.startswith("file://"):
+        return
+    root = out[len("file://"):] if out.startswith("file://") else out
+    for p in glob.glob(os.path.join(glob.escape(root), "api_name=*", "part-*.txt")):
+        os.rename(p, p[:-len(".txt")] + ".jsonl")
+        d, name = os.path.split(p)
+        crc = os.path.join(d, f".{name}.crc")  # Hadoop's checksum file beside it (its own file system)
+        if os.path.exists(crc):
+            os.rename(crc, os.path.join(d, f".{name[:-len('.txt')]}.jsonl.crc"))
+
+
+def create_nofollow(path: str):
+    """A text file written in --out without following a symbolic link planted there."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as e:
+        raise SparkJobError(f"cannot write {path}: {e.strerror or e} (a symbolic link is not followed)") from None
+    return os.fdopen(fd, "w", encoding="utf-8")

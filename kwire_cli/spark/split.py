@@ -359,14 +359,15 @@ class ChunkConversation(Conversation):
 
 def chunk_batches(batches, labels: list[str], fmt: str, records_mode: str | None, specs_name: str | None, acc,
                   names: dict | None = None, limits: tuple = (None, None, None), show_secrets: bool = False,
-                  strict: bool = False, filter_expr: str | None = None, write_to: str | None = None) -> Iterator[Any]:
+                  strict: bool = False, filter_expr: str | None = None, write_to: str | None = None,
+                  summary: bool = True) -> Iterator[Any]:
     """The chunk tasks in ``mapInArrow``: items sorted by (connection, order) -> Arrow batches of
     output rows (``names``, ``write_to``: as in ``stages.decode_batches``)."""
     from kwire_cli.render.jsonlines import gc_tuned
     executor_setup(specs_name, limits)
     loads = pickle.loads
     with gc_tuned():
-        out = TaskRows(labels, fmt, records_mode, names, filter_expr, write_to)
+        out = TaskRows(labels, fmt, records_mode, names, filter_expr, write_to, summary)
         cur = None
         conv: Any = None
         for b in batches:

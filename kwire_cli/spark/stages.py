@@ -312,9 +312,10 @@ def topics_agree(learned: dict, uses: dict, renamed: frozenset | set = frozenset
 def decode_batches(batches, labels: list[str], fmt: str, records_mode: str | None, specs_name: str | None,
                    acc, ports: tuple = (), names: dict | None = None, limits: tuple = (None, None, None),
                    show_secrets: bool = False, keylog: Any = None, strict: bool = False,
-                   filter_expr: str | None = None, write_to: str | None = None) -> Iterator[Any]:
+                   filter_expr: str | None = None, write_to: str | None = None, summary: bool = True) -> Iterator[Any]:
     """Stage 2 in ``mapInArrow``: sorted packet batches -> Arrow batches of output rows (``write_to``:
-    the lines written there, ``direct.LineFiles``, and the batch of their names).
+    the lines written there, ``direct.LineFiles``, and the batch of their names; ``summary``
+    False: only the run's counts, ``RunCounts``).
 
     ``names``: every topic id the job learned, ``{id: (position, name)}`` (the second pass), or
     None: this task's own answers, their uses recorded for ``topics_agree``.
@@ -323,7 +324,7 @@ def decode_batches(batches, labels: list[str], fmt: str, records_mode: str | Non
     executor_setup(specs_name, limits)
     with gc_tuned():
         yield from _decode(_packets(batches), labels, fmt, records_mode, acc, ports, names, limits, show_secrets,
-                           keylog, strict, filter_expr, write_to=write_to)
+                           keylog, strict, filter_expr, write_to=write_to, summary=summary)
 
 
 def local_batches(batches, which: list, tasks: list, plans: list[FilePlan], shared: frozenset, labels: list[str],
@@ -331,7 +332,7 @@ def local_batches(batches, which: list, tasks: list, plans: list[FilePlan], shar
                   records_mode: str | None, specs_name: str | None, acc, ports: tuple = (),
                   names: dict | None = None, limits: tuple = (None, None, None), show_secrets: bool = False,
                   keylog: Any = None, strict: bool = False, filter_expr: str | None = None,
-                  write_to: str | None = None) -> Iterator[Any]:
+                  write_to: str | None = None, summary: bool = True) -> Iterator[Any]:
     """Read and decode in one ``mapInArrow``, for the connections whose packets are all in one read
     task (not in ``shared``): batches of numbers (``which[n]``: a task's number) -> the tasks' own
     packets, straight from the capture reader into one ``StreamAssembler`` and one ``Conversation``
@@ -344,7 +345,8 @@ def local_batches(batches, which: list, tasks: list, plans: list[FilePlan], shar
         for b in batches:
             for t in map(which.__getitem__, b.column(0).to_pylist()):
                 yield from _decode(local_items(tasks[t], plans, shared), labels, fmt, records_mode, acc, ports, names,
-                                   limits, show_secrets, keylog, strict, filter_expr, index=-1 - t, write_to=write_to)
+                                   limits, show_secrets, keylog, strict, filter_expr, index=-1 - t, write_to=write_to,
+                                   summary=summary)
 
 
 _MAKE_PACKET = Packet._make
@@ -370,11 +372,14 @@ class TaskRows:
     their uses recorded for ``topics_agree``."""
 
     def __init__(self, labels: list[str], fmt: str, records_mode: str | None, names: dict | None,
-                 filter_expr: str | None, write_to: str | None = None) -> None:
+                 filter_expr: str | None, write_to: str | None = None, summary: bool = True) -> None:
         from kwire_cli.capture.filter import compile_filter
         self.keep = compile_filter(filter_expr) if filter_expr else None
         self.labels = labels
         self.tot = tot = Totals()
+        if not summary:  # the run's counts only (frames, undecodable, record batches), as kwire pcap's JSON lines
+            from kwire_cli.capture.summary import RunCounts
+            tot.summary = RunCounts()
         tot.executor_code.add(code_location())
         self.summ = tot.summary  # positions: the sort key, kwire pcap's row order across all tasks
         self.uses = None if names is not None else tot.topic_uses
@@ -476,12 +481,12 @@ class TaskRows:
 
 
 def _decode(items, labels, fmt, records_mode, acc, ports, names, limits, show_secrets, keylog, strict,
-            filter_expr, index: int | None = None, write_to: str | None = None):
+            filter_expr, index: int | None = None, write_to: str | None = None, summary: bool = True):
     """(connection, meta, packet) items -> Arrow batches of rows; ``index`` (default: the Spark
     partition's) orders the task's items after file and packet number (local tasks: negative)."""
     if index is None:
         index = task_part()
-    out = TaskRows(labels, fmt, records_mode, names, filter_expr, write_to)
+    out = TaskRows(labels, fmt, records_mode, names, filter_expr, write_to, summary)
     check = frame_check(CODEC)  # resynchronisation confirmed by the codec, as in kwire pcap (one for every connection)
     stats = CaptureStats()
     seq = 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kwire_cli.analysis import AnalysedSummary
 from kwire_cli.capture import CaptureStats
+from kwire_cli.capture.summary import Summary
 
 MAX_DAMAGE_EVENTS = 200
 
@@ -17,7 +18,7 @@ class Totals:
         self.damage_events: list[tuple] = []   # (rank, position, seq, dict), the first MAX by position
         self.tls_handshakes: list[tuple] = []  # (rank, packet, index, seq, {conn, detail}), the first MAX by position
         self.failures: list[str] = []
-        self.summary = AnalysedSummary()  # the part of kwire pcap's summary this task's rows make
+        self.summary: Summary = AnalysedSummary()  # the part of kwire pcap's summary this task's rows make
         self.rows = 0
         self.executor_code: set[str] = set()
         self.learned: dict = {}     # topic id -> (position, name): the earliest answer naming it
