@@ -25,6 +25,7 @@ from typing import Any
 
 from kwire_cli.codec import decode_body
 from kwire_cli.codec.partial import default_value
+from kwire_cli.codec.runtime import str_bytes
 from kwire_cli.errors import KwireError
 from kwire_cli.records import encode_records
 from kwire_cli.spec.diff import prune
@@ -61,7 +62,7 @@ class Sizer:
             if value is None:
                 return 1 if compact else (2 if k == "string" else 4)
             if k == "string":
-                n = len(value.encode("utf-8"))
+                n = len(str_bytes(value))  # (lenient decoding's {"invalid_utf8": HEX} too)
             elif k == "bytes":
                 n = len(value) // 2 if isinstance(value, str) else len(value)
             else:

@@ -249,3 +249,20 @@ def test_diff_across_the_old_and_new_layouts_of_produce():
     assert j["version_notes"] == {"v2": "removed in 4.0"}
     assert ("TransactionalId", "added") in _changes(j, "request")
     assert "ProduceRequest v2 → v13 (v2 removed in 4.0)" in kwire("diff Produce 2 13 --kind request").out
+
+
+def test_what_if_sizes_a_string_that_is_not_utf8_as_its_bytes():
+    """Lenient decoding shows such a string as {"invalid_utf8": HEX}: the what-if counts its bytes
+    (kwire pcap --summary stopped on it with an internal error)."""
+    from kwire_cli.codec import encode_body
+    from kwire_cli.codec.lenient import decode_lenient
+    body = {"ThrottleTimeMs": 0, "Results": [{"ErrorCode": 0, "ErrorMessage": "Nerror.", "ResourceType": 4,
+                                              "ResourceName": "111", "Configs": []}]}
+    data = bytearray(encode_body("DescribeConfigs", 4, "response", body))
+    data[data.index(b"Nerror.") + 1] = 0xFF
+    msg = decode_lenient(bytes(data), "response", "DescribeConfigs", 4, header=False)
+    assert msg.body["Results"][0]["ErrorMessage"] == {"invalid_utf8": bytes.fromhex("4eff72726f722e").hex()}
+    spec = registry().api("DescribeConfigs").response
+    out = what_if_tagged(spec, 4, msg.body, size=len(data))
+    plain = what_if_tagged(spec, 4, body, size=len(data))
+    assert out["applicable"] and out["bytes_tagged"] == plain["bytes_tagged"] and out["saving"] == plain["saving"]
