@@ -19,7 +19,9 @@ other two; on a shared machine quote the medians). The default of 2,000,000 reco
 per run on 2 cores, long enough that the first requests' round trips (connections, Metadata) do
 not weigh. The CPU seconds of the kwire proxy process and of its decoding process are read from
 /proc around each kwire run (Linux): the decoding process only gets a CPU nothing else wants, so
-under load it falls behind and counts frames as not shown (the last line) instead. Latency:
+under load it falls behind: frames past its 64 MiB backlog wait in the spool file and are decoded
+late, when the proxy stops at the latest (the note and the time it took to stop are printed), and
+past the spool's 1 GiB are counted as not shown (the last line). Latency:
 Metadata v12 requests at --rate per second for --seconds over one raw socket per mode, the three
 modes taking turns request by request (so that a busy moment of the machine hits all three alike);
 the p50/p99 round trip and what each proxy adds. kwire proxy rewrites every Metadata answer (the
@@ -269,14 +271,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"load average {load()}")
     finally:
         for p in reversed(procs):
+            t = time.monotonic()
             p.send_signal(signal.SIGINT if p is procs[1] else signal.SIGTERM)
             try:
-                p.wait(timeout=30)
+                p.wait(timeout=600 if p is procs[1] else 30)  # (kwire proxy decodes its spool first)
             except subprocess.TimeoutExpired:
                 p.kill()
+            if p is procs[1]:
+                print(f"kwire proxy stopped in {time.monotonic() - t:.1f} s")
         err = Path(tmp, "proxy.err")
         if err.exists():
-            last = [ln for ln in err.read_text().splitlines() if "proxy stopped" in ln]
+            lines = err.read_text().splitlines()
+            print("\n".join(ln for ln in lines if "spooled to disk" in ln))
+            last = [ln for ln in lines if "proxy stopped" in ln]
             print(last[-1] if last else "kwire proxy said nothing on stopping")
         shutil.rmtree(tmp, ignore_errors=True)  # the pcap: about 1 GB at the defaults
     return 0

@@ -84,6 +84,11 @@ SLOW_TESTS = {
     },
     # the proxy in front of a real tansu broker (and stunnel), with real clients
     "test_values_proxy.py": {"test_proxy_rows_show_the_values_decoded"},  # a real tansu and a proxy
+    "test_proxy_spool.py": {  # a decoder made slow, 20 to 30 MB spooled and decoded
+        "test_the_proxy_decodes_the_spool_before_its_summary_and_says_so",
+        "test_frames_past_the_backlog_are_spooled_and_all_decoded_in_order",
+        "test_at_the_stop_the_spool_is_decoded_unless_given_up",
+    },
     "test_proxy.py": {
         "test_kafka_python_produces_and_consumes_in_a_group_through_the_proxy",
         "test_confluent_kafka_through_the_proxy",

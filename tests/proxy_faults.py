@@ -169,8 +169,9 @@ async def running(answer: Answer, **config: Any) -> AsyncIterator[tuple[Proxy, F
     listen = config.pop("listen_port", None) or free_range(20)
     config.setdefault("node_ports", (listen + 1, listen + 20))
     notes: list[str] = []
+    sink = config.pop("sink", None) or CountSink()
     px = Proxy(ProxyConfig(brokers=[("127.0.0.1", broker.port)], listen=("127.0.0.1", listen),
-                           decode_process=False, **config), CountSink(), notes.append)
+                           decode_process=False, **config), sink, notes.append)
     await px.start()
     try:
         yield px, broker, notes

@@ -6,7 +6,7 @@ import sys
 import click
 
 from kwire_cli.cli.app import KwireUsageError, diagnostic, std_binary
-from kwire_cli.cli.options import limit_options, show_secrets_option
+from kwire_cli.cli.options import limit_options, parse_size, show_secrets_option
 from kwire_cli.cli.schemas import values_options
 from kwire_cli.errors import FilterError
 from kwire_cli.render.safe import escape
@@ -27,8 +27,10 @@ broker; bytes are forwarded as they come, and frames are decoded off the forward
 
 \b
 Output: the rows of `kwire pcap` (table or JSON lines) or its record lines (--format records),
-flushed one by one; Ctrl-C (or SIGTERM)
-stops the proxy and prints the summary with --summary. Secrets are redacted unless --show-secrets.
+flushed one by one. Frames the decoding falls behind on wait in a spool file (--decode-spool)
+and are shown late. Ctrl-C (or SIGTERM) stops the proxy: the spooled frames are decoded first
+(a second Ctrl-C counts them as not shown instead), then the summary is printed with --summary.
+Secrets are redacted unless --show-secrets.
 
 \b
 Exit codes: 0 stopped by Ctrl-C or SIGTERM, 1 the proxy could not start (a port in use, no
@@ -70,11 +72,15 @@ def _hostport(value: str, option: str) -> tuple[str, int]:
 @click.option("--client-cert", nargs=2, metavar="CERT KEY", type=click.Path(exists=True, dir_okay=False),
               help="A client certificate and key (PEM) for brokers that ask for one.")
 @click.option("--insecure", is_flag=True, help="Do not check the brokers' certificates (testing only).")
+@click.option("--decode-spool", "decode_spool", metavar="SIZE", default="1G", show_default=True,
+              help="Frames the decoding falls behind on wait in a file in the temporary directory (TMPDIR) up "
+              "to SIZE, and are shown late; past it they are counted as not shown. 0: no file. SIZE is bytes, "
+              "or a number with K, M or G.")
 @limit_options(capture=True)
 @show_secrets_option()
 @values_options
-def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, write_pcap, listen_tls, broker_tls,
-          ca, client_cert, insecure, limits, show_secrets):
+def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, write_pcap, decode_spool, listen_tls,
+          broker_tls, ca, client_cert, insecure, limits, show_secrets):
     """Decode a running client's Kafka traffic by proxying it to its brokers.
 
     The client connects to --listen instead of its brokers; kwire forwards everything, rewrites
@@ -101,6 +107,7 @@ def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, wri
         if not (a.isdigit() and b.isdigit() and 0 < int(a) <= int(b) < 65536):
             raise KwireUsageError(f"--node-ports: {node_ports!r} is not FIRST-LAST")
         ports = (int(a), int(b))
+    spool = 0 if str(decode_spool).strip() == "0" else parse_size(decode_spool, "--decode-spool")
     opts = OutputOptions(fmt=fmt, summary=summary, filter_expr=filter_expr, live=True)
     try:
         keep = opts.keep()
@@ -147,7 +154,8 @@ def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, wri
         diagnostic("note", text)
 
     config = ProxyConfig(brokers=targets, listen=(lhost, lport), advertise=advertise, node_ports=ports,
-                         listen_ssl=listen_ctx, broker_ssl=broker_ctx, max_frame=limits.frame_size(), pcap=pcap_file)
+                         listen_ssl=listen_ctx, broker_ssl=broker_ctx, max_frame=limits.frame_size(), pcap=pcap_file,
+                         decode_spool=spool)
     import asyncio  # here, not at the top: `kwire --help` imports every command module
 
     with limits.apply():
@@ -196,4 +204,6 @@ async def _run(px) -> None:
     try:
         await stop.wait()
     finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):  # a second one: the frames still spooled are not decoded
+            loop.add_signal_handler(sig, px.give_up)
         await px.close()

@@ -6,7 +6,10 @@ rest of that turn of the loop and written into one end of a socket pair together
 soon by the loop: after the bytes of that turn were forwarded, one ``sendmsg`` and one wake-up of
 the decoding side for them all). What the socket does not take waits in a backlog of at most
 ``backlog`` bytes, written as the socket drains. A frame that would take the backlog past that is
-counted (``not_shown``), never waited for: a slow decoder never stalls a client. The decoding
+spooled to disk instead, with every later frame until the spool is empty (``spool.Spool``, up to
+``spool`` bytes; 0: none), and written to the socket from there as the decoding side catches up:
+shown late rather than never. A frame the spool does not take either is counted (``not_shown``),
+never waited for: a slow decoder never stalls a client. The decoding
 process runs at the idle scheduling class (nice 19 where that is not allowed), so that it only
 gets a CPU nothing else wants: the clients, the brokers and forwarding come first, and under load
 it falls behind and counts frames as not shown rather than competing (when the proxy stops, it
@@ -43,6 +46,7 @@ from typing import Any, Protocol
 
 from kwire_cli.capture.events import KafkaFrame
 from kwire_cli.capture.summary import Summary
+from kwire_cli.proxy.spool import Spool
 
 _HEAD = struct.Struct(">II")
 _LEN = struct.Struct(">I")
@@ -216,9 +220,12 @@ def _child(sock: socket.socket, other: socket.socket, sink: FrameSink) -> None:
 
 
 class DecodeChannel:
-    def __init__(self, sink: FrameSink, backlog: int = 64 << 20, process: bool | None = None) -> None:
+    def __init__(self, sink: FrameSink, backlog: int = 64 << 20, process: bool | None = None,
+                 spool: int = 0) -> None:
         self.sink = sink
         self.limit = backlog
+        self.spool_cap = spool              # bytes the spool may hold (0: no spool)
+        self.spool: Spool | None = None
         self.process = sys.platform.startswith("linux") if process is None else process
         self.sock: socket.socket | None = None
         self._worker: Any = None
@@ -260,6 +267,18 @@ class DecodeChannel:
         mine.setblocking(False)
         self.sock = mine
         loop.add_reader(mine, self._read_back)
+        if self.spool_cap > 0:
+            self.spool = Spool(self.spool_cap, mine, self._spool_failed)
+
+    def _spool_failed(self, e: BaseException) -> None:
+        """On the spool's thread: it could not write the file or the socket. The channel breaks (on
+        the loop): the spool's frames are lost, and a message may have been cut on the socket."""
+        def broke() -> None:
+            if self.broken is None:
+                self._break(e)
+        with contextlib.suppress(RuntimeError):  # (the loop is closed: close() finds out)
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(broke)
 
     def _abandon(self) -> None:
         """At exit: a decoding process still there (the proxy did not close) is killed."""
@@ -309,6 +328,15 @@ class DecodeChannel:
         n = length if length is not None else sum(len(p) for p in pieces)
         meta = pickle.dumps((fields, notes), protocol=pickle.HIGHEST_PROTOCOL)
         size = _HEAD.size + len(meta) + n
+        spool = self.spool
+        if spool is not None and (spool.active or (self._pending and self._pending + size > self.limit)):
+            if not spool.add([_HEAD.pack(len(meta), n) + meta, b"".join(pieces)], size):
+                self.not_shown += 1
+                return False
+            self.taken += 1
+            self.taken_bytes += size
+            self._handoff()
+            return True
         if self._pending and self._pending + size > self.limit:
             self.not_shown += 1
             return False
@@ -357,6 +385,13 @@ class DecodeChannel:
                 self._backlog.extend(q if isinstance(q, bytes) else bytes(q) for q in batch[i + 1:])
                 self._want_write()
                 return
+        self._handoff()
+
+    def _handoff(self) -> None:
+        """The socket to the spool when it has frames and the channel has none of its own left."""
+        if self.spool is not None and self.spool.active and not self._batch and not self._backlog \
+                and not self._writing:
+            self.spool.go()
 
     def _want_write(self) -> None:
         if not self._writing and self._loop is not None and self.sock is not None:
@@ -384,6 +419,7 @@ class DecodeChannel:
                     self._backlog[0] = head[sent:]
                     sent = 0
         self._stop_writing()
+        self._handoff()
 
     def _stop_writing(self) -> None:
         if self._writing and self._loop is not None and self.sock is not None:
@@ -392,6 +428,8 @@ class DecodeChannel:
 
     def _break(self, e: BaseException) -> None:
         self.broken = f"the decoding side is gone ({e}); frames are forwarded but no longer shown"
+        if self.spool is not None:
+            self.spool.give_up()
         self.not_shown += self.taken - self.done[0]  # handed over, never said to be read: lost with it
         self.taken = self.done[0]
         self._backlog.clear()
@@ -413,6 +451,37 @@ class DecodeChannel:
             self.done = _DONE.unpack_from(back, _LEN.size)
             back = back[_LEN.size + size:]
 
+    def _send_rest(self, sock: socket.socket) -> None:
+        """Blocking: the backlog, the spool, the end mark; then the decoding side's result."""
+        for part in self._backlog:
+            sock.sendall(part)
+        self._backlog.clear()
+        self._end_spool()
+        if self.broken is not None:  # (the spool failed)
+            return
+        sock.sendall(_END)
+        f = sock.makefile("rb")
+        self.result, self.errors, self.n_errors = pickle.loads(self._result(f))
+        f.close()
+
+    def _end_spool(self) -> None:
+        """The spool's frames written to the decoding side (all of them unless ``give_up``); those
+        left are counted as not shown."""
+        spool = self.spool
+        if spool is None:
+            return
+        spool.finish()
+        if self.broken is not None:  # (its frames were counted as not shown when it broke)
+            return
+        frames, size = spool.waiting()
+        self.not_shown += frames
+        self.taken -= frames
+        self.taken_bytes -= size
+        spool.frames_in -= frames  # (counted once)
+        spool.bytes_in -= size
+        if spool.error is not None and self.broken is None:
+            self._break(spool.error)
+
     def detach(self) -> None:
         """On the event loop, before ``close`` runs on another thread: the loop stops watching the
         socket (``close`` writes the rest and reads the result itself)."""
@@ -420,9 +489,20 @@ class DecodeChannel:
         if self._loop is not None and self.sock is not None:
             self._loop.remove_reader(self.sock)
 
+    def spooled(self) -> tuple[int, int]:
+        """Frames and bytes in the spool now (not written to the decoding side yet)."""
+        return self.spool.waiting() if self.spool is not None else (0, 0)
+
+    def give_up(self) -> None:
+        """Any thread: ``close`` does not wait for the spool to be decoded; its frames left are counted
+        as not shown."""
+        if self.spool is not None:
+            self.spool.give_up()
+
     def close(self, timeout: float = 120) -> None:
         """Blocking (run it off the event loop, after a last ``flush`` on it): the rest of the
-        backlog, the end mark, then wait for the decoding side's result."""
+        backlog, then the spool's frames (unless ``give_up``), the end mark, then wait for the
+        decoding side's result."""
         sock = self.sock
         if sock is None:
             return
@@ -441,16 +521,13 @@ class DecodeChannel:
         sock.settimeout(timeout)
         try:
             if self.broken is None:
-                for part in self._backlog:
-                    sock.sendall(part)
-                self._backlog.clear()
-                sock.sendall(_END)
-                f = sock.makefile("rb")
-                self.result, self.errors, self.n_errors = pickle.loads(self._result(f))
-                f.close()
+                self._send_rest(sock)
         except (OSError, EOFError, pickle.UnpicklingError) as e:
             self.broken = self.broken or f"the decoding side did not finish: {e}"
         finally:
+            if self.spool is not None:
+                self.spool.give_up()
+                self._end_spool()
             sock.close()
             self.sock = None
             if self.process:

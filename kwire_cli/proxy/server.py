@@ -10,9 +10,11 @@ connection also goes through the proxy. Whatever arrives is written on at once, 
 in the same call (``FrameRelay`` only finds the frame boundaries), except the answers that may be
 rewritten (ApiVersions and the address APIs), which are held until whole. Flow control is the
 transports': a side whose write buffer is full pauses reading on the other. Every frame is also
-handed, whole, to the decoding side (another process, bounded: past its backlog frames are counted
-as not shown, never waited for), which makes the rows of `kwire pcap` (``Conversation.row``) and
-writes them; so a slow decode never stalls a client. A Produce request with acks=0 expects no
+handed, whole, to the decoding side (another process, bounded: past its backlog frames wait in a
+spool file on disk, up to ``decode_spool`` bytes, and past that are counted as not shown, never
+waited for), which makes the rows of `kwire pcap` (``Conversation.row``) and writes them; so a
+slow decode never stalls a client. When the proxy stops, the spool is decoded before the summary
+(``give_up``: not; its frames are counted as not shown). A Produce request with acks=0 expects no
 answer and none is waited for.
 """
 from __future__ import annotations
@@ -34,6 +36,7 @@ from kwire_cli.proxy.decoding import DecodeChannel, FrameSink
 from kwire_cli.proxy.pcapout import PcapConnection, PcapOut
 from kwire_cli.proxy.relay import FrameRelay, RelayError
 from kwire_cli.proxy.rewrite import AddressBook, CannotRewrite, may_rewrite, rewrite_response
+from kwire_cli.proxy.spool import SPOOL
 
 _REQ_HEAD = struct.Struct(">ihhi")  # size, api key, api version, correlation id
 _CORR = struct.Struct(">i")
@@ -63,6 +66,7 @@ class ProxyConfig:
     max_frame: int = 100 * 1024 * 1024
     pcap: Any = None                        # a binary file to write the conversations to
     decode_backlog: int = BACKLOG
+    decode_spool: int = SPOOL               # bytes of frames on disk past the backlog (0: none)
     decode_process: bool | None = None      # None: a process on Linux, a thread elsewhere
 
 
@@ -99,7 +103,7 @@ class Proxy:
         self._next_port = config.node_ports[0] if config.node_ports else config.listen[1] + 1
         self._seq = 0
         self.holds: dict[tuple[tuple[str, int], ...], float] = {}  # brokers that did not answer -> the hold now
-        self.decoder = DecodeChannel(sink, config.decode_backlog, config.decode_process)
+        self.decoder = DecodeChannel(sink, config.decode_backlog, config.decode_process, config.decode_spool)
         self._pcap = PcapOut(config.pcap, later=self._soon) if config.pcap is not None else None
         self.bootstrap: tuple[str, int] | None = None
         self.decoded: Any = None            # the sink's result, when the proxy has stopped
@@ -205,6 +209,10 @@ class Proxy:
                 self.on_note(f"--write-pcap: {self._pcap.error}; the capture stops there")
         self.decoder.flush()
         self.decoder.detach()  # on the loop: what close() does next runs on another thread
+        frames, size = self.decoder.spooled()
+        if frames:
+            self.on_note(f"decoding the {frames:,} frames ({size / 1e6:,.1f} MB) spooled to disk before the "
+                         f"summary (a second Ctrl-C or SIGTERM counts them as not shown instead)")
         await loop.run_in_executor(None, self.decoder.close)
         d = self.decoder
         self.decoded = d.result
@@ -212,6 +220,10 @@ class Proxy:
         self.stats.errors += d.errors
         if d.broken:
             self.stats.errors.append(d.broken)
+
+    def give_up(self) -> None:
+        """Any time during ``close``: the frames still spooled are not decoded but counted as not shown."""
+        self.decoder.give_up()
 
     # ------------------------------------------------------------------ frames
     def _number(self) -> int:
@@ -288,7 +300,9 @@ def lag_note(decoder: DecodeChannel, told: tuple[float, int, bool], now: float,
         if now - last < LAG_NOTE and not first_loss:
             return None
         where = " (forwarded and in the --write-pcap file, not decoded)" if pcap else " (forwarded, not decoded)"
+        spooled = decoder.spooled()[1]
         text = (f"decoding is behind: {frames:,} frames ({size / 1e6:,.1f} MB) wait"
+                + (f" ({spooled / 1e6:,.1f} MB of them in the spool file)" if spooled else "")
                 + (f", the last one decoded was forwarded {age:.1f} s ago" if ts is not None and frames > 0 else "")
                 + (f"; {dropped:,} frames not shown so far{where}" if dropped else ""))
         return text, (now, dropped, True)

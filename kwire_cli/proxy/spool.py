@@ -1,0 +1,209 @@
+"""Frames the decoding side cannot keep up with, kept on disk until it can (``DecodeChannel``'s
+spool): shown late instead of never.
+
+When the channel's in-memory backlog is full, frames go to the spool instead, and every later
+frame too until it is empty again, so the decoding side reads them in the order they came. The
+event loop only appends a frame's bytes to a list (``add``, bounded: past ``MEMORY`` bytes not yet
+on disk, or past ``cap`` bytes spooled in all, the frame is refused and counted as not shown by the
+channel). A thread of its own writes them to an unlinked temporary file, and, once the channel
+says the socket is its (``go``: what the channel had in memory was written), reads them back and
+writes them to the decoding side's socket, whole messages at a time. When it has written all of
+them it gives the socket back (``active`` false) and the file is emptied. At the end the channel
+waits for it to write the rest (``finish``), or, told to give up (``give_up``), it stops after
+the message it is writing and the rest is counted as not shown.
+
+The thread is the only one to touch the file and, while it has the socket, the only one to write
+to the socket; the event loop does no disk work for it.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import socket
+import struct
+import tempfile
+import threading
+from collections.abc import Callable
+
+_HEAD = struct.Struct(">II")  # decoding.py's message head: the lengths of the pickled fields and of the frame
+CHUNK = 1 << 20               # bytes read back from the file at once
+MEMORY = 64 << 20             # bytes added and not on disk yet: past it, frames are refused (a slow disk)
+SPOOL = 1 << 30               # the default cap on bytes spooled
+
+
+class Spool:
+    def __init__(self, cap: int, sock: socket.socket, on_error: Callable[[BaseException], None]) -> None:
+        self.cap = cap
+        self.sock = sock
+        self.on_error = on_error            # called on the spool's thread when writing the socket fails
+        self._cond = threading.Condition()
+        self._todo: list[bytes] = []        # added, not on disk yet
+        self._queued = 0                    # their bytes
+        self.active = False                 # frames go to the spool (from the first one the backlog refused)
+        self._go = False                    # the socket is the spool's (the channel's backlog is written)
+        self._closing = False               # write the rest, then end
+        self._give_up = False               # end after the message being written
+        self.frames_in = self.frames_out = 0
+        self.bytes_in = self.bytes_out = 0  # (bytes_in - bytes_out: in the spool now)
+        self.most = 0                       # the most bytes in the spool at once
+        self.error: BaseException | None = None
+        self._fd: int | None = None
+        self._end = self._read = 0          # the file's offsets: written up to, read back up to
+        self._thread = threading.Thread(target=self._run, name="kwire-spool", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ the event loop's side
+    def add(self, parts: list[bytes], size: int) -> bool:
+        """A message (its parts, ``size`` bytes) to the spool; False: refused (over the cap, or too
+        much not on disk yet, or the spool failed)."""
+        with self._cond:
+            if self.error is not None or self._closing:
+                return False
+            spooled = self.bytes_in - self.bytes_out
+            if spooled + size > self.cap or self._queued + size > MEMORY:
+                return False
+            self.active = True
+            self._todo += parts
+            self._queued += size
+            self.frames_in += 1
+            self.bytes_in += size
+            self.most = max(self.most, spooled + size)
+            self._cond.notify()
+        return True
+
+    def go(self) -> None:
+        """The socket is the spool's now (the channel has nothing of its own left to write)."""
+        with self._cond:
+            if self.active and not self._go:
+                self._go = True
+                self._cond.notify()
+
+    def waiting(self) -> tuple[int, int]:
+        """Frames and bytes in the spool, not written to the socket yet."""
+        with self._cond:
+            return self.frames_in - self.frames_out, self.bytes_in - self.bytes_out
+
+    # ------------------------------------------------------------------ the end (off the event loop)
+    def finish(self) -> None:
+        """Blocking: the rest written to the socket (or, after ``give_up``, up to a message's end),
+        then the thread ends and the file is closed."""
+        with self._cond:
+            self._closing = True
+            self._go = self._go or self.active
+            self._cond.notify()
+        self._thread.join()
+
+    def give_up(self) -> None:
+        """What is left in the spool is not written (``finish`` returns after the current message)."""
+        with self._cond:
+            self._give_up = self._closing = True
+            self._cond.notify()
+
+    # ------------------------------------------------------------------ the spool's thread
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except OSError as e:  # the disk (full, gone) or the socket (the decoding side gone)
+            with self._cond:
+                self.error = e
+                self._todo, self._queued = [], 0
+            self.on_error(e)
+        finally:
+            if self._fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(self._fd)
+                self._fd = None
+
+    def _loop(self) -> None:
+        cond = self._cond
+        while True:
+            with cond:
+                while not (self._todo or (self._go and self._end > self._read)
+                           or self._closing or self._give_up):
+                    cond.wait()
+                todo, self._todo = self._todo, []
+                n = self._queued
+                self._queued = 0
+                go, give_up = self._go, self._give_up
+            if todo:
+                self._write(todo, n)
+            if give_up:
+                return
+            if go and self._end > self._read:
+                self._send_some()
+            if self._done():
+                return
+
+    def _done(self) -> bool:
+        """After a step: the socket given back when all was written to it; whether to end."""
+        with self._cond:
+            if self._todo:
+                return False
+            if self._end == self._read and self._go:  # all written to the socket: it goes back
+                self.active = self._go = False
+                if self._fd is not None and self._end:
+                    os.ftruncate(self._fd, 0)
+                self._end = self._read = 0
+                return self._closing
+            return self._closing and not self._go  # (closing and not go: nothing is spooled)
+
+    def _write(self, todo: list[bytes], n: int) -> None:
+        if self._fd is None:
+            self._fd = _temp_file()
+        view: list[bytes | memoryview] = list(todo)
+        left = n
+        while left:
+            sent = os.pwritev(self._fd, view[:512], self._end) if hasattr(os, "pwritev") else \
+                os.pwrite(self._fd, view[0], self._end)
+            self._end += sent
+            left -= sent
+            while sent:
+                if sent >= len(view[0]):
+                    sent -= len(view.pop(0))
+                else:
+                    view[0] = memoryview(view[0])[sent:]
+                    sent = 0
+
+    def _send_some(self) -> None:
+        """Whole messages from the file, up to CHUNK bytes (or one bigger message), to the socket."""
+        assert self._fd is not None
+        data = os.pread(self._fd, min(CHUNK, self._end - self._read), self._read)
+        cut, frames = _whole(data)
+        if not frames:  # one message longer than CHUNK
+            lm, ld = _HEAD.unpack_from(data)
+            data = os.pread(self._fd, _HEAD.size + lm + ld, self._read)
+            cut, frames = len(data), 1
+        view = memoryview(data)[:cut]
+        while view:
+            try:
+                sent = self.sock.send(view)
+            except (BlockingIOError, InterruptedError, TimeoutError):
+                select.select([], [self.sock], [], 1.0)
+                continue
+            view = view[sent:]
+        self._read += cut
+        with self._cond:
+            self.frames_out += frames
+            self.bytes_out += cut
+
+
+def _whole(data: bytes) -> tuple[int, int]:
+    """How many bytes of ``data`` are whole messages from its start, and how many messages."""
+    pos = frames = 0
+    size = len(data)
+    unpack = _HEAD.unpack_from
+    while pos + _HEAD.size <= size:
+        lm, ld = unpack(data, pos)
+        end = pos + _HEAD.size + lm + ld
+        if end > size:
+            break
+        pos, frames = end, frames + 1
+    return pos, frames
+
+
+def _temp_file() -> int:
+    """An unlinked file in the temporary directory (TMPDIR): nothing to clean up, whatever happens."""
+    fd, path = tempfile.mkstemp(prefix="kwire-spool-")
+    os.unlink(path)
+    return fd

@@ -1,0 +1,177 @@
+"""The decoding side's spool: frames past the in-memory backlog wait in a file and are decoded late,
+in order, instead of not shown; past its cap they are counted as not shown; when the proxy stops,
+the spool is decoded before the summary, unless told to give up."""
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from kwire_cli.codec import encode_request
+from kwire_cli.proxy.decoding import DecodeChannel
+from proxy_faults import heartbeat_answer, read_frame, running
+
+
+def frame(corr: int, n: int) -> bytes:
+    import struct
+    body = struct.pack(">hhi", 0, 9, corr) + bytes(n)
+    return struct.pack(">i", len(body)) + body
+
+
+def big_heartbeat(corr: int) -> bytes:
+    """A Heartbeat request of 20 kB (its member id): 600 of them fill more than the socket pair takes."""
+    return encode_request(12, 4, {"CorrelationId": corr, "ClientId": "t"},
+                          {"GroupId": "g", "GenerationId": 1, "MemberId": "m" * 20_000, "GroupInstanceId": None})
+
+
+class SlowSink:
+    """Keeps the frames' correlation ids and sizes, ``delay`` seconds each (a decoder that falls behind)."""
+
+    def __init__(self, delay: float) -> None:
+        self.got: list[tuple[int, int]] = []
+        self.delay = delay
+
+    def frame(self, f: Any, notes: list[str]) -> None:  # noqa: ARG002
+        time.sleep(self.delay)
+        self.got.append((f.correlation_id, f.size))
+
+    def result(self) -> list[tuple[int, int]]:
+        return self.got
+
+
+def _fields(i: int) -> tuple:
+    return ("proxy", i, 0.0, "a", "b", "a<->b", "request", 0, 9, i, None, None, None, 1)
+
+
+def _put(ch: DecodeChannel, first: int, count: int, size: int) -> int:
+    taken = 0
+    for i in range(first, first + count):
+        f = frame(i, size + i % 7)
+        taken += ch.put(_fields(i), [], [f[:8], memoryview(f)[8:]] if i % 2 else f, len(f))
+    return taken
+
+
+@pytest.mark.parametrize("process", [True, False], ids=["process", "thread"])
+def test_frames_past_the_backlog_are_spooled_and_all_decoded_in_order(process):
+    """A decoder far slower than the frames come, a 1 MiB backlog: the frames it refuses go to the
+    spool, and every later one too; the decoding side gets every frame, whole and in order, none
+    counted as not shown. Once the spool has drained, frames go straight to the socket again, and
+    a second wave that spools again keeps the order."""
+    loop = asyncio.new_event_loop()
+    try:
+        ch = DecodeChannel(SlowSink(0.0005), backlog=1 << 20, process=process, spool=1 << 30)
+        ch.start(loop)
+        t = time.monotonic()
+        assert _put(ch, 0, 600, 30_000) == 600
+        assert time.monotonic() - t < 5  # never waited for the decoder nor the disk
+        assert ch.spool is not None and ch.spool.frames_in > 0 and ch.spooled()[0] > 0
+        deadline = time.monotonic() + 60
+        while (ch.spool.active or ch.lag()[0]) and time.monotonic() < deadline:
+            loop.run_until_complete(asyncio.sleep(0.05))
+        assert not ch.spool.active and ch.spooled() == (0, 0) and ch.lag()[0] == 0
+        first = ch.spool.frames_in
+        assert _put(ch, 600, 600, 30_000) == 600
+        assert ch.spool.frames_in > first  # spooled again
+        loop.run_until_complete(asyncio.sleep(0.1))
+        ch.flush()
+        ch.detach()
+        ch.close()
+    finally:
+        loop.close()
+    assert ch.not_shown == 0 and ch.broken is None
+    assert ch.result == [(i, 8 + 30_000 + i % 7) for i in range(1200)]
+    assert ch.spool.most > 1 << 20
+
+
+def test_past_the_spools_cap_frames_are_counted_not_shown_and_the_rest_stay_in_order():
+    loop = asyncio.new_event_loop()
+    try:
+        ch = DecodeChannel(SlowSink(0.002), backlog=1 << 20, process=True, spool=2 << 20)
+        ch.start(loop)
+        taken = _put(ch, 0, 800, 30_000)
+        assert 0 < taken < 800 and ch.not_shown == 800 - taken
+        assert ch.spool is not None and ch.spool.most <= 2 << 20
+        loop.run_until_complete(asyncio.sleep(0.1))
+        ch.flush()
+        ch.detach()
+        ch.close()
+    finally:
+        loop.close()
+    got = [corr for corr, _ in ch.result]
+    assert len(got) == taken and got == sorted(got) and ch.not_shown == 800 - taken
+
+
+def test_at_the_stop_the_spool_is_decoded_unless_given_up():
+    """``close`` writes the spool's frames to the decoding side before the end mark; ``give_up``
+    during it stops after a whole message, and the frames left are counted as not shown: the
+    frames decoded are the first ones, in order, and with those not shown make every frame."""
+    loop = asyncio.new_event_loop()
+    try:
+        ch = DecodeChannel(SlowSink(0.002), backlog=1 << 20, process=True, spool=1 << 30)
+        ch.start(loop)
+        assert _put(ch, 0, 3000, 10_000) == 3000
+        loop.run_until_complete(asyncio.sleep(0.05))
+        ch.flush()
+        ch.detach()
+        spooled = ch.spooled()[0]
+        assert spooled > 1000
+        closing = threading.Thread(target=ch.close)
+        closing.start()
+        time.sleep(0.5)
+        ch.give_up()
+        closing.join(60)
+        assert not closing.is_alive()
+    finally:
+        loop.close()
+    got = [corr for corr, _ in ch.result]
+    assert ch.broken is None and 0 < ch.not_shown <= spooled
+    assert got == list(range(3000 - ch.not_shown))
+
+
+def test_the_proxy_decodes_the_spool_before_its_summary_and_says_so():
+    """A real proxy, a fake broker, a decoder slower than the client (kwire pcap's rows, made by the
+    real decoding side, 2 ms a frame) and a 64 KiB backlog: 600 requests of 20 kB and their answers, the close says how
+    many frames it decodes from the spool, and every row comes out in order, none not shown."""
+    from kwire_cli.capture.session import Conversation
+    from kwire_cli.output.options import OutputOptions
+    from kwire_cli.output.show import FrameRows, RowPrinter
+    from kwire_cli.output.writers import JsonLinesWriter
+    from kwire_cli.proxy.decoding import RowsOnly
+
+    out = io.BytesIO()
+    writer = JsonLinesWriter(out)
+    rows = FrameRows(Conversation(), RowPrinter(writer, OutputOptions(fmt="jsonl", live=True).keep(), live=True,
+                                                summary=RowsOnly()))
+
+    class Slow:
+        def frame(self, f: Any, notes: list[str]) -> None:
+            time.sleep(0.002)
+            rows.frame(f, notes)
+
+        def result(self) -> Any:
+            return rows.result()
+
+    async def answer(w: asyncio.StreamWriter, key: int, version: int, corr: int) -> None:
+        w.write(heartbeat_answer(corr))
+
+    async def scenario() -> list[str]:
+        async with running(answer, decode_backlog=64 << 10, sink=Slow()) as (px, _broker, notes):
+            r, w = await asyncio.open_connection(*px.bootstrap)
+            for i in range(600):
+                w.write(big_heartbeat(i))
+                assert await read_frame(r) == heartbeat_answer(i)
+            assert px.decoder.spooled()[0] > 0
+            w.close()
+        assert px.stats.not_shown == 0 and px.stats.frames == 1200
+        return notes
+
+    notes = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert any(n.startswith("decoding the ") and "spooled to disk before the summary" in n for n in notes), notes
+    got = [json.loads(x) for x in out.getvalue().splitlines()]
+    assert [(g["kind"], g["correlation_id"]) for g in got] == \
+        [(k, i) for i in range(600) for k in ("request", "response")]
