@@ -168,6 +168,7 @@ def test_the_proxy_decodes_the_spool_before_its_summary_and_says_so():
             assert px.decoder.spooled()[0] > 0
             w.close()
         assert px.stats.not_shown == 0 and px.stats.frames == 1200
+        assert 0 < px.stats.spooled < 1200 and px.stats.spool_most > 1 << 20
         return notes
 
     notes = asyncio.run(asyncio.wait_for(scenario(), 60))

@@ -176,6 +176,7 @@ def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, wri
         result = decoded.get("summary") or AnalysedSummary().to_dict()
         result["proxy"] = {"connections": st.connections, "frames": st.frames, "rewritten": st.rewritten,
                            "upstream_failures": st.upstream_failures, "not_shown": st.not_shown,
+                           "spooled": st.spooled,
                            "brokers": {f"{h}:{p}": f"{lh}:{lp}" for (h, p), (lh, lp) in px.book.local.items()}}
         if filter_expr:
             result["shown"] = decoded.get("shown", 0)
@@ -183,6 +184,8 @@ def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, wri
     diagnostic("note", escape(f"proxy stopped: {_n(st.connections, 'connection')}, {_n(st.frames, 'frame')}, "
                               f"{_n(st.rewritten, 'answer')} rewritten, "
                               f"{_n(st.upstream_failures, 'upstream failure')}"
+                              + (f", {_n(st.spooled, 'frame')} decoded late from the spool file (at most "
+                                 f"{st.spool_most / 1e6:,.1f} MB in it)" if st.spooled else "")
                               + (f", {_n(st.not_shown, 'frame')} not shown (decoding fell behind)"
                                  if st.not_shown else "")))
 

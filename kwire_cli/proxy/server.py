@@ -77,6 +77,8 @@ class Stats:
     upstream_failures: int = 0
     frames: int = 0
     not_shown: int = 0                      # frames the decoding side could not keep up with
+    spooled: int = 0                        # frames that waited in the spool file (decoded late)
+    spool_most: int = 0                     # the most bytes in the spool file at once
     rewritten: int = 0
     errors: list[str] = field(default_factory=list)
 
@@ -217,6 +219,8 @@ class Proxy:
         d = self.decoder
         self.decoded = d.result
         self.stats.not_shown = d.not_shown
+        if d.spool is not None:
+            self.stats.spooled, self.stats.spool_most = d.spool.frames_in, d.spool.most
         self.stats.errors += d.errors
         if d.broken:
             self.stats.errors.append(d.broken)
