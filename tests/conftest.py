@@ -88,6 +88,7 @@ SLOW_TESTS = {
         "test_the_proxy_decodes_the_spool_before_its_summary_and_says_so",
         "test_frames_past_the_backlog_are_spooled_and_all_decoded_in_order",
         "test_at_the_stop_the_spool_is_decoded_unless_given_up",
+        "test_frames_added_while_the_decoding_side_is_busy_go_to_disk_not_pile_up_in_memory",
     },
     "test_proxy.py": {
         "test_kafka_python_produces_and_consumes_in_a_group_through_the_proxy",

@@ -88,6 +88,43 @@ def test_frames_past_the_backlog_are_spooled_and_all_decoded_in_order(process):
     assert ch.spool.most > 1 << 20
 
 
+def test_frames_added_while_the_decoding_side_is_busy_go_to_disk_not_pile_up_in_memory(monkeypatch):
+    """While the spool's thread waits for the decoding side to take more, what the event loop adds
+    meanwhile is written to disk: a decoding side slower than the frames come (5 ms a frame of
+    30 kB: the spool's thread waits about 0.15 s for it to take each MiB), 2 MiB allowed in memory,
+    60 MB added 240 kB at a time (the loop turning between) is all taken, then all decoded in order
+    once it speeds up. (Written only between the MiB it sends, about 800 of the 2,000 frames were
+    refused.)"""
+    import kwire_cli.proxy.spool as spool
+    monkeypatch.setattr(spool, "MEMORY", 2 << 20)
+    fast = threading.Event()
+
+    class Slowish(SlowSink):
+        def frame(self, f: Any, notes: list[str]) -> None:
+            if not fast.is_set():
+                time.sleep(0.005)
+            super().frame(f, notes)
+
+    loop = asyncio.new_event_loop()
+    try:
+        ch = DecodeChannel(Slowish(0), backlog=1 << 20, process=False, spool=1 << 30)
+        ch.start(loop)
+        taken = 0
+        for burst in range(250):
+            taken += _put(ch, burst * 8, 8, 30_000)
+            loop.run_until_complete(asyncio.sleep(0.012))
+        assert taken == 2000 and ch.not_shown == 0
+        assert ch.spool is not None and ch.spool.bytes_out > 0  # it had the socket and waited on it
+        fast.set()
+        ch.flush()
+        ch.detach()
+        ch.close()
+    finally:
+        fast.set()
+        loop.close()
+    assert ch.not_shown == 0 and [corr for corr, _ in ch.result] == list(range(2000))
+
+
 def test_past_the_spools_cap_frames_are_counted_not_shown_and_the_rest_stay_in_order():
     loop = asyncio.new_event_loop()
     try:
@@ -168,7 +205,6 @@ def test_the_proxy_decodes_the_spool_before_its_summary_and_says_so():
             assert px.decoder.spooled()[0] > 0
             w.close()
         assert px.stats.not_shown == 0 and px.stats.frames == 1200
-        assert 0 < px.stats.spooled < 1200 and px.stats.spool_most > 1 << 20
         return notes
 
     notes = asyncio.run(asyncio.wait_for(scenario(), 60))

@@ -30,6 +30,7 @@ _HEAD = struct.Struct(">II")  # decoding.py's message head: the lengths of the p
 CHUNK = 1 << 20               # bytes read back from the file at once
 MEMORY = 64 << 20             # bytes added and not on disk yet: past it, frames are refused (a slow disk)
 SPOOL = 1 << 30               # the default cap on bytes spooled
+WAIT = 0.02                   # seconds between writing to disk what was added while the socket is full
 
 
 class Spool:
@@ -122,12 +123,8 @@ class Spool:
                 while not (self._todo or (self._go and self._end > self._read)
                            or self._closing or self._give_up):
                     cond.wait()
-                todo, self._todo = self._todo, []
-                n = self._queued
-                self._queued = 0
                 go, give_up = self._go, self._give_up
-            if todo:
-                self._write(todo, n)
+            self._to_disk()
             if give_up:
                 return
             if go and self._end > self._read:
@@ -147,6 +144,14 @@ class Spool:
                 self._end = self._read = 0
                 return self._closing
             return self._closing and not self._go  # (closing and not go: nothing is spooled)
+
+    def _to_disk(self) -> None:
+        """What was added and is not on disk yet, written to the file."""
+        with self._cond:
+            todo, self._todo = self._todo, []
+            n, self._queued = self._queued, 0
+        if todo:
+            self._write(todo, n)
 
     def _write(self, todo: list[bytes], n: int) -> None:
         if self._fd is None:
@@ -179,7 +184,9 @@ class Spool:
             try:
                 sent = self.sock.send(view)
             except (BlockingIOError, InterruptedError, TimeoutError):
-                select.select([], [self.sock], [], 1.0)
+                # the decoding side is busy: what was added meanwhile goes to disk while it is
+                self._to_disk()
+                select.select([], [self.sock], [], WAIT)
                 continue
             view = view[sent:]
         self._read += cut
