@@ -5,6 +5,7 @@
     python bench/bench_spark.py DIR --cluster --pin          # the same, executors confined to their cores
     python bench/bench_spark.py DIR --json spark.json        # also write the figures as JSON
     python bench/bench_spark.py DIR --formats jsonl --repeat 5 --no-x1   # paired rounds, medians
+    python bench/bench_spark.py DIR --formats jsonl --no-summary         # spark-decode --no-summary
 
 The input is real client traffic (not committed; bench/data/ is ignored), >= 500 MB, e.g. a bulk
 kafkajs recording and the kafkajs fixtures replayed as 20 files (bench/make_spark_captures.py says
@@ -244,8 +245,8 @@ def _median(xs: list[float]) -> float:
     return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
-def local_suite(name: str, inputs: list[str], files: list[str], scratch: Path, formats: list[str],
-                conf: list[str] = (), repeat: int = 1, x1: bool = True) -> dict:
+def local_suite(name: str, inputs: list[str], files: list[str], scratch: Path, formats: list[str],  # noqa: PLR0913
+                conf: list[str] = (), repeat: int = 1, x1: bool = True, extra: list[str] = ()) -> dict:
     """pcap x1 (once, unless not ``x1``), then ``repeat`` rounds of pcap x2 and each spark-decode
     format in turn (paired runs: a busy moment of a shared machine hits both); the ratios of each
     round and their medians."""
@@ -262,7 +263,7 @@ def local_suite(name: str, inputs: list[str], files: list[str], scratch: Path, f
             r["pcap_x2"] = pcap(files, scratch, 2)
             print(f"   pcap x2 {r['pcap_x2']}", file=sys.stderr)
         for fmt in formats:
-            r[f"spark_{fmt}"] = spark(inputs, scratch / "spark", fmt, "local[2]", conf)
+            r[f"spark_{fmt}"] = spark(inputs, scratch / "spark", fmt, "local[2]", conf, extra=extra)
             print(f"   spark {fmt} {r[f'spark_{fmt}']}", file=sys.stderr)
         rounds.append(r)
     fig.update(rounds[0])
@@ -410,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=1,
                     help="rounds: pcap x2 and spark-decode in turn (medians of the ratios); --cluster: runs of each")
     ap.add_argument("--no-x1", action="store_true", help="leave out the single-process run (pcap x1)")
+    ap.add_argument("--no-summary", action="store_true",
+                    help="spark-decode --no-summary (the run's counts only, as kwire pcap's JSON lines)")
     ap.add_argument("--pin", action="store_true",
                     help="--cluster: confine the executors to as many CPUs as they have cores (taskset)")
     ap.add_argument("--out", help="scratch directory for the outputs (default: a temporary one)")
@@ -429,11 +432,12 @@ def main(argv: list[str] | None = None) -> int:
             fig["cluster"] = cluster_suite([args.dir], scratch, args.repeat, args.conf, args.pin)
         else:
             formats = args.formats.split(",")
+            extra = ["--no-summary"] if args.no_summary else []
             fig["directory"] = local_suite(args.dir, [args.dir], files, scratch, formats, args.conf,
-                                           args.repeat, not args.no_x1)
+                                           args.repeat, not args.no_x1, extra)
             if args.single:
                 fig["single_file"] = local_suite(args.single, [args.single], [args.single], scratch, formats,
-                                                 args.conf, args.repeat)
+                                                 args.conf, args.repeat, extra=extra)
     finally:
         if not args.out:
             shutil.rmtree(scratch, ignore_errors=True)
