@@ -256,6 +256,53 @@ def what_if_tagged(spec: MessageSpec, version: int, body: dict, fields: Iterable
     return out
 
 
+def what_if_totals(spec: MessageSpec, version: int, body: dict, fields: Iterable[str] = DEFAULT_FIELDS, *,
+                   size: int | None = None) -> tuple[int, int, int] | None:
+    """`what_if_tagged`'s (bytes_now, bytes_tagged, saving), or None where it says not applicable:
+    the same sums without its per-field lists and reasons (the capture summary adds them up over
+    every response)."""
+    fields = tuple(fields)
+    sz = Sizer(spec, version)
+    if size is None:
+        size = sz.struct(spec.struct, body)
+    if not sz.flexible:
+        return None
+    found = False
+    saving = 0
+
+    def visit(s: StructSpec, value: dict) -> None:
+        nonlocal found, saving
+        targets, tagged_now, children, _done = _plan(s, version, fields)
+        if targets:
+            found = True
+            added = 0
+            set_now = sum(1 for f in tagged_now if sz.written(f, value)) + len(value.get("_unknown_tags") or ())
+            for f, dflt, tag in targets:
+                v = value.get(f.name, dflt)
+                saving += sz.field(f, v)
+                if v != dflt:
+                    saving -= sz.tagged_field(f, v, tag)
+                    added += 1
+            if added:
+                saving -= uvarint_size(set_now + added) - uvarint_size(set_now)
+        for name, child_struct, is_array in children:
+            child = value.get(name)
+            if child is None:
+                continue
+            if not is_array:
+                if isinstance(child, dict):
+                    visit(child_struct, child)
+            elif isinstance(child, list):
+                for x in child:
+                    if isinstance(x, dict):
+                        visit(child_struct, x)
+
+    visit(spec.struct, body)
+    if not found:
+        return None
+    return size, size - saving, saving
+
+
 def what_if_message(msg: Any, fields: Iterable[str] = DEFAULT_FIELDS) -> dict:
     """`what_if_tagged` for a decoded `Message` (size = header + body, without the size prefix)."""
     spec = registry().api(msg.api_key).spec(msg.kind)

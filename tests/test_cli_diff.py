@@ -266,3 +266,23 @@ def test_what_if_sizes_a_string_that_is_not_utf8_as_its_bytes():
     out = what_if_tagged(spec, 4, msg.body, size=len(data))
     plain = what_if_tagged(spec, 4, body, size=len(data))
     assert out["applicable"] and out["bytes_tagged"] == plain["bytes_tagged"] and out["saving"] == plain["saving"]
+
+
+def test_what_if_totals_are_what_if_tagged_sums_on_every_captured_response():
+    """The capture summary's what-if (``what_if_totals``: the sums alone) gives what
+    ``what_if_tagged`` gives, applicable or not, on every decoded response of the recorded captures."""
+    from kwire_cli.capture import CaptureStats, iter_capture
+    from kwire_cli.capture.session import Conversation
+    from kwire_cli.whatif import what_if_totals
+    seen = applicable = 0
+    for cap in sorted((ROOT / "fixtures" / "captures").glob("*.pcap")):
+        for r in Conversation().rows(iter_capture(str(cap), stats=CaptureStats())):
+            if r["kind"] != "response" or r.get("error") is not None or r.get("body") is None:
+                continue
+            spec = registry().api(r["api_key"]).response
+            full = what_if_tagged(spec, r["api_version"], r["body"], size=r.get("size"))
+            sums = what_if_totals(spec, r["api_version"], r["body"], size=r.get("size"))
+            assert sums == ((full["bytes_now"], full["bytes_tagged"], full["saving"]) if full["applicable"] else None)
+            seen += 1
+            applicable += full["applicable"]
+    assert seen > 200 and 0 < applicable < seen

@@ -72,7 +72,6 @@ class Expert:
 
     def row(self, r: dict[str, Any], pos: Any) -> None:
         """The findings one row shows by itself."""
-        api = f"{r.get('api_name')} v{r.get('api_version')}"
         err = r.get("error")
         if err is not None:
             kind = r.get("error_kind")
@@ -80,31 +79,31 @@ class Expert:
                 lo = oldest(r["api_key"])
                 if lo is not None and r["api_version"] < lo:
                     self.add(pos, "error", "removed_version",
-                             f"{api} {r['kind']}: a version older than any the specs know (removed)", r)
+                             f"{_api(r)} {r['kind']}: a version older than any the specs know (removed)", r)
                     return
             self.add(pos, "error", "undecodable", f"{r['kind']} did not decode: {err}", r)
             return
         if r.get("violations"):
             rules = sorted({v.get("rule") for v in r["violations"]}, key=str)
-            self.add(pos, "warning", "violation", f"{api} {r['kind']} breaks {', '.join(map(str, rules))}", r)
+            self.add(pos, "warning", "violation", f"{_api(r)} {r['kind']} breaks {', '.join(map(str, rules))}", r)
         body = r.get("body")
         if r["kind"] == "request":
             if r.get("api_key") is not None and r.get("api_version") is not None \
                     and deprecated(r["api_key"], r["api_version"]):
-                self.add(pos, "note", "deprecated_version", f"{api} is a deprecated version", r)
+                self.add(pos, "note", "deprecated_version", f"{_api(r)} is a deprecated version", r)
         elif r["kind"] == "response":
             codes = r.get("error_codes")
             if codes:
                 sev = "note" if all(c in NORMAL_CODES for c in codes) else "warning"
-                self.add(pos, sev, "error_code", f"{api} answered {', '.join(sorted(set(codes)))}", r)
+                self.add(pos, sev, "error_code", f"{_api(r)} answered {', '.join(sorted(set(codes)))}", r)
             if isinstance(body, dict):
                 t = body.get("ThrottleTimeMs")
                 if isinstance(t, int) and t > 0:
-                    self.add(pos, "note", "throttled", f"{api} answer throttled {t} ms", r)
+                    self.add(pos, "note", "throttled", f"{_api(r)} answer throttled {t} ms", r)
         if (isinstance(body, dict) and "_unknown_tags" in body) or \
                 (isinstance(r.get("header"), dict) and "_unknown_tags" in r["header"]):
-            self.add(pos, "note", "unknown_tagged_field", f"{api} {r['kind']} carries tagged fields the specs do "
-                     "not know", r)
+            self.add(pos, "note", "unknown_tagged_field", f"{_api(r)} {r['kind']} carries tagged fields the specs "
+                     "do not know", r)
 
     def batch(self, b: dict[str, Any], r: dict[str, Any], pos: Any, where: str) -> None:
         """The findings of one record batch."""
@@ -126,3 +125,8 @@ class Expert:
     def to_list(self) -> list[dict[str, Any]]:
         self._trim()
         return [f for _, f in self.found]
+
+
+def _api(r: dict[str, Any]) -> str:
+    """A row's API and version as findings name them ("Fetch v11")."""
+    return f"{r.get('api_name')} v{r.get('api_version')}"

@@ -142,8 +142,10 @@ class Series:
     def _put(self, kind: str, key: tuple[Any, ...], ts: Any, cell: Cell) -> None:
         if not isinstance(ts, (int, float)) or not math.isfinite(ts):
             return
-        grid = self._grid(kind, key)
-        i = math.floor(ts / self.width())
+        grid = self.data[kind].get(key)
+        if grid is None:
+            grid = self._grid(kind, key)
+        i = math.floor(ts / (BASE_S * (1 << self.k)))  # (self.width())
         old = grid.get(i)
         grid[i] = cell if old is None else COMBINE[kind](old, cell)
         if i not in self.used:
@@ -173,16 +175,20 @@ class Series:
 
     def add(self, r: dict[str, Any], _pos: Any) -> None:
         """One output row: its response time, error codes and record batches."""
-        ts = r.get("ts")
-        key = r.get("api_key")
-        kind = r.get("kind")
+        get = r.get
+        ts = get("ts")
+        key = get("api_key")
+        kind = get("kind")
         if kind == "response":
-            ms = r.get("latency_ms")
+            ms = get("latency_ms")
             if isinstance(ms, (int, float)):
-                self._put("latency", (r.get("api_name") or str(key),), ts, [[float(ms)], None, 1, float(ms)])
-            for code in r.get("error_codes") or []:
-                self._put("errors", (str(code),), ts, [1])
-        if r.get("error") is not None:
+                ms = float(ms)
+                self._put("latency", (get("api_name") or str(key),), ts, [[ms], None, 1, ms])
+            codes = get("error_codes")
+            if codes:
+                for code in codes:
+                    self._put("errors", (str(code),), ts, [1])
+        if get("error") is not None:
             return
         if kind == "request" and (key == HEARTBEAT or key in EPOCH_HEARTBEATS):
             body = r.get("body")

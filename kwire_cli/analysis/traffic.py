@@ -114,36 +114,41 @@ class Traffic:
 
     def add(self, r: dict[str, Any], pos: Any) -> None:
         kind = r["kind"]
-        client, broker = endpoints(r)
-        ck = (r.get("file"), client, broker)
-        c = self.conns.get(ck)
-        ts = r.get("ts") or 0.0
-        if c is None and len(self.conns) >= MAX_CONNECTIONS:  # memory stays flat over many connections
+        get = r.get
+        if kind == "response":
+            client, broker = r["dst"], r["src"]  # (endpoints(r))
+        else:
+            client, broker = endpoints(r)
+        ck = (get("file"), client, broker)
+        conns = self.conns
+        c = conns.get(ck)
+        ts = get("ts") or 0.0
+        if c is None and len(conns) >= MAX_CONNECTIONS:  # memory stays flat over many connections
             ck = OVERFLOW
-            c = self.conns.get(ck)
+            c = conns.get(ck)
         if c is None:
-            c = self.conns[ck] = Conn((pos, ts))
+            c = conns[ck] = Conn((pos, ts))
         else:
             c.last = (pos, ts)
-        size = r.get("size") or 0
-        body = r.get("body")
+        size = get("size") or 0
+        body = get("body")
         if kind == "request":
             c.requests += 1
             c.request_bytes += size
-            cid = r.get("client_id")
+            cid = get("client_id")
             u = c.client_ids.get(cid)
             if u is None:
                 u = c.client_ids[cid] = Usage()
-            api = r.get("api_name") or "?"
+            api = get("api_name") or "?"
             u.apis[api] = u.apis.get(api, 0) + 1
             if isinstance(body, dict):
                 u.touch(r, body)
         elif kind == "response":
             c.responses += 1
             c.response_bytes += size
-            lat = r.get("latency_ms")
+            lat = get("latency_ms")
             if lat is not None:
-                key = (r.get("api_key"), r.get("api_name") or "?", r.get("api_version"), broker, r.get("client_id"))
+                key = (get("api_key"), get("api_name") or "?", get("api_version"), broker, get("client_id"))
                 d = self.lat.get(key)
                 if d is None and len(self.lat) >= MAX_LATENCY_KEYS:
                     key = key[:4] + ("(other)",)

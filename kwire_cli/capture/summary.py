@@ -143,50 +143,61 @@ class Summary:
             pos = self.frames
         self.frames += 1
         self.auth.add(r, pos)
-        if r.get("error") is not None:
-            k = r.get("error_kind") or DECODE_ERROR
+        get = r.get
+        error = get("error")
+        if error is not None:
+            k = get("error_kind") or DECODE_ERROR
             self.undecodable[k] = self.undecodable.get(k, 0) + 1
         else:
             self.decoded += 1
-        vs = r.get("violations")
+        vs = get("violations")
         if vs:
             self.with_violations += 1
             for v in vs:
                 self.violations[v["rule"]] = self.violations.get(v["rule"], 0) + 1
-        key = (r.get("api_name") or "?", r.get("api_version"), r["kind"])
+        kind = r["kind"]
+        api_name = get("api_name")
+        key = (api_name or "?", get("api_version"), kind)
         a = self.apis.get(key)
         if a is None:
             a = self.apis[key] = {"count": 0, "bytes": 0, "latencies": [], "errors": 0}
         a["count"] += 1
-        a["bytes"] += r.get("size") or 0
-        if r.get("error") is not None:
+        a["bytes"] += get("size") or 0
+        if error is not None:
             a["errors"] += 1
-        lat = r.get("latency_ms")
+        lat = get("latency_ms")
         if lat is not None and len(a["latencies"]) < self.RESERVOIR:
             a["latencies"].append((pos, lat))
-        if r.get("body") is not None and may_hold_records(r):
+        body: Any = get("body")
+        if body is not None and may_hold_records(r):
             count_batches(r, self.record_batches)
-        for name in r.get("error_codes") or []:
-            n = self.errors.get(name)
-            if n is None:
-                self.errors[name] = 1
-                self.error_first[name] = pos
-            else:
-                self.errors[name] = n + 1
-        if r["kind"] == "request" and r.get("error") is None:
-            cid = r.get("client_id")
+        codes = get("error_codes")
+        if codes:
+            errors = self.errors
+            for name in codes:
+                n = errors.get(name)
+                if n is None:
+                    errors[name] = 1
+                    self.error_first[name] = pos
+                else:
+                    errors[name] = n + 1
+        if error is not None:
+            return
+        if kind == "request":
+            cid = get("client_id")
             c = self.clients.setdefault(cid if cid is not None else "(null)", {"requests": 0, "versions": {}})
             c["requests"] += 1
-            vs = c["versions"].setdefault(r["api_name"], [])
-            if r["api_version"] not in vs:
-                vs.append(r["api_version"])
+            vs = c["versions"].setdefault(api_name, [])
+            version = r["api_version"]
+            if version not in vs:
+                vs.append(version)
                 vs.sort()
-            k2 = (r["dst"], cid, r["api_key"], r["api_name"], r["api_version"])
+            k2 = (r["dst"], cid, r["api_key"], api_name, version)
             self.requests_seen[k2] = self.requests_seen.get(k2, 0) + 1
-        if r["kind"] == "response" and r.get("error") is None:
-            if r.get("api_name") == "ApiVersions":
-                ranges = {k["ApiKey"]: (k["MinVersion"], k["MaxVersion"]) for k in r["body"].get("ApiKeys") or []}
-                if ranges and r["body"].get("ErrorCode", 0) == 0:
+        elif kind == "response":
+            if api_name == "ApiVersions":
+                ranges = {k["ApiKey"]: (k["MinVersion"], k["MaxVersion"]) for k in body.get("ApiKeys") or []}
+                if ranges and body.get("ErrorCode", 0) == 0:
                     at = self.advertised_at.get(r["src"])
                     if at is None or pos >= at:
                         self.advertised[r["src"]] = ranges
@@ -249,16 +260,22 @@ class Summary:
         return self
 
     def add_what_if(self, r: dict[str, Any]) -> None:
-        """Count one decoded response into the ErrorCode/ErrorMessage what-if total."""
-        w = what_if_for_row(r)
-        if w is None:
+        """Count one decoded response into the ErrorCode/ErrorMessage what-if total (the sums of
+        ``what_if_for_row``'s answer, by ``whatif.what_if_totals``)."""
+        if r.get("kind") != "response" or r.get("error") is not None or r.get("body") is None:
+            return
+        from kwire_cli.whatif import what_if_totals  # (imports the records encoder: only when needed)
+        try:
+            spec = registry().api(r["api_key"]).response
+            w = what_if_totals(spec, r["api_version"], r["body"], size=r.get("size"))
+        except KwireError:
             return
         self.what_if["responses"] += 1
-        if w.get("applicable"):
+        if w is not None:
             self.what_if["applicable"] += 1
-            self.what_if["bytes_now"] += w["bytes_now"]
-            self.what_if["bytes_tagged"] += w["bytes_tagged"]
-            self.what_if["saving"] += w["saving"]
+            self.what_if["bytes_now"] += w[0]
+            self.what_if["bytes_tagged"] += w[1]
+            self.what_if["saving"] += w[2]
 
     def audit(self) -> list[dict[str, Any]]:
         """Requests whose version is outside what that broker advertised in this capture."""
