@@ -153,6 +153,21 @@ class Series:
             if len(self.used) > MAX_POINTS:
                 self._coarsen(self.k + 1)
 
+    def _latency(self, key: tuple[Any, ...], ts: Any, ms: float) -> None:
+        """One response time: ``_put`` of the cell [[ms], None, 1, ms], added in place where its
+        bucket keeps its values exactly (``_lat_combine`` then appends it)."""
+        if isinstance(ts, (int, float)) and math.isfinite(ts):
+            grid = self.data["latency"].get(key)
+            if grid is not None:
+                old = grid.get(math.floor(ts / (BASE_S * (1 << self.k))))
+                if old is not None and old[0] is not None and old[2] < EXACT:
+                    old[0].append(ms)
+                    old[2] += 1
+                    if ms > old[3]:
+                        old[3] = ms
+                    return
+        self._put("latency", key, ts, [[ms], None, 1, ms])
+
     def _coarsen(self, k: int) -> None:
         """Wider buckets (2**(k - self.k) times), until at most MAX_POINTS hold something."""
         while True:
@@ -182,8 +197,7 @@ class Series:
         if kind == "response":
             ms = get("latency_ms")
             if isinstance(ms, (int, float)):
-                ms = float(ms)
-                self._put("latency", (get("api_name") or str(key),), ts, [[ms], None, 1, ms])
+                self._latency((get("api_name") or str(key),), ts, float(ms))
             codes = get("error_codes")
             if codes:
                 for code in codes:

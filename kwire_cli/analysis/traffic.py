@@ -51,6 +51,20 @@ class Conn:
                 mine.merge(u)
 
 
+TOPIC_LISTS = ("Topics", "TopicData", "TopicNames", "V3AndBelowTopics")
+GROUP_LISTS = ("Groups", "GroupIds")
+MAX_SHAPES = 4096  # bodies' key tuples whose lookups are kept (``_LOOK``)
+Look = tuple[tuple[str, ...], bool, tuple[str, ...], bool, bool]
+# a request body's keys, in order -> which of the keys ``Usage.touch`` reads it has: the same for
+# every body of one API and version, so the keys a body lacks are not looked up row after row
+_LOOK: dict[tuple[Any, ...], Look] = {}
+
+
+def _look(body: dict[str, Any]) -> Look:
+    return (tuple(k for k in TOPIC_LISTS if k in body), "GroupId" in body, tuple(k for k in GROUP_LISTS if k in body),
+            "TransactionalId" in body or "V3AndBelowTransactionalId" in body, "Transactions" in body)
+
+
 class Usage:
     """What one client id did on one connection: requests per API, resources touched."""
 
@@ -71,8 +85,15 @@ class Usage:
                     mine.add(x)
 
     def touch(self, r: dict[str, Any], body: dict[str, Any]) -> None:
+        shape = tuple(body)
+        look = _LOOK.get(shape)
+        if look is None:
+            look = _look(body)
+            if len(_LOOK) < MAX_SHAPES:
+                _LOOK[shape] = look
+        topic_keys, group, group_lists, txn, txns = look
         names = r.get("topic_names")
-        for key in ("Topics", "TopicData", "TopicNames", "V3AndBelowTopics"):
+        for key in topic_keys:
             ts = body.get(key)
             if isinstance(ts, list):
                 for t in ts:
@@ -82,10 +103,11 @@ class Usage:
                         self.topics.add(topic_name(t, names))
                     elif isinstance(t, str):
                         self.topics.add(t)
-        g = body.get("GroupId")
-        if isinstance(g, str) and len(self.groups) < MAX_NAMES:
-            self.groups.add(g)
-        for key in ("Groups", "GroupIds"):
+        if group:
+            g = body.get("GroupId")
+            if isinstance(g, str) and len(self.groups) < MAX_NAMES:
+                self.groups.add(g)
+        for key in group_lists:
             gs = body.get(key)
             if isinstance(gs, list):
                 for x in gs:
@@ -93,10 +115,11 @@ class Usage:
                         x = x.get("GroupId", x.get("Group"))
                     if isinstance(x, str) and len(self.groups) < MAX_NAMES:
                         self.groups.add(x)
-        tx = body.get("TransactionalId", body.get("V3AndBelowTransactionalId"))
-        if isinstance(tx, str) and len(self.txns) < MAX_NAMES:
-            self.txns.add(tx)
-        txs = body.get("Transactions")
+        if txn:
+            tx = body.get("TransactionalId", body.get("V3AndBelowTransactionalId"))
+            if isinstance(tx, str) and len(self.txns) < MAX_NAMES:
+                self.txns.add(tx)
+        txs = body.get("Transactions") if txns else None
         if isinstance(txs, list):
             for t in txs:
                 tx = t.get("TransactionalId") if isinstance(t, dict) else None
