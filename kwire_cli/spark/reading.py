@@ -33,7 +33,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from kwire_cli.capture import CaptureError, CaptureStats, Damage, Packet, iter_packets, iter_records
+from kwire_cli.capture import CaptureError, CaptureStats, Damage, Packet, iter_records, linklayer
 from kwire_cli.capture.events import UNSUPPORTED_LINK
 from kwire_cli.capture.formats import Layout, header_context, packet_at, sniff, walk_packets
 from kwire_cli.capture.headerscan import four_tuple, tcp_connections
@@ -270,20 +270,23 @@ def read_range(plan: FilePlan, file_index: int, rng: tuple[int, int, int] | None
     """
     opened: RangeFile | None = None
     header_damage = 0
+    # the link-layer walk makes each packet with the file's rank as its ``file`` (Spark's rows carry
+    # the rank; the reader's messages and damage keep the file's label): no copy of each packet
     if rng is None or plan.kind == "whole":
-        items = iter_packets(plan.path, plan.label, stats=stats)
+        records = iter_records(plan.path, plan.label, stats=stats)
     else:
         start, end, packets_before = rng
         if range_no:
             header_damage = _header_damage(plan)
         opened = RangeFile(plan.path, start, end)
-        items = iter_packets(io.BufferedReader(opened, 1 << 20), plan.label, stats=stats, header=plan.prefix,
-                             offset=start, packet_base=packets_before)
+        records = iter_records(io.BufferedReader(opened, 1 << 20), plan.label, stats=stats, header=plan.prefix,
+                               offset=start, packet_base=packets_before)
+    items = linklayer.packets(records, file_index, stats)  # type: ignore[arg-type]
     files_before = stats.files
     try:
         for item in items:
-            if isinstance(item, Packet):
-                yield item._replace(file=file_index)  # type: ignore[arg-type]  # Spark's rows carry the file's rank
+            if item.__class__ is Packet:
+                yield item
             elif isinstance(item, Damage):
                 if header_damage:  # damage of the header context: reported by the file's first range
                     header_damage -= 1

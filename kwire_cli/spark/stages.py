@@ -218,9 +218,12 @@ def local_items(task: tuple, plans: list[FilePlan], shared: frozenset) -> Iterat
     try:
         for item in read_range(plan, rank, rng, range_no, stats):
             if item.__class__ is Packet:
+                if not shared:  # every connection of the task is its own (a file of its own: the usual case)
+                    yield LOCAL, None, item
+                    continue
                 mine = conns.get(item[3:7])
                 if mine is None:
-                    mine = conns[item[3:7]] = not shared or conn_id(conn_name(item[3:7])) not in shared
+                    mine = conns[item[3:7]] = conn_id(conn_name(item[3:7])) not in shared
                 if mine:
                     yield LOCAL, None, item
             else:
@@ -463,11 +466,21 @@ class TaskRows:
         self.fresh.clear()
 
     def frame(self, ev: KafkaFrame, k: tuple):
-        """A Kafka frame at position ``k`` -> its row (``row``)."""
-        self.feed(k)
+        """A Kafka frame at position ``k`` -> its row (``row``, in line: one call per frame less)."""
+        if self.feed_names and self.known:
+            self.feed(k)
         rec = self.conv.row(ev)
-        self.learned_now(k)
-        return self.row(rec, k)
+        if self.fresh:
+            self.learned_now(k)
+        pos = k[:4]
+        rec["file"] = self.labels[rec["file"]]
+        if rec.get("topic_names"):
+            _name_topics(rec, pos, self.known, self.uses)
+        self.summ.add(rec, pos)
+        if self.keep is not None and not self.keep(rec):
+            return None
+        self.tot.rows += 1
+        return self.out.add(rec)
 
     def finish(self, acc, stats: CaptureStats | None = None) -> Iterator[Any]:
         """The last batch (written directly: the batch of the files' names); the task's totals (and
