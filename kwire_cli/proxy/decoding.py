@@ -330,7 +330,9 @@ class DecodeChannel:
         size = _HEAD.size + len(meta) + n
         spool = self.spool
         if spool is not None and (spool.active or (self._pending and self._pending + size > self.limit)):
-            if not spool.add([_HEAD.pack(len(meta), n) + meta, b"".join(pieces)], size):
+            # (its pieces as they are: views of the chunks it came in, kept until the spool's thread
+            # has written them, within the spool's MEMORY)
+            if not spool.add([_HEAD.pack(len(meta), n) + meta, *pieces], size):
                 self.not_shown += 1
                 return False
             self.taken += 1

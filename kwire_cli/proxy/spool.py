@@ -3,7 +3,7 @@ spool): shown late instead of never.
 
 When the channel's in-memory backlog is full, frames go to the spool instead, and every later
 frame too until it is empty again, so the decoding side reads them in the order they came. The
-event loop only appends a frame's bytes to a list (``add``, bounded: past ``MEMORY`` bytes not yet
+event loop only appends a frame's pieces to a list, not copied (``add``, bounded: past ``MEMORY`` bytes not yet
 on disk, or past ``cap`` bytes spooled in all, the frame is refused and counted as not shown by the
 channel). A thread of its own writes them to an unlinked temporary file, and, once the channel
 says the socket is its (``go``: what the channel had in memory was written), reads them back and
@@ -39,7 +39,7 @@ class Spool:
         self.sock = sock
         self.on_error = on_error            # called on the spool's thread when writing the socket fails
         self._cond = threading.Condition()
-        self._todo: list[bytes] = []        # added, not on disk yet
+        self._todo: list[bytes | memoryview] = []  # added, not on disk yet
         self._queued = 0                    # their bytes
         self.active = False                 # frames go to the spool (from the first one the backlog refused)
         self._go = False                    # the socket is the spool's (the channel's backlog is written)
@@ -55,7 +55,7 @@ class Spool:
         self._thread.start()
 
     # ------------------------------------------------------------------ the event loop's side
-    def add(self, parts: list[bytes], size: int) -> bool:
+    def add(self, parts: list[bytes | memoryview], size: int) -> bool:
         """A message (its parts, ``size`` bytes) to the spool; False: refused (over the cap, or too
         much not on disk yet, or the spool failed)."""
         with self._cond:
@@ -153,7 +153,7 @@ class Spool:
         if todo:
             self._write(todo, n)
 
-    def _write(self, todo: list[bytes], n: int) -> None:
+    def _write(self, todo: list[bytes | memoryview], n: int) -> None:
         if self._fd is None:
             self._fd = _temp_file()
         view: list[bytes | memoryview] = list(todo)
