@@ -73,6 +73,11 @@ def what_if_for_row(r: dict[str, Any]) -> dict[str, Any] | None:
         return None
 
 
+# (specs folder, api key, version) of responses with no tagged fields: the what-if does not apply
+# (known once the first such response is sized; keys and versions the specs know, so few)
+_NOT_FLEXIBLE: set[tuple[str, int, int]] = set()
+
+
 def count_batches(r: dict[str, Any], into: dict[str, Any]) -> None:
     """``records.stats.batch_stats`` of a row's body, the records fields found where the spec puts
     them (``bodyfields.records_paths``) instead of by a walk of the whole body; the walk where the
@@ -264,12 +269,19 @@ class Summary:
         ``what_if_for_row``'s answer, by ``whatif.what_if_totals``)."""
         if r.get("kind") != "response" or r.get("error") is not None or r.get("body") is None:
             return
+        key, version, size = r["api_key"], r["api_version"], r.get("size")
+        reg = registry()
+        if size is not None and (reg.folder, key, version) in _NOT_FLEXIBLE:
+            self.what_if["responses"] += 1  # (what_if_totals: not applicable)
+            return
         from kwire_cli.whatif import what_if_totals  # (imports the records encoder: only when needed)
         try:
-            spec = registry().api(r["api_key"]).response
-            w = what_if_totals(spec, r["api_version"], r["body"], size=r.get("size"))
+            spec = reg.api(key).response
+            w = what_if_totals(spec, version, r["body"], size=size)
         except KwireError:
             return
+        if w is None and not spec.flexible(version):
+            _NOT_FLEXIBLE.add((reg.folder, key, version))
         self.what_if["responses"] += 1
         if w is not None:
             self.what_if["applicable"] += 1
