@@ -242,11 +242,22 @@ class Series:
         if ext is None or not asked:
             return
         cid, ts, got = ext
+        lags = self.data["lag"] if isinstance(ts, (int, float)) and math.isfinite(ts) else None
         for name, part, hw in got:
             off = asked.get((name, part))
             if isinstance(off, int):
                 lag = hw - off
-                self._put("lag", (cid, name, part), ts, [pos, lag, hw, lag])
+                key = (cid, name, part)
+                grid = lags.get(key) if lags is not None else None
+                old = grid.get(math.floor(ts / (BASE_S * (1 << self.k)))) if grid is not None else None
+                if old is None:
+                    self._put("lag", key, ts, [pos, lag, hw, lag])
+                    continue
+                # (_last_combine with [pos, lag, hw, lag], in place)
+                top = max(old[3], lag)
+                if pos >= old[0]:
+                    old[0], old[1], old[2] = pos, lag, hw
+                old[3] = top
 
     def commit(self, pos: Any, req: Any, ext: Any) -> None:
         """An OffsetCommit answer met its request (``Offsets.commit_request``/``commit_extract``'s data)."""
