@@ -2,7 +2,7 @@
 
 One declaration, ``COLUMNS``, says for every column its name, value type, place in a JSON line,
 Arrow/Parquet type, the table cell that shows it and what it holds. Everything that writes or reads
-rows is built from it: ``Conversation.row`` (``new_row``), the JSON lines of ``kwire pcap`` and of
+rows is built from it: ``Conversation.row`` (its columns, ``ROW_KEYS``), the JSON lines of ``kwire pcap`` and of
 spark-decode (``json_ordered``), the pcap table (``kwire_cli.output.table``), the Spark rows
 and their Spark/Parquet schema (``kwire_cli.spark.rows``), the ``--filter`` fields
 (``FILTER_FIELDS``, read by ``capture.filter``) and the benchmarks.
@@ -124,13 +124,6 @@ JSON_KEYS: tuple[str, ...] = ROW_KEYS + SOMETIMES_KEYS  # the order of a JSON li
 DECLARED: frozenset[str] = frozenset(BY_NAME)
 
 
-def new_row() -> dict[str, Any]:
-    """A row with every ``ALWAYS`` column, null (``error_codes``: empty), in declared order."""
-    row = dict.fromkeys(ROW_KEYS)
-    row["error_codes"] = []
-    return row
-
-
 _N_ROW_KEYS = len(ROW_KEYS)
 _SOMETIMES_AT = {k: i for i, k in enumerate(SOMETIMES_KEYS)}
 
@@ -138,7 +131,7 @@ _SOMETIMES_AT = {k: i for i, k in enumerate(SOMETIMES_KEYS)}
 def json_ordered(row: dict[str, Any]) -> dict[str, Any]:
     """The row as a JSON line writes it: every ``ALWAYS`` column in declared order (null where the row
     lacks it), then the ``SOMETIMES`` columns it has, then any other key it carries (in its order).
-    A row already in that order (``new_row``'s columns, then ``SOMETIMES`` ones in declared order:
+    A row already in that order (``ROW_KEYS``, then ``SOMETIMES`` ones in declared order:
     most rows) is returned itself, not copied."""
     keys = tuple(row)
     if keys == ROW_KEYS:

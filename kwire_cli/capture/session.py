@@ -56,8 +56,8 @@ MAX_CONNECTIONS = 100_000  # connections whose open requests / SASL mechanism ar
 def _framing_row(f: KafkaFrame) -> dict[str, Any]:
     """A new row with what the capture layers know of a frame: where and when, its kind, api key and
     version, correlation id, size and latency; every other ``ALWAYS`` column null (``error_codes``
-    empty), all in declared order, as ``rows.new_row`` lays them out (one dict display: the
-    cheapest way to make it)."""
+    empty), all in ``rows.ROW_KEYS``' order (one dict display, the cheapest way to make it;
+    tests/test_rows.py checks the order on every fixture's rows)."""
     req_ts = f.request_ts
     return {"file": f.file, "frame": f.packet, "ts": f.ts, "src": f.src, "dst": f.dst, "kind": f.kind,
             "api_key": f.api_key, "api_name": None, "api_version": f.api_version,
