@@ -383,6 +383,30 @@ def test_the_decoding_process_runs_at_the_idle_scheduling_class():
     assert ch.result == []
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the decoding process is Linux's")
+def test_decode_priority_normal_leaves_the_decoding_process_as_the_forwarding_one():
+    """``priority="normal"`` (--decode-priority normal): the normal class at the proxy's own nice,
+    before and after the proxy stops; every frame decoded."""
+    import asyncio
+
+    from kwire_cli.proxy.decoding import DecodeChannel
+    loop = asyncio.new_event_loop()
+    try:
+        ch = DecodeChannel(_ListSink(), process=True, priority="normal")
+        ch.start(loop)
+        pid = ch._worker.pid
+        ch.put(("proxy", 1, 0.0, "a", "b", "c", "request", 0, 9, 7, None, None, None, None), [],
+               struct_frame(7, 10))
+        ch.flush()
+        time.sleep(0.3)  # (the fork done; a low one would be at the idle class by now)
+        assert os.sched_getscheduler(pid) == os.SCHED_OTHER
+        assert os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0)
+        ch.close()
+    finally:
+        loop.close()
+    assert [corr for _, corr, *_ in ch.result] == [7]
+
+
 def struct_frame(corr: int, n: int) -> bytes:
     import struct
     body = struct.pack(">hhi", 0, 9, corr) + bytes(n)

@@ -76,11 +76,16 @@ def _hostport(value: str, option: str) -> tuple[str, int]:
               help="Frames the decoding falls behind on wait in a file in the temporary directory (TMPDIR) up "
               "to SIZE, and are shown late; past it they are counted as not shown. 0: no file. SIZE is bytes, "
               "or a number with K, M or G.")
+@click.option("--decode-priority", "decode_priority", type=click.Choice(["low", "normal"]), default="low",
+              show_default=True, help="The decoding process's share of the CPU while the proxy forwards. low: the "
+              "idle scheduling class, a CPU only when nothing else wants one (the clients and brokers on the "
+              "same machine come first; under load the decoding falls behind into the spool and catches up "
+              "later). normal: the same as the forwarding process (it keeps up, taking CPU from them).")
 @limit_options(capture=True)
 @show_secrets_option()
 @values_options
-def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, write_pcap, decode_spool, listen_tls,
-          broker_tls, ca, client_cert, insecure, limits, show_secrets):
+def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, write_pcap, decode_spool, decode_priority,
+          listen_tls, broker_tls, ca, client_cert, insecure, limits, show_secrets):
     """Decode a running client's Kafka traffic by proxying it to its brokers.
 
     The client connects to --listen instead of its brokers; kwire forwards everything, rewrites
@@ -155,7 +160,7 @@ def proxy(brokers, listen, advertise, node_ports, fmt, filter_expr, summary, wri
 
     config = ProxyConfig(brokers=targets, listen=(lhost, lport), advertise=advertise, node_ports=ports,
                          listen_ssl=listen_ctx, broker_ssl=broker_ctx, max_frame=limits.frame_size(), pcap=pcap_file,
-                         decode_spool=spool)
+                         decode_spool=spool, decode_priority=decode_priority)
     import asyncio  # here, not at the top: `kwire --help` imports every command module
 
     with limits.apply():

@@ -208,21 +208,25 @@ def _normal_class(pid: int) -> None:
             os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))  # type: ignore[attr-defined,unused-ignore]
 
 
-def _child(sock: socket.socket, other: socket.socket, sink: FrameSink) -> None:
+def _child(sock: socket.socket, other: socket.socket, sink: FrameSink, low: bool = True) -> None:
     # Ctrl-C, and a SIGTERM to the process group (timeout, systemd, docker stop), reach this process
     # too: the proxy stops it after the last frame, with the summary (it ends without the proxy
     # when its socket closes; at exit the proxy kills it if it is still there)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     other.close()
-    idle_priority()
+    if low:
+        idle_priority()
     consume(sock, sink)
 
 
 class DecodeChannel:
     def __init__(self, sink: FrameSink, backlog: int = 64 << 20, process: bool | None = None,
-                 spool: int = 0) -> None:
+                 spool: int = 0, priority: str = "low") -> None:
+        """``priority``: "low", the decoding process at the idle scheduling class (nice 19 where
+        that is not allowed) while the proxy forwards; "normal", as the forwarding process."""
         self.sink = sink
+        self.low = priority == "low"
         self.limit = backlog
         self.spool_cap = spool              # bytes the spool may hold (0: no spool)
         self.spool: Spool | None = None
@@ -255,7 +259,8 @@ class DecodeChannel:
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         if self.process:
             ctx = multiprocessing.get_context("fork")
-            self._worker = ctx.Process(target=_child, args=(theirs, mine, self.sink), name="kwire-decode",
+            self._worker = ctx.Process(target=_child, args=(theirs, mine, self.sink, self.low),
+                                       name="kwire-decode",
                                        daemon=True)
             self._worker.start()
             theirs.close()
@@ -517,7 +522,7 @@ class DecodeChannel:
             self._flushing = None
         self._backlog.extend(self._batch)
         self._batch = []
-        if self.process:
+        if self.process and self.low:
             _normal_class(self._worker.pid)
         sock.setblocking(True)
         sock.settimeout(timeout)

@@ -68,6 +68,7 @@ class ProxyConfig:
     decode_backlog: int = BACKLOG
     decode_spool: int = SPOOL               # bytes of frames on disk past the backlog (0: none)
     decode_process: bool | None = None      # None: a process on Linux, a thread elsewhere
+    decode_priority: str = "low"            # the decoding process: "low" (the idle class) or "normal"
 
 
 @dataclass
@@ -105,7 +106,8 @@ class Proxy:
         self._next_port = config.node_ports[0] if config.node_ports else config.listen[1] + 1
         self._seq = 0
         self.holds: dict[tuple[tuple[str, int], ...], float] = {}  # brokers that did not answer -> the hold now
-        self.decoder = DecodeChannel(sink, config.decode_backlog, config.decode_process, config.decode_spool)
+        self.decoder = DecodeChannel(sink, config.decode_backlog, config.decode_process, config.decode_spool,
+                                    config.decode_priority)
         self._pcap = PcapOut(config.pcap, later=self._soon) if config.pcap is not None else None
         self.bootstrap: tuple[str, int] | None = None
         self.decoded: Any = None            # the sink's result, when the proxy has stopped
