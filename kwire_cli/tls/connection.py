@@ -352,15 +352,30 @@ class TlsConnection:
         of ``data`` (the record header as it came is the additional data), counters kept in
         locals. Stops at the first record it does not complete (another type, cut short, not
         authenticating, or no plain application data inside): where that record starts, for
-        the general path; or after a record whose content changed the state."""
+        the general path; or after a record whose content changed the state. With the native
+        opener (``keys.native_opener``: the same loop in C over OpenSSL's libcrypto) the loop is
+        one call; tests/test_tls_native.py holds the two to the same results."""
         cipher = s.cipher
         assert isinstance(cipher, Aead13)
         if s.rec_version is None:
             return p        # the general path notes the record version first
+        seq0 = s.seq
+        pos0 = s.pos
+        native = cipher.native
+        if native is not None:
+            # the same loop in one native call (keys.native_opener): it stops where this one does
+            p, seq, pos, plain, pt = native.records(data, p, seq0, pos0, s.d, out, Plaintext)
+            if pt is None:
+                self._app13_done(s, seq, seq0, pos - pos0, plain)
+                s.pos = pos
+                return p
+            total = len(pt) + 21       # header, inner plaintext and the 16-byte tag
+            self._app13_done(s, seq, seq0, pos + total - pos0, plain)
+            return self._app13_stop(s, pos, total, pt, p, out)
         aead, iv = cipher.open, cipher.iv
         n = len(data)
-        seq = seq0 = s.seq
-        pos = pos0 = s.pos
+        seq = seq0
+        pos = pos0
         d = s.d
         plain = 0
         while n - p >= 5 and data[p] == APPLICATION_DATA and data[p + 1] == 3 and data[p + 2] <= 4:
@@ -380,16 +395,21 @@ class TlsConnection:
                     out.append(_tnew(Plaintext, (d, pt[:-1], pos, pos + total)))
                 pos += total
                 continue
-            # padding, or a handshake message or an alert inside: the general path's content
             self._app13_done(s, seq, seq0, pos + total - pos0, plain)
-            s.pos = pos
-            self._content(s, APPLICATION_DATA, pt, pos, pos + total, out)
-            if s.pending:
-                self._hs.key_change(s, out)
-            s.pos = pos + total
-            return p
+            return self._app13_stop(s, pos, total, pt, p, out)
         self._app13_done(s, seq, seq0, pos - pos0, plain)
         s.pos = pos
+        return p
+
+    def _app13_stop(self, s: Side, pos: int, total: int, pt: bytes, p: int, out: list[Item]) -> int:
+        """``_app13`` stopped after a record (at ``pos``, ``total`` bytes, ending at ``p`` in
+        its data; the counters counted it) whose inner plaintext ``pt`` is padded, or a handshake
+        message or an alert: the general path reads it."""
+        s.pos = pos
+        self._content(s, APPLICATION_DATA, pt, pos, pos + total, out)
+        if s.pending:
+            self._hs.key_change(s, out)
+        s.pos = pos + total
         return p
 
     @staticmethod

@@ -14,7 +14,10 @@ Every object here holds key material: none has a repr that shows it.
 from __future__ import annotations
 
 import hmac as _stdlib_hmac
+import importlib
+import os
 import struct
+from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
@@ -175,19 +178,41 @@ class RecordCipher:
         return "<%s>" % type(self).__name__
 
 
+def _load_native() -> Any:
+    if os.environ.get("KWIRE_NO_SPEEDUPS", "") not in ("", "0"):
+        return None
+    try:
+        return importlib.import_module("kwire_cli.tls._records13").Opener
+    except ImportError:
+        return None
+
+
+#: ``_records13.Opener`` (the record loop in C over OpenSSL's libcrypto), or None: not built, no
+#: libcrypto.so.3 on the machine, or KWIRE_NO_SPEEDUPS=1. Tests set it to None for the Python path.
+native_opener = _load_native()
+_NATIVE_NAMES = {(GCM, 16, 16): "aes-128-gcm", (GCM, 32, 16): "aes-256-gcm", (CHACHA, 32, 16): "chacha20-poly1305"}
+
+
 class Aead13(RecordCipher):
     """TLS 1.3: nonce = iv XOR seq (RFC 8446 5.3), additional data = the record header.
 
     ``open(nonce, body, header)`` is the AEAD's own decrypt (raises ``InvalidTag``) and ``iv``
-    the IV as an integer: the record layer's loop over whole records calls them directly."""
+    the IV as an integer: the record layer's loop over whole records calls them directly.
+    ``native``: with ``native=True`` (application traffic keys) and ``native_opener`` there, an
+    opener that runs that loop in one native call (same results); else None."""
 
-    __slots__ = ("open", "iv")
+    __slots__ = ("open", "iv", "native")
     tls13 = True
 
-    def __init__(self, suite: Suite, key: bytes, iv: bytes):
+    def __init__(self, suite: Suite, key: bytes, iv: bytes, native: bool = False):
         self.open = _aead(suite, key).decrypt
         self.iv = int.from_bytes(iv, "big")
         self.overhead = suite.tag_len + 1
+        self.native = None
+        if native and native_opener is not None:
+            name = _NATIVE_NAMES.get((suite.cipher, suite.key_len, suite.tag_len))
+            if name is not None:
+                self.native = native_opener(name, key, iv)
 
     def decrypt(self, seq: int, ctype: int, version: int, body: bytes | memoryview) -> bytes:
         n = len(body)
@@ -319,6 +344,7 @@ def cipher12(suite: Suite, kb: KeyBlock12, client: bool, etm: bool) -> RecordCip
     return Cbc12(suite, key, kb.client_mac if client else kb.server_mac, etm)
 
 
-def cipher13(suite: Suite, secret: bytes) -> RecordCipher:
+def cipher13(suite: Suite, secret: bytes, native: bool = False) -> RecordCipher:
+    """The record cipher of a TLS 1.3 traffic secret (``native``: see ``Aead13``)."""
     key, iv = traffic_keys13(suite, secret)
-    return Aead13(suite, key, iv)
+    return Aead13(suite, key, iv, native)

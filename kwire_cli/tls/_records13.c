@@ -1,0 +1,274 @@
+/* TLS 1.3 application data records decrypted in one native call (kwire_cli/tls/records13.py).
+ *
+ * ``Opener(cipher, key, iv)`` keeps one OpenSSL EVP context keyed once (AES-128-GCM, AES-256-GCM
+ * or ChaCha20-Poly1305); ``opener.records(data, p, seq, pos, d, out, plaintext_type)`` walks the
+ * whole TLS 1.3 application_data records of ``data`` from ``p`` exactly as the record layer's
+ * Python loop does (connection.py ``_app13``): the nonce is the IV XOR the sequence number
+ * (RFC 8446 5.3), the additional data the record header as it came; each record whose inner
+ * plaintext is application data without padding becomes a ``plaintext_type`` tuple (d, data,
+ * start, end) appended to ``out``. It stops at the first record it does not complete: another
+ * content type, a record cut short or too long, one that does not authenticate (no state
+ * changes for it), or one whose inner plaintext is anything else (that plaintext is handed back
+ * for the Python path to read). Returns (p, seq, pos, plaintext bytes, that plaintext or None).
+ *
+ * No cipher is written here: OpenSSL's libcrypto does the AEAD. It is not linked at build time
+ * (a fresh machine may have the library without its headers): the few EVP functions are found
+ * at import with dlopen("libcrypto.so.3"); without it the import fails with ImportError and kwire
+ * uses the Python path (``cryptography``'s AEAD classes), which gives the same results.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <dlfcn.h>
+#include <string.h>
+
+#define APPLICATION_DATA 23
+#define MAX_RECORD ((1 << 14) + 2048)
+#define TAG_LEN 16
+#define EVP_CTRL_AEAD_SET_TAG 0x11
+
+typedef struct evp_cipher_ctx_st EVP_CIPHER_CTX;
+typedef struct evp_cipher_st EVP_CIPHER;
+typedef struct engine_st ENGINE;
+
+static EVP_CIPHER_CTX *(*p_ctx_new)(void);
+static void (*p_ctx_free)(EVP_CIPHER_CTX *);
+static int (*p_decrypt_init)(EVP_CIPHER_CTX *, const EVP_CIPHER *, ENGINE *, const unsigned char *,
+                             const unsigned char *);
+static int (*p_decrypt_update)(EVP_CIPHER_CTX *, unsigned char *, int *, const unsigned char *, int);
+static int (*p_decrypt_final)(EVP_CIPHER_CTX *, unsigned char *, int *);
+static int (*p_ctrl)(EVP_CIPHER_CTX *, int, int, void *);
+static const EVP_CIPHER *(*p_aes_128_gcm)(void);
+static const EVP_CIPHER *(*p_aes_256_gcm)(void);
+static const EVP_CIPHER *(*p_chacha)(void);
+
+typedef struct {
+    PyObject_HEAD
+    EVP_CIPHER_CTX *ctx;
+    unsigned char iv[12];
+} Opener;
+
+static void opener_dealloc(Opener *self) {
+    if (self->ctx)
+        p_ctx_free(self->ctx);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int opener_init(Opener *self, PyObject *args, PyObject *kw) {
+    const char *name;
+    Py_buffer key, iv;
+    static char *kwlist[] = {"cipher", "key", "iv", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sy*y*", kwlist, &name, &key, &iv))
+        return -1;
+    const EVP_CIPHER *c = NULL;
+    Py_ssize_t klen = 0;
+    if (strcmp(name, "aes-128-gcm") == 0) {
+        c = p_aes_128_gcm();
+        klen = 16;
+    } else if (strcmp(name, "aes-256-gcm") == 0) {
+        c = p_aes_256_gcm();
+        klen = 32;
+    } else if (strcmp(name, "chacha20-poly1305") == 0) {
+        c = p_chacha();
+        klen = 32;
+    }
+    int ok = 0;
+    if (c == NULL) {
+        PyErr_Format(PyExc_ValueError, "no native cipher %s", name);
+    } else if (key.len != klen || iv.len != 12) {
+        PyErr_SetString(PyExc_ValueError, "key or IV of the wrong length");
+    } else {
+        if (self->ctx == NULL)
+            self->ctx = p_ctx_new();
+        if (self->ctx == NULL || p_decrypt_init(self->ctx, c, NULL, (const unsigned char *)key.buf, NULL) != 1) {
+            PyErr_SetString(PyExc_RuntimeError, "OpenSSL could not set up the cipher");
+        } else {
+            memcpy(self->iv, iv.buf, 12);
+            ok = 1;
+        }
+    }
+    PyBuffer_Release(&key);
+    PyBuffer_Release(&iv);
+    return ok ? 0 : -1;
+}
+
+/* Decrypt one record body ``ct`` (``n`` bytes, tag last) into ``out`` (n - 16 bytes): 1 when it
+ * authenticates. */
+static int open_one(Opener *self, unsigned long long seq, const unsigned char *header, const unsigned char *ct,
+                    int n, unsigned char *out) {
+    unsigned char nonce[12];
+    int len;
+    memcpy(nonce, self->iv, 12);
+    for (int i = 0; i < 8; i++)
+        nonce[11 - i] ^= (unsigned char)(seq >> (8 * i));
+    EVP_CIPHER_CTX *ctx = self->ctx;
+    if (p_decrypt_init(ctx, NULL, NULL, NULL, nonce) != 1)
+        return 0;
+    if (p_decrypt_update(ctx, NULL, &len, header, 5) != 1)
+        return 0;
+    int m = n - TAG_LEN;
+    if (m > 0 && p_decrypt_update(ctx, out, &len, ct, m) != 1)
+        return 0;
+    if (p_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, TAG_LEN, (void *)(ct + m)) != 1)
+        return 0;
+    return p_decrypt_final(ctx, out + (m > 0 ? m : 0), &len) == 1;
+}
+
+static PyObject *opener_records(Opener *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t p, pos;
+    PyObject *seq_obj, *out, *ptype;
+    int d;
+    if (!PyArg_ParseTuple(args, "y*nOniO!O!", &buf, &p, &seq_obj, &pos, &d, &PyList_Type, &out, &PyType_Type,
+                          &ptype))
+        return NULL;
+    unsigned long long seq = PyLong_AsUnsignedLongLong(seq_obj);
+    if (seq == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    const unsigned char *data = (const unsigned char *)buf.buf;
+    Py_ssize_t n = buf.len;
+    Py_ssize_t plain = 0;
+    PyObject *stop = NULL;
+    PyObject *dobj = PyLong_FromLong(d);
+    if (dobj == NULL)
+        goto error;
+    if (p < 0)
+        p = n;
+    while (n - p >= 5 && data[p] == APPLICATION_DATA && data[p + 1] == 3 && data[p + 2] <= 4) {
+        Py_ssize_t ln = data[p + 3] << 8 | data[p + 4];
+        Py_ssize_t end = p + 5 + ln;
+        if (end > n || ln > MAX_RECORD)
+            break;
+        if (ln < TAG_LEN)
+            break;  /* no room for the tag: does not authenticate */
+        PyObject *pt = PyBytes_FromStringAndSize(NULL, ln - TAG_LEN);
+        if (pt == NULL)
+            goto error;
+        int ok = open_one(self, seq, data + p, data + p + 5, (int)ln, (unsigned char *)PyBytes_AS_STRING(pt));
+        if (!ok) {
+            Py_DECREF(pt);
+            break;
+        }
+        seq++;
+        Py_ssize_t total = end - p;
+        p = end;
+        Py_ssize_t m = ln - TAG_LEN;
+        if (m > 0 && (unsigned char)PyBytes_AS_STRING(pt)[m - 1] == APPLICATION_DATA) {
+            if (m > 1) {
+                if (_PyBytes_Resize(&pt, m - 1) < 0)
+                    goto error;
+                PyObject *item = ((PyTypeObject *)ptype)->tp_alloc((PyTypeObject *)ptype, 4);
+                PyObject *start = PyLong_FromSsize_t(pos), *stop_at = PyLong_FromSsize_t(pos + total);
+                if (item == NULL || start == NULL || stop_at == NULL) {
+                    Py_XDECREF(item);
+                    Py_XDECREF(start);
+                    Py_XDECREF(stop_at);
+                    Py_DECREF(pt);
+                    goto error;
+                }
+                Py_INCREF(dobj);
+                PyTuple_SET_ITEM(item, 0, dobj);
+                PyTuple_SET_ITEM(item, 1, pt);
+                PyTuple_SET_ITEM(item, 2, start);
+                PyTuple_SET_ITEM(item, 3, stop_at);
+                int r = PyList_Append(out, item);
+                Py_DECREF(item);
+                if (r < 0)
+                    goto error;
+                plain += m - 1;
+            } else {
+                Py_DECREF(pt);
+            }
+            pos += total;
+            continue;
+        }
+        /* padding, or a handshake message or an alert inside: the Python path reads it; the
+         * position given back is the record's end, ``pos`` its start */
+        stop = pt;
+        break;
+    }
+    Py_DECREF(dobj);
+    PyBuffer_Release(&buf);
+    if (stop == NULL) {
+        stop = Py_None;
+        Py_INCREF(stop);
+    }
+    return Py_BuildValue("nKnnN", p, seq, pos, plain, stop);
+error:
+    Py_XDECREF(dobj);
+    PyBuffer_Release(&buf);
+    return NULL;
+}
+
+static PyMethodDef opener_methods[] = {
+    {"records", (PyCFunction)opener_records, METH_VARARGS,
+     "records(data, p, seq, pos, d, out, plaintext_type) -> (p, seq, pos, plaintext_bytes, stop_plaintext)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyObject *opener_repr(PyObject *self) {
+    (void)self;
+    return PyUnicode_FromString("<Opener>");
+}
+
+static PyTypeObject OpenerType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kwire_cli.tls._records13.Opener",
+    .tp_basicsize = sizeof(Opener),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Opener(cipher, key, iv): TLS 1.3 records of one traffic key",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)opener_init,
+    .tp_dealloc = (destructor)opener_dealloc,
+    .tp_methods = opener_methods,
+    .tp_repr = opener_repr,
+};
+
+static int load_libcrypto(void) {
+    static const char *names[] = {"libcrypto.so.3", NULL};
+    void *h = NULL;
+    for (int i = 0; names[i] && !h; i++)
+        h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL)
+        return 0;
+#define SYM(var, name)                                  \
+    do {                                                \
+        *(void **)(&var) = dlsym(h, name);              \
+        if (var == NULL)                                \
+            return 0;                                   \
+    } while (0)
+    SYM(p_ctx_new, "EVP_CIPHER_CTX_new");
+    SYM(p_ctx_free, "EVP_CIPHER_CTX_free");
+    SYM(p_decrypt_init, "EVP_DecryptInit_ex");
+    SYM(p_decrypt_update, "EVP_DecryptUpdate");
+    SYM(p_decrypt_final, "EVP_DecryptFinal_ex");
+    SYM(p_ctrl, "EVP_CIPHER_CTX_ctrl");
+    SYM(p_aes_128_gcm, "EVP_aes_128_gcm");
+    SYM(p_aes_256_gcm, "EVP_aes_256_gcm");
+    SYM(p_chacha, "EVP_chacha20_poly1305");
+#undef SYM
+    return 1;
+}
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "_records13", "TLS 1.3 application data records in one native call", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__records13(void) {
+    if (!load_libcrypto()) {
+        PyErr_SetString(PyExc_ImportError, "libcrypto.so.3 (OpenSSL 3) not found");
+        return NULL;
+    }
+    if (PyType_Ready(&OpenerType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&moduledef);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&OpenerType);
+    if (PyModule_AddObject(m, "Opener", (PyObject *)&OpenerType) < 0) {
+        Py_DECREF(&OpenerType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,174 @@
+"""The TLS 1.3 record loop in C (kwire_cli/tls/_records13.c, over OpenSSL's libcrypto) against the
+Python one (``cryptography``'s AEAD classes): the same plaintext, the same stops, the same state,
+on records built here of every kind (application data, padded, handshake and alert inside, empty,
+shorter than the tag, not authenticating, cut short, over the limit) and on the recorded TLS 1.3
+captures, whole and damaged (bytes flipped, lost, inserted, cut), fed in pieces of every size."""
+from __future__ import annotations
+
+import random
+
+import pytest
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
+
+from kwire_cli.tls import MAX_RECORD, Plaintext, TlsConnection, keys
+from tls_util import SECURE, connections, keylog_of, manifest
+
+pytestmark = pytest.mark.skipif(keys.native_opener is None, reason="_records13 not built or no libcrypto.so.3")
+
+NATIVE = keys.native_opener
+CIPHERS = {"aes-128-gcm": (AESGCM, 16), "aes-256-gcm": (AESGCM, 32), "chacha20-poly1305": (ChaCha20Poly1305, 32)}
+
+
+def record(aead, iv: int, seq: int, inner: bytes, ctype: int = 23, version: bytes = b"\x03\x03") -> bytes:
+    n = len(inner) + 16
+    header = bytes((ctype,)) + version + n.to_bytes(2, "big")
+    return header + aead.encrypt((iv ^ seq).to_bytes(12, "big"), inner, header)
+
+
+def reference(aead, iv: int, data: bytes, p: int, seq: int, pos: int, d: int, out: list):
+    """The contract of ``Opener.records``, in Python (as connection.py's ``_app13`` loop)."""
+    plain = 0
+    n = len(data)
+    while n - p >= 5 and data[p] == 23 and data[p + 1] == 3 and data[p + 2] <= 4:
+        end = p + 5 + (data[p + 3] << 8 | data[p + 4])
+        if end > n or end - p > MAX_RECORD + 5:
+            break
+        try:
+            pt = aead.decrypt((iv ^ seq).to_bytes(12, "big"), data[p + 5:end], data[p:p + 5])
+        except Exception:
+            break
+        seq += 1
+        total = end - p
+        p = end
+        if pt and pt[-1] == 23:
+            if len(pt) > 1:
+                plain += len(pt) - 1
+                out.append(Plaintext(d, pt[:-1], pos, pos + total))
+            pos += total
+            continue
+        return p, seq, pos, plain, pt
+    return p, seq, pos, plain, None
+
+
+@pytest.mark.parametrize("name", sorted(CIPHERS))
+def test_records_of_every_kind_open_as_in_python(name):
+    cls, klen = CIPHERS[name]
+    rng = random.Random(name)
+    key, ivb = rng.randbytes(klen), rng.randbytes(12)
+    iv = int.from_bytes(ivb, "big")
+    aead = cls(key)
+    opener = NATIVE(name, key, ivb)
+    kinds = [b"x" * 300 + b"\x17", b"\x17", b"", b"hello" + b"\x17" + b"\x00" * 7, b"\x00" * 5,
+             b"\x14\x00\x00\x04abcd\x16", b"\x01\x00\x15", rng.randbytes(16384) + b"\x17", b"y\x17"]
+    for trial in range(300):
+        seq0 = rng.choice([0, 1, 7, 2**32 + 5, 2**63 + 1])
+        seq = seq0
+        parts = []
+        for _ in range(rng.randint(1, 8)):
+            what = rng.random()
+            if what < 0.6:
+                parts.append(record(aead, iv, seq, rng.randbytes(rng.randint(0, 400)) + b"\x17"))
+            elif what < 0.8:
+                parts.append(record(aead, iv, seq, rng.choice(kinds)))
+            elif what < 0.85:
+                r = bytearray(record(aead, iv, seq, b"abc\x17"))
+                r[rng.randrange(5, len(r))] ^= 1 << rng.randrange(8)     # does not authenticate
+                parts.append(bytes(r))
+            elif what < 0.9:
+                parts.append(b"\x17\x03\x03\x00" + bytes((rng.randint(0, 16),)) + rng.randbytes(16))  # short
+            elif what < 0.95:
+                parts.append(record(aead, iv, seq, b"q\x17", ctype=rng.choice([21, 22, 20])))
+            else:
+                parts.append(b"\x17\x03\x03\x48\x01" + rng.randbytes(40))    # over the limit / cut short
+            seq += 1
+        data = b"".join(parts)
+        if rng.random() < 0.3:
+            data = data[:rng.randrange(len(data) + 1)]
+        p = rng.choice([0, 0, 1])
+        mine: list = []
+        ref: list = []
+        got = opener.records(data, p, seq0, 1000, trial & 1, mine, Plaintext)
+        want = reference(aead, iv, data, p, seq0, 1000, trial & 1, ref)
+        assert got == want and mine == ref and all(type(x) is Plaintext for x in mine), trial
+        # a memoryview of the same bytes reads the same
+        again: list = []
+        assert opener.records(memoryview(data), p, seq0, 1000, trial & 1, again, Plaintext) == want and again == ref
+
+
+def test_bad_opener_arguments():
+    with pytest.raises(ValueError):
+        NATIVE("aes-128-ccm", b"k" * 16, b"i" * 12)
+    with pytest.raises(ValueError):
+        NATIVE("aes-128-gcm", b"k" * 32, b"i" * 12)
+    with pytest.raises(ValueError):
+        NATIVE("aes-128-gcm", b"k" * 16, b"i" * 8)
+    assert "k" not in repr(NATIVE("aes-128-gcm", b"k" * 16, b"i" * 12))
+
+
+TLS13 = [n for n, f in manifest()["fixtures"].items()
+         if n.startswith("tls13") and "keylog" in f["files"]] + ["sasl-ssl-scram-sha-256-kafkajs-tls13"]
+
+
+def _run(segments, keylog, cuts, edits):
+    """Feed ``segments`` re-cut at ``cuts`` with ``edits`` (offset -> action) applied: every item and
+    the counters."""
+    tc = TlsConnection(keylog)
+    items: list = []
+    off = [0, 0]
+    for d, data in segments:
+        data = bytearray(data)
+        start = off[d]
+        off[d] += len(data)
+        pieces: list = []
+        p = 0
+        for at, (ed, action, arg) in sorted(edits.items()):
+            if ed != d or not start <= at < start + len(data) or at - start < p:
+                continue
+            rel = at - start
+            if action == "flip":
+                data[rel] ^= arg
+            elif action == "gap":
+                pieces.append(("feed", bytes(data[p:rel])))
+                pieces.append(("gap", arg))
+                p = min(len(data), rel + arg)
+            else:
+                pieces.append(("feed", bytes(data[p:rel]) + arg))
+                p = rel
+        pieces.append(("feed", bytes(data[p:])))
+        for kind, x in pieces:
+            if kind == "gap":
+                items += tc.gap(d, x)
+                continue
+            i = 0
+            while i < len(x):
+                k = cuts.choice([len(x), len(x), 1, 5, 100, 1448, 17000])
+                items += tc.feed(d, x[i:i + k])
+                i += k
+    items += tc.finish()
+    return items, [c.as_dict() for c in tc.counters], tc.handshake
+
+
+@pytest.mark.parametrize("name", TLS13)
+def test_captures_whole_and_damaged_give_the_same_items_native_or_not(name, monkeypatch):
+    fx = manifest()["fixtures"][name]
+    keylog = keylog_of(name)
+    conns = connections(SECURE / fx["files"]["capture"], fx["port"])
+    rng = random.Random(name)
+    for conn in conns.values():
+        sizes = [sum(len(b) for dd, b in conn.segments if dd == d) for d in (0, 1)]
+        for trial in range(12):
+            edits = {}
+            for _ in range(0 if trial == 0 else rng.randint(1, 3)):
+                d = rng.randint(0, 1)
+                action = rng.choice(["flip", "flip", "gap", "insert"])
+                arg = {"flip": rng.randint(1, 255), "gap": rng.randint(1, 200),
+                       "insert": rng.randbytes(rng.randint(1, 30))}[action]
+                edits[rng.randrange(max(1, sizes[d]))] = (d, action, arg)
+            seed = rng.random()
+            monkeypatch.setattr(keys, "native_opener", NATIVE)
+            native = _run(conn.segments, keylog, random.Random(seed), edits)
+            monkeypatch.setattr(keys, "native_opener", None)
+            python = _run(conn.segments, keylog, random.Random(seed), edits)
+            assert native == python, (conn.client_port, trial, edits)
+            if trial == 0:
+                assert any(type(x) is Plaintext for x in native[0])
