@@ -3,12 +3,13 @@ what is counted and skipped, what is reported (by line number, never with the li
 from __future__ import annotations
 
 import pickle
+import random
 import struct
 
 import pytest
 
 from kwire_cli.tls import SECRETS_TLS, KeyLog, Secret
-from kwire_cli.tls.keylog import MAX_LINE, MAX_PROBLEMS
+from kwire_cli.tls.keylog import MAX_LINE, MAX_PROBLEMS, KeyLogProblem
 from tls_util import SECURE, dsb_bodies, manifest, tls_fixtures
 
 CR = "ab" * 32
@@ -202,3 +203,40 @@ def test_a_line_of_any_length_is_not_held():
     problems = keys.add_chunks([*(chunk for _ in range(64)), b"\nCLIENT_RANDOM %s %s\n" % (CR.encode(), MASTER.encode())])
     assert [(p.line, p.reason) for p in problems] == [(1, "line longer than %d characters, not read" % MAX_LINE)]
     assert keys.get("CLIENT_RANDOM", bytes.fromhex(CR)) == Secret(bytes.fromhex(MASTER))
+
+
+def test_lines_as_openssl_writes_them_read_as_any_other_line():
+    """``add_chunks`` reads well-formed lines without the per-line checks: the same secrets,
+    counts and problems as ``add_line`` gives line by line, on lines near and far from that form."""
+    rng = random.Random(3)
+    labels = ["CLIENT_RANDOM", "PMS_CLIENT_RANDOM", "CLIENT_HANDSHAKE_TRAFFIC_SECRET", "SERVER_TRAFFIC_SECRET_0",
+              "EXPORTER_SECRET", "EARLY_EXPORTER_SECRET", "CLIENT_EARLY_TRAFFIC_SECRET", "CLIENT_TRAFFIC_SECRET_1",
+              "RSA", "client_random", "CLIENT_RANDOMX"]
+    lines = []
+    for _ in range(3000):
+        cr = rng.randbytes(rng.choice([32, 32, 32, 31, 8])).hex()
+        sec = rng.randbytes(rng.choice([32, 48, 64, 48, 16, 65])).hex()
+        if rng.random() < 0.2:
+            sec = sec.upper()
+        if rng.random() < 0.05:
+            sec = sec[:-1] + "g"
+        sep = rng.choice([" ", " ", " ", "  ", "\t"])
+        line = rng.choice(labels) + sep + cr + sep + sec + rng.choice(["", "", "", " ", "\r"])
+        if rng.random() < 0.02:
+            line = "# " + line
+        lines.append(line.encode())
+    lines += lines[:50]     # later lines replace earlier ones
+    text = b"\n".join(lines)
+    fast, slow = KeyLog(), KeyLog()
+    got = fast.add_chunks([text[i:i + 4096] for i in range(0, len(text), 4096)], "f")
+    want = [p for p in (slow.add_line(ln, no, "f") for no, ln in enumerate(lines, 1)) if p is not None]
+    more = KeyLogProblem("f", 0, "%d more lines not read" % slow.more_problems)
+    assert slow.more_problems and fast.more_problems == slow.more_problems and got == [*want, more]
+    assert fast.problems == [*slow.problems, more] and fast.counts == slow.counts
+    assert fast.ignored == slow.ignored and fast.comments == slow.comments and len(fast) == len(slow)
+    for ln in lines:
+        words = ln.split()
+        if len(words) == 3 and len(words[1]) == 64:
+            label, cr = words[0].decode(), bytes.fromhex(words[1].decode())
+            assert fast.get(label, cr) == slow.get(label, cr)
+    assert sum(fast.counts.values()) > 500

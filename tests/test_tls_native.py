@@ -95,6 +95,32 @@ def test_records_of_every_kind_open_as_in_python(name):
         assert opener.records(memoryview(data), p, seq0, 1000, trial & 1, again, Plaintext) == want and again == ref
 
 
+@pytest.mark.parametrize("name", sorted(CIPHERS))
+def test_one_record_opens_as_in_python(name):
+    cls, klen = CIPHERS[name]
+    rng = random.Random(name + "open")
+    key, ivb = rng.randbytes(klen), rng.randbytes(12)
+    iv = int.from_bytes(ivb, "big")
+    aead = cls(key)
+    opener = NATIVE(name, key, ivb)
+    for trial in range(500):
+        seq = rng.choice([0, 3, 2**40 + 1, 2**64 - 1])
+        r = bytearray(record(aead, iv, seq, rng.randbytes(rng.choice([0, 1, 15, 16, 17, 300, 2000]))))
+        if trial % 3 == 1:
+            r[rng.randrange(len(r))] ^= 1 << rng.randrange(8)
+        elif trial % 3 == 2:
+            del r[rng.randrange(5, len(r)):]
+        header, body = bytes(r[:5]), bytes(r[5:])
+        try:
+            want = aead.decrypt((iv ^ seq).to_bytes(12, "big"), body, header)
+        except Exception:
+            want = None
+        assert opener.open(seq, body, header) == want, trial
+        assert opener.open(seq, memoryview(r)[5:], header) == want, trial
+    with pytest.raises(ValueError):
+        opener.open(0, b"x" * 20, b"abc")
+
+
 def test_bad_opener_arguments():
     with pytest.raises(ValueError):
         NATIVE("aes-128-ccm", b"k" * 16, b"i" * 12)

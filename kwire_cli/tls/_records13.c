@@ -1,7 +1,8 @@
 /* TLS 1.3 application data records decrypted in one native call (kwire_cli/tls/records13.py).
  *
  * ``Opener(cipher, key, iv)`` keeps one OpenSSL EVP context keyed once (AES-128-GCM, AES-256-GCM
- * or ChaCha20-Poly1305); ``opener.records(data, p, seq, pos, d, out, plaintext_type)`` walks the
+ * or ChaCha20-Poly1305); ``opener.open(seq, body, header)`` decrypts one record body (None when it
+ * does not authenticate); ``opener.records(data, p, seq, pos, d, out, plaintext_type)`` walks the
  * whole TLS 1.3 application_data records of ``data`` from ``p`` exactly as the record layer's
  * Python loop does (connection.py ``_app13``): the nonce is the IV XOR the sequence number
  * (RFC 8446 5.3), the additional data the record header as it came; each record whose inner
@@ -201,7 +202,42 @@ error:
     return NULL;
 }
 
+static PyObject *opener_open(Opener *self, PyObject *args) {
+    Py_buffer body, header;
+    PyObject *seq_obj;
+    if (!PyArg_ParseTuple(args, "Oy*y*", &seq_obj, &body, &header))
+        return NULL;
+    PyObject *pt = NULL;
+    unsigned long long seq = PyLong_AsUnsignedLongLong(seq_obj);
+    if (seq == (unsigned long long)-1 && PyErr_Occurred())
+        goto done;
+    if (header.len != 5) {
+        PyErr_SetString(PyExc_ValueError, "a record header is 5 bytes");
+        goto done;
+    }
+    if (body.len < TAG_LEN || body.len > INT_MAX) {
+        pt = Py_None;     /* no room for the tag: does not authenticate */
+        Py_INCREF(pt);
+        goto done;
+    }
+    pt = PyBytes_FromStringAndSize(NULL, body.len - TAG_LEN);
+    if (pt == NULL)
+        goto done;
+    if (!open_one(self, seq, (const unsigned char *)header.buf, (const unsigned char *)body.buf, (int)body.len,
+                  (unsigned char *)PyBytes_AS_STRING(pt))) {
+        Py_DECREF(pt);
+        pt = Py_None;
+        Py_INCREF(pt);
+    }
+done:
+    PyBuffer_Release(&body);
+    PyBuffer_Release(&header);
+    return pt;
+}
+
 static PyMethodDef opener_methods[] = {
+    {"open", (PyCFunction)opener_open, METH_VARARGS,
+     "open(seq, body, header) -> the plaintext, or None when the record does not authenticate"},
     {"records", (PyCFunction)opener_records, METH_VARARGS,
      "records(data, p, seq, pos, d, out, plaintext_type) -> (p, seq, pos, plaintext_bytes, stop_plaintext)"},
     {NULL, NULL, 0, NULL},

@@ -111,13 +111,13 @@ class Handshake:
         if s.tls13_phase != "app" or s.secret is None or self.suite is None:
             return None
         nxt = next_traffic_secret(self.suite.prf, s.secret)
-        return nxt, cipher13(self.suite, nxt, True)
+        return nxt, cipher13(self.suite, nxt)
 
     def app_keys(self, s: Side) -> RecordCipher | None:
         """TLS 1.3 during the handshake: a cipher under ``s``'s application traffic secret 0."""
         if s.tls13_phase != "hs" or s.app_secret is None or self.suite is None:
             return None
-        return cipher13(self.suite, s.app_secret.reveal(), True)
+        return cipher13(self.suite, s.app_secret.reveal())
 
     def offers_early_data(self, s: Side) -> bool:
         """``s`` is the client of a TLS 1.3 handshake whose ClientHello offered 0-RTT data."""
@@ -394,12 +394,12 @@ class Handshake:
                 s.cipher = None
                 return
             s.secret = s.app_secret.reveal()
-            s.cipher = cipher13(suite, s.secret, True)
+            s.cipher = cipher13(suite, s.secret)
             s.tls13_phase = "app"
             s.seq = 0
         elif what == "update" and s.secret is not None:
             s.secret = next_traffic_secret(suite.prf, s.secret)
-            s.cipher = cipher13(suite, s.secret, True)
+            s.cipher = cipher13(suite, s.secret)
             s.seq = 0
         del out
 

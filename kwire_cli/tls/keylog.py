@@ -47,6 +47,11 @@ TLS13_LABELS = ("CLIENT_EARLY_TRAFFIC_SECRET", "CLIENT_HANDSHAKE_TRAFFIC_SECRET"
 KNOWN_LABELS = ("CLIENT_RANDOM", "PMS_CLIENT_RANDOM", "RSA") + TLS13_LABELS
 
 _HEX = re.compile(rb"[0-9a-fA-F]+\Z")
+# a line as OpenSSL writes it (one space between the fields, a label used here, a 32-, 48- or
+# 64-byte secret): read without the checks of ``_read_line``, which it passes
+_PLAIN_LINE = re.compile(rb"(%s) ([0-9a-fA-F]{64}) ((?:[0-9a-fA-F]{32}){2,4})\Z" % b"|".join(
+    label.encode() for label in ("CLIENT_RANDOM",) + TLS13_LABELS)).match
+_LABEL_TEXT = {label.encode(): label for label in KNOWN_LABELS}
 _LABEL = re.compile(rb"[A-Z][A-Z0-9_]{0,63}\Z")
 
 
@@ -156,8 +161,16 @@ class KeyLog:
             if tail:
                 lines[0] = tail + lines[0]
             last = lines.pop()
+            plain_line = _PLAIN_LINE
             for line in lines:
                 no += 1
+                m = plain_line(line)
+                if m is not None and not long_line and (m[1] != b"CLIENT_RANDOM" or len(m[3]) == 96):
+                    label = _LABEL_TEXT[m[1]]
+                    self._by_label.setdefault(label, {})[bytes.fromhex(m[2].decode())] = Secret(
+                        bytes.fromhex(m[3].decode()))
+                    self.counts[label] = self.counts.get(label, 0) + 1
+                    continue
                 if long_line:
                     long_line = False
                     p: KeyLogProblem | None = self._problem(

@@ -196,27 +196,36 @@ _NATIVE_NAMES = {(GCM, 16, 16): "aes-128-gcm", (GCM, 32, 16): "aes-256-gcm", (CH
 class Aead13(RecordCipher):
     """TLS 1.3: nonce = iv XOR seq (RFC 8446 5.3), additional data = the record header.
 
-    ``open(nonce, body, header)`` is the AEAD's own decrypt (raises ``InvalidTag``) and ``iv``
-    the IV as an integer: the record layer's loop over whole records calls them directly.
-    ``native``: with ``native=True`` (application traffic keys) and ``native_opener`` there, an
-    opener that runs that loop in one native call (same results); else None."""
+    ``native``: an opener of ``native_opener`` (OpenSSL's EVP through ``_records13``) when there
+    is one for the suite: ``decrypt`` goes through it and the record layer hands it whole runs of
+    application data records (``records``); else None, and ``open(nonce, body, header)`` is the
+    AEAD's own decrypt (raises ``InvalidTag``) and ``iv`` the IV as an integer: the record
+    layer's Python loop over whole records calls them directly. The two give the same results
+    (tests/test_tls_native.py)."""
 
     __slots__ = ("open", "iv", "native")
     tls13 = True
 
-    def __init__(self, suite: Suite, key: bytes, iv: bytes, native: bool = False):
-        self.open = _aead(suite, key).decrypt
+    def __init__(self, suite: Suite, key: bytes, iv: bytes):
         self.iv = int.from_bytes(iv, "big")
         self.overhead = suite.tag_len + 1
-        self.native = None
-        if native and native_opener is not None:
+        self.native: Any = None
+        if native_opener is not None:
             name = _NATIVE_NAMES.get((suite.cipher, suite.key_len, suite.tag_len))
             if name is not None:
                 self.native = native_opener(name, key, iv)
+                return
+        self.open = _aead(suite, key).decrypt
 
     def decrypt(self, seq: int, ctype: int, version: int, body: bytes | memoryview) -> bytes:
         n = len(body)
         header = bytes((ctype, version >> 8, version & 0xFF, n >> 8, n & 0xFF))
+        native = self.native
+        if native is not None:
+            pt: bytes | None = native.open(seq, body, header)
+            if pt is None:
+                raise DecryptFailed("authentication failed")
+            return pt
         try:
             return self.open((self.iv ^ seq).to_bytes(12, "big"), body, header)
         except InvalidTag:
@@ -344,7 +353,7 @@ def cipher12(suite: Suite, kb: KeyBlock12, client: bool, etm: bool) -> RecordCip
     return Cbc12(suite, key, kb.client_mac if client else kb.server_mac, etm)
 
 
-def cipher13(suite: Suite, secret: bytes, native: bool = False) -> RecordCipher:
-    """The record cipher of a TLS 1.3 traffic secret (``native``: see ``Aead13``)."""
+def cipher13(suite: Suite, secret: bytes) -> RecordCipher:
+    """The record cipher of a TLS 1.3 traffic secret."""
     key, iv = traffic_keys13(suite, secret)
-    return Aead13(suite, key, iv, native)
+    return Aead13(suite, key, iv)
