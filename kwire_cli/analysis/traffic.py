@@ -12,6 +12,9 @@ from typing import Any
 from kwire_cli.analysis.dist import Dist
 from kwire_cli.analysis.names import endpoints
 from kwire_cli.capture.names import topic_name
+from kwire_cli.codec.secrets import ENVELOPE
+from kwire_cli.errors import KwireError
+from kwire_cli.spec.registry import registry
 
 MAX_NAMES = 1000  # topics, groups or transactional ids kept per connection and client id
 MAX_CONNECTIONS = 2000  # connections listed (the first by position); later ones are counted together
@@ -60,9 +63,32 @@ Look = tuple[tuple[str, ...], bool, tuple[str, ...], bool, bool]
 _LOOK: dict[tuple[Any, ...], Look] = {}
 
 
-def _look(body: dict[str, Any]) -> Look:
+# (specs folder, api key) -> the keys ``Usage.touch`` reads that the API's requests may have in some
+# version (the spec's top-level fields): the keys a body lacks read as absent, so a look made from
+# more keys than the body has counts the same
+_LOOK_BY_API: dict[tuple[str, int], Look | None] = {}
+
+
+def _look(body: Any) -> Look:
     return (tuple(k for k in TOPIC_LISTS if k in body), "GroupId" in body, tuple(k for k in GROUP_LISTS if k in body),
             "TransactionalId" in body or "V3AndBelowTransactionalId" in body, "Transactions" in body)
+
+
+def api_look(key: Any) -> Look | None:
+    """The look of every request of API ``key`` (None: by each body's keys: an unknown API, an
+    Envelope whose body is the message it forwards)."""
+    reg = registry()
+    at = (reg.folder, key)
+    if at in _LOOK_BY_API:
+        return _LOOK_BY_API[at]
+    look: Look | None = None
+    if type(key) is int and key != ENVELOPE:
+        try:
+            look = _look({f.name for f in reg.api(key).request.fields})
+        except KwireError:
+            look = None
+    _LOOK_BY_API[at] = look
+    return look
 
 
 class Usage:
@@ -84,13 +110,15 @@ class Usage:
                 if len(mine) < MAX_NAMES:
                     mine.add(x)
 
-    def touch(self, r: dict[str, Any], body: dict[str, Any]) -> None:
-        shape = tuple(body)
-        look = _LOOK.get(shape)
+    def touch(self, r: dict[str, Any], body: dict[str, Any], look: Look | None = None) -> None:
+        """The resources one request names (``look``: which keys to read; None: by the body's keys)."""
         if look is None:
-            look = _look(body)
-            if len(_LOOK) < MAX_SHAPES:
-                _LOOK[shape] = look
+            shape = tuple(body)
+            look = _LOOK.get(shape)
+            if look is None:
+                look = _look(body)
+                if len(_LOOK) < MAX_SHAPES:
+                    _LOOK[shape] = look
         topic_keys, group, group_lists, txn, txns = look
         names = r.get("topic_names")
         for key in topic_keys:
@@ -131,30 +159,34 @@ class Traffic:
     """Latency per (API, version, broker, client id); per connection counts and usage."""
 
     def __init__(self) -> None:
-        self.lat: dict[tuple[Any, ...], Dist] = {}
-        self.lat_flags: dict[tuple[Any, ...], list[int]] = {}  # key -> [errors, throttled]
+        self.lat: dict[tuple[Any, ...], list[Any]] = {}  # key -> [Dist, errors, throttled]
         self.conns: dict[tuple[Any, ...], Conn] = {}  # (file, client, broker) -> counts
+        self._looks: dict[Any, Look | None] = {}  # api key -> ``api_look``
 
     def add(self, r: dict[str, Any], pos: Any) -> None:
         kind = r["kind"]
         get = r.get
         if kind == "response":
             client, broker = r["dst"], r["src"]  # (endpoints(r))
+        elif kind == "request":
+            client, broker = r["src"], r["dst"]
         else:
             client, broker = endpoints(r)
         ck = (get("file"), client, broker)
         conns = self.conns
         c = conns.get(ck)
         ts = get("ts") or 0.0
-        if c is None and len(conns) >= MAX_CONNECTIONS:  # memory stays flat over many connections
-            ck = OVERFLOW
-            c = conns.get(ck)
         if c is None:
-            c = conns[ck] = Conn((pos, ts))
+            if len(conns) >= MAX_CONNECTIONS:  # memory stays flat over many connections
+                ck = OVERFLOW
+                c = conns.get(ck)
+            if c is None:
+                c = conns[ck] = Conn((pos, ts))
+            else:
+                c.last = (pos, ts)
         else:
             c.last = (pos, ts)
         size = get("size") or 0
-        body = get("body")
         if kind == "request":
             c.requests += 1
             c.request_bytes += size
@@ -163,43 +195,58 @@ class Traffic:
             if u is None:
                 u = c.client_ids[cid] = Usage()
             api = get("api_name") or "?"
-            u.apis[api] = u.apis.get(api, 0) + 1
+            apis = u.apis
+            apis[api] = apis.get(api, 0) + 1
+            body = get("body")
             if isinstance(body, dict):
-                u.touch(r, body)
+                key = get("api_key")
+                look = self._looks.get(key)
+                if look is None and key not in self._looks:
+                    look = self._looks[key] = api_look(key)
+                u.touch(r, body, look)
         elif kind == "response":
             c.responses += 1
             c.response_bytes += size
             lat = get("latency_ms")
             if lat is not None:
                 key = (get("api_key"), get("api_name") or "?", get("api_version"), broker, get("client_id"))
-                d = self.lat.get(key)
-                if d is None and len(self.lat) >= MAX_LATENCY_KEYS:
-                    key = key[:4] + ("(other)",)
-                    d = self.lat.get(key)
-                if d is None:
-                    d = self.lat[key] = Dist()
-                    self.lat_flags[key] = [0, 0]
-                d.add(pos, lat)
-                f = self.lat_flags[key]
-                if r.get("error_codes"):
-                    f[0] += 1
+                e = self.lat.get(key)
+                if e is None:
+                    e = self._new_lat(key)
+                e[0].add(pos, lat)
+                if get("error_codes"):
+                    e[1] += 1
+                body = get("body")
                 if isinstance(body, dict):
                     t = body.get("ThrottleTimeMs")
                     if isinstance(t, int) and t > 0:
-                        f[1] += 1
+                        e[2] += 1
+
+    def _new_lat(self, key: tuple[Any, ...]) -> list[Any]:
+        """The [response times, errors, throttled] of a latency key, made on first use; past
+        ``MAX_LATENCY_KEYS`` keys, its client id's is "(other)"."""
+        if len(self.lat) >= MAX_LATENCY_KEYS:
+            key = key[:4] + ("(other)",)
+            e = self.lat.get(key)
+            if e is not None:
+                return e
+        e = self.lat[key] = [Dist(), 0, 0]
+        return e
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_looks"] = {}  # (from the specs where it is unpickled)
+        return state
 
     def merge(self, o: Traffic) -> None:
         for key, d in o.lat.items():
             mine = self.lat.get(key)
             if mine is None:
-                self.lat[key] = d
-                self.lat_flags[key] = list(o.lat_flags[key])
+                self.lat[key] = [d[0], d[1], d[2]]
             else:
-                mine.merge(d)
-                f = self.lat_flags[key]
-                g = o.lat_flags[key]
-                f[0] += g[0]
-                f[1] += g[1]
+                mine[0].merge(d[0])
+                mine[1] += d[1]
+                mine[2] += d[2]
         for ck, c in o.conns.items():
             m = self.conns.get(ck)
             if m is None:
@@ -222,8 +269,9 @@ class Traffic:
         for key in sorted(self.lat, key=lambda k: (k[1], k[2] if k[2] is not None else -1, k[3], str(k[4]))):
             api_key, name, version, broker, cid = key
             e = {"api_key": api_key, "api_name": name, "api_version": version, "broker": broker, "client_id": cid}
-            e.update(self.lat[key].to_dict())
-            e["errors"], e["throttled"] = self.lat_flags[key]
+            d, errors, throttled = self.lat[key]
+            e.update(d.to_dict())
+            e["errors"], e["throttled"] = errors, throttled
             out.append(e)
         return out
 

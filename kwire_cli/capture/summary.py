@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kwire_cli.capture.auth import AuthSummary
+from kwire_cli.capture.auth import SASL_AUTHENTICATE, SASL_HANDSHAKE, SASL_TOKEN, AuthSummary
 from kwire_cli.capture.bodyfields import may_hold_records, records_paths
 from kwire_cli.capture.events import Damage, Note
 from kwire_cli.capture.rows import DECODE_ERROR
@@ -76,6 +76,7 @@ def what_if_for_row(r: dict[str, Any]) -> dict[str, Any] | None:
 # (specs folder, api key, version) of responses with no tagged fields: the what-if does not apply
 # (known once the first such response is sized; keys and versions the specs know, so few)
 _NOT_FLEXIBLE: set[tuple[str, int, int]] = set()
+MAX_SHAPES = 4096  # (api key, name, version, kind) of rows whose lookups a summary keeps (``Summary._shape``)
 
 
 def count_batches(r: dict[str, Any], into: dict[str, Any]) -> None:
@@ -128,7 +129,7 @@ class Summary:
         self.undecodable: dict[str, int] = {}
         self.with_violations = 0  # decoded frames that break a rule of the format (lenient decoding)
         self.violations: dict[str, int] = {}  # rule -> violations of it
-        self.apis: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self.apis: dict[tuple[Any, ...], list[Any]] = {}  # (name, version, kind) -> [count, bytes, latencies, errors]
         self.errors: dict[str, int] = {}
         self.clients: dict[str, dict[str, Any]] = {}
         self.advertised: dict[str, dict[int, tuple[int, int]]] = {}
@@ -139,6 +140,7 @@ class Summary:
         self.error_first: dict[str, Any] = {}
         self.advertised_at: dict[str, Any] = {}
         self.auth = AuthSummary()  # SASL authentications per connection (the "auth" section)
+        self._shapes: dict[tuple[Any, ...], list[Any]] = {}  # (api key, name, version, kind) -> ``_shape``
 
     def add(self, r: dict[str, Any], pos: Any = None) -> None:
         """Count one row. ``pos``: its place in the capture's row order (default: the order of
@@ -147,12 +149,26 @@ class Summary:
         if pos is None:
             pos = self.frames
         self.frames += 1
-        self.auth.add(r, pos)
         get = r.get
+        kind = r["kind"]
+        key = r["api_key"]
+        api_name = get("api_name")
+        version = get("api_version")
+        shape = self._shapes.get((key, api_name, version, kind))
+        if shape is None:
+            shape = self._shape(key, api_name, version, kind)
+        if shape[1]:
+            self.auth.add(r, pos)
+        a = shape[0]  # [count, bytes, latencies, errors]
+        a[0] += 1
+        size = get("size")
+        if size:
+            a[1] += size
         error = get("error")
         if error is not None:
             k = get("error_kind") or DECODE_ERROR
             self.undecodable[k] = self.undecodable.get(k, 0) + 1
+            a[3] += 1
         else:
             self.decoded += 1
         vs = get("violations")
@@ -160,21 +176,11 @@ class Summary:
             self.with_violations += 1
             for v in vs:
                 self.violations[v["rule"]] = self.violations.get(v["rule"], 0) + 1
-        kind = r["kind"]
-        api_name = get("api_name")
-        key = (api_name or "?", get("api_version"), kind)
-        a = self.apis.get(key)
-        if a is None:
-            a = self.apis[key] = {"count": 0, "bytes": 0, "latencies": [], "errors": 0}
-        a["count"] += 1
-        a["bytes"] += get("size") or 0
-        if error is not None:
-            a["errors"] += 1
         lat = get("latency_ms")
-        if lat is not None and len(a["latencies"]) < self.RESERVOIR:
-            a["latencies"].append((pos, lat))
+        if lat is not None and len(a[2]) < self.RESERVOIR:
+            a[2].append((pos, lat))
         body: Any = get("body")
-        if body is not None and may_hold_records(r):
+        if body is not None and shape[2]:
             count_batches(r, self.record_batches)
         codes = get("error_codes")
         if codes:
@@ -190,24 +196,55 @@ class Summary:
             return
         if kind == "request":
             cid = get("client_id")
-            c = self.clients.setdefault(cid if cid is not None else "(null)", {"requests": 0, "versions": {}})
+            cidk = cid if cid is not None else "(null)"
+            c = self.clients.get(cidk)
+            if c is None:
+                c = self.clients[cidk] = {"requests": 0, "versions": {}}
             c["requests"] += 1
-            vs = c["versions"].setdefault(api_name, [])
-            version = r["api_version"]
-            if version not in vs:
+            versions = c["versions"]
+            vs = versions.get(api_name)
+            if vs is None:
+                versions[api_name] = [version]
+            elif version not in vs:
                 vs.append(version)
                 vs.sort()
-            k2 = (r["dst"], cid, r["api_key"], api_name, version)
-            self.requests_seen[k2] = self.requests_seen.get(k2, 0) + 1
+            k2 = (r["dst"], cid, key, api_name, version)
+            seen = self.requests_seen
+            seen[k2] = seen.get(k2, 0) + 1
         elif kind == "response":
-            if api_name == "ApiVersions":
+            if shape[3]:  # ApiVersions
                 ranges = {k["ApiKey"]: (k["MinVersion"], k["MaxVersion"]) for k in body.get("ApiKeys") or []}
                 if ranges and body.get("ErrorCode", 0) == 0:
                     at = self.advertised_at.get(r["src"])
                     if at is None or pos >= at:
                         self.advertised[r["src"]] = ranges
                         self.advertised_at[r["src"]] = pos
-            self.add_what_if(r)
+            if body is not None:
+                if shape[4] and size is not None:
+                    self.what_if["responses"] += 1  # (what_if_totals: not applicable)
+                else:
+                    self._what_if(r, shape, key, version, size, body)
+
+    def _shape(self, key: Any, api_name: Any, version: Any, kind: Any) -> list[Any]:
+        """What ``add`` needs of rows of one API, version and kind, looked up once: [the ``apis``
+        bucket, SASL (``auth``), may hold records, an ApiVersions answer, a response with no
+        tagged fields (the what-if does not apply)]."""
+        bucket_key = (api_name or "?", version, kind)
+        a = self.apis.get(bucket_key)
+        if a is None:
+            a = self.apis[bucket_key] = [0, 0, [], 0]
+        sasl = key == SASL_AUTHENTICATE or key == SASL_HANDSHAKE or kind == SASL_TOKEN
+        row = {"kind": kind, "api_key": key, "api_version": version}
+        not_flexible = kind == "response" and (registry().folder, key, version) in _NOT_FLEXIBLE
+        shape = [a, sasl, may_hold_records(row), api_name == "ApiVersions", not_flexible]
+        if len(self._shapes) < MAX_SHAPES:
+            self._shapes[(key, api_name, version, kind)] = shape
+        return shape
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_shapes"] = {}  # (made again where the summary is unpickled: they hold its own buckets)
+        return state
 
     def merge(self, o: Summary) -> Summary:
         """Add another part's summary (positions of both comparable): the result is the summary
@@ -223,15 +260,15 @@ class Summary:
         for key, b in o.apis.items():
             a = self.apis.get(key)
             if a is None:
-                a = self.apis[key] = {"count": 0, "bytes": 0, "latencies": [], "errors": 0}
-            a["count"] += b["count"]
-            a["bytes"] += b["bytes"]
-            a["errors"] += b["errors"]
-            if a["latencies"] and b["latencies"]:  # the first RESERVOIR of both, by position
-                lat = sorted(a["latencies"] + b["latencies"], key=lambda pl: pl[0])
-                a["latencies"] = lat[:self.RESERVOIR]
-            elif b["latencies"]:
-                a["latencies"] = list(b["latencies"])
+                a = self.apis[key] = [0, 0, [], 0]
+            a[0] += b[0]
+            a[1] += b[1]
+            a[3] += b[3]
+            if a[2] and b[2]:  # the first RESERVOIR of both, by position
+                lat = sorted(a[2] + b[2], key=lambda pl: pl[0])
+                a[2][:] = lat[:self.RESERVOIR]
+            elif b[2]:
+                a[2][:] = b[2]
         for name, n in o.errors.items():
             at = o.error_first[name]
             if name in self.errors:
@@ -270,18 +307,24 @@ class Summary:
         if r.get("kind") != "response" or r.get("error") is not None or r.get("body") is None:
             return
         key, version, size = r["api_key"], r["api_version"], r.get("size")
-        reg = registry()
-        if size is not None and (reg.folder, key, version) in _NOT_FLEXIBLE:
+        if size is not None and (registry().folder, key, version) in _NOT_FLEXIBLE:
             self.what_if["responses"] += 1  # (what_if_totals: not applicable)
             return
+        self._what_if(r, None, key, version, size, r["body"])
+
+    def _what_if(self, r: dict[str, Any], shape: list[Any] | None, key: Any, version: Any, size: Any,
+                 body: Any) -> None:
         from kwire_cli.whatif import what_if_totals  # (imports the records encoder: only when needed)
+        reg = registry()
         try:
             spec = reg.api(key).response
-            w = what_if_totals(spec, version, r["body"], size=size)
+            w = what_if_totals(spec, version, body, size=size)
         except KwireError:
             return
         if w is None and not spec.flexible(version):
             _NOT_FLEXIBLE.add((reg.folder, key, version))
+            if shape is not None:
+                shape[4] = True
         self.what_if["responses"] += 1
         if w is not None:
             self.what_if["applicable"] += 1
@@ -312,9 +355,9 @@ class Summary:
         apis = []
         by_api = sorted(self.apis.items(), key=lambda kv: (str(kv[0][0]), kv[0][1] or -1, kv[0][2]))
         for (name, version, kind), a in by_api:
-            lat = sorted(v for _, v in a["latencies"])
-            apis.append({"api_name": name, "api_version": version, "kind": kind, "count": a["count"],
-                         "bytes": a["bytes"], "undecodable": a["errors"],
+            lat = sorted(v for _, v in a[2])
+            apis.append({"api_name": name, "api_version": version, "kind": kind, "count": a[0],
+                         "bytes": a[1], "undecodable": a[3],
                          "latency_p50_ms": _percentile(lat, 0.5), "latency_p99_ms": _percentile(lat, 0.99)})
         out = {
             "frames": self.frames, "decoded": self.decoded,
