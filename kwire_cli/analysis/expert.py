@@ -22,20 +22,27 @@ from kwire_cli.spec.registry import registry
 MAX_LISTED = 1000
 OVERSIZED = 1_048_588
 NORMAL_CODES = frozenset({"MEMBER_ID_REQUIRED", "REBALANCE_IN_PROGRESS"})
-_deprecated: dict[tuple[int, int], bool] = {}
+
+
+_deprecated_range: dict[tuple[str, Any], tuple[int, int]] = {}  # (specs folder, api key) -> deprecated versions
 
 
 def deprecated(key: int, version: int) -> bool:
-    k = (key, version)
-    d = _deprecated.get(k)
-    if d is None:
-        try:
-            v = registry().api(key).request.deprecated_versions
-            d = v.lo <= version <= v.hi
-        except KwireError:
-            d = False
-        _deprecated[k] = d
-    return d
+    reg = registry()
+    rng = _deprecated_range.get((reg.folder, key))
+    if rng is None:
+        rng = _deprecated_versions(reg.folder, key)
+    return rng[0] <= version <= rng[1]
+
+
+def _deprecated_versions(folder: str, key: Any) -> tuple[int, int]:
+    try:
+        v = registry().api(key).request.deprecated_versions
+        rng = (v.lo, v.hi)
+    except KwireError:
+        rng = (1, 0)  # (none)
+    _deprecated_range[(folder, key)] = rng
+    return rng
 
 
 def oldest(key: int) -> int | None:
@@ -51,6 +58,7 @@ class Expert:
     def __init__(self) -> None:
         self.found: list[tuple[Any, dict[str, Any]]] = []
         self.counts: dict[str, int] = {}
+        self._deprecated: dict[Any, tuple[int, int]] = {}  # api key -> deprecated versions (lo, hi)
 
     def add(self, pos: Any, severity: str, kind: str, message: str, r: dict[str, Any] | None,
             client_id: Any = None, broker: Any = None) -> None:
@@ -72,10 +80,11 @@ class Expert:
 
     def row(self, r: dict[str, Any], pos: Any) -> None:
         """The findings one row shows by itself."""
-        err = r.get("error")
+        get = r.get
+        err = get("error")
         if err is not None:
-            kind = r.get("error_kind")
-            if kind == "unknown-version" and r.get("api_key") is not None and r.get("api_version") is not None:
+            kind = get("error_kind")
+            if kind == "unknown-version" and get("api_key") is not None and get("api_version") is not None:
                 lo = oldest(r["api_key"])
                 if lo is not None and r["api_version"] < lo:
                     self.add(pos, "error", "removed_version",
@@ -83,16 +92,22 @@ class Expert:
                     return
             self.add(pos, "error", "undecodable", f"{r['kind']} did not decode: {err}", r)
             return
-        if r.get("violations"):
+        if get("violations"):
             rules = sorted({v.get("rule") for v in r["violations"]}, key=str)
             self.add(pos, "warning", "violation", f"{_api(r)} {r['kind']} breaks {', '.join(map(str, rules))}", r)
-        body = r.get("body")
-        if r["kind"] == "request":
-            if r.get("api_key") is not None and r.get("api_version") is not None \
-                    and deprecated(r["api_key"], r["api_version"]):
-                self.add(pos, "note", "deprecated_version", f"{_api(r)} is a deprecated version", r)
-        elif r["kind"] == "response":
-            codes = r.get("error_codes")
+        body = get("body")
+        kind = r["kind"]
+        if kind == "request":
+            key = get("api_key")
+            version = get("api_version")
+            if key is not None and version is not None:
+                rng = self._deprecated.get(key)
+                if rng is None:
+                    rng = self._deprecated[key] = _deprecated_versions(registry().folder, key)
+                if rng[0] <= version <= rng[1]:
+                    self.add(pos, "note", "deprecated_version", f"{_api(r)} is a deprecated version", r)
+        elif kind == "response":
+            codes = get("error_codes")
             if codes:
                 sev = "note" if all(c in NORMAL_CODES for c in codes) else "warning"
                 self.add(pos, sev, "error_code", f"{_api(r)} answered {', '.join(sorted(set(codes)))}", r)
@@ -100,10 +115,19 @@ class Expert:
                 t = body.get("ThrottleTimeMs")
                 if isinstance(t, int) and t > 0:
                     self.add(pos, "note", "throttled", f"{_api(r)} answer throttled {t} ms", r)
-        if (isinstance(body, dict) and "_unknown_tags" in body) or \
-                (isinstance(r.get("header"), dict) and "_unknown_tags" in r["header"]):
-            self.add(pos, "note", "unknown_tagged_field", f"{_api(r)} {r['kind']} carries tagged fields the specs "
+        if isinstance(body, dict) and "_unknown_tags" in body:
+            self.add(pos, "note", "unknown_tagged_field", f"{_api(r)} {kind} carries tagged fields the specs "
                      "do not know", r)
+            return
+        header = get("header")
+        if isinstance(header, dict) and "_unknown_tags" in header:
+            self.add(pos, "note", "unknown_tagged_field", f"{_api(r)} {kind} carries tagged fields the specs "
+                     "do not know", r)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_deprecated"] = {}  # (from the specs where it is unpickled)
+        return state
 
     def batch(self, b: dict[str, Any], r: dict[str, Any], pos: Any, where: str) -> None:
         """The findings of one record batch."""

@@ -123,6 +123,7 @@ class Series:
         self.k = 0
         self.used: set[int] = set()
         self.data: dict[str, dict[tuple[Any, ...], Grid]] = {kind: {} for kind in COMBINE}
+        self._lat_keys: dict[str, tuple[str]] = {}  # API name -> its latency series' key
 
     def width(self) -> float:
         return BASE_S * (1 << self.k)
@@ -156,16 +157,15 @@ class Series:
     def _latency(self, key: tuple[Any, ...], ts: Any, ms: float) -> None:
         """One response time: ``_put`` of the cell [[ms], None, 1, ms], added in place where its
         bucket keeps its values exactly (``_lat_combine`` then appends it)."""
-        if isinstance(ts, (int, float)) and math.isfinite(ts):
-            grid = self.data["latency"].get(key)
-            if grid is not None:
-                old = grid.get(math.floor(ts / (BASE_S * (1 << self.k))))
-                if old is not None and old[0] is not None and old[2] < EXACT:
-                    old[0].append(ms)
-                    old[2] += 1
-                    if ms > old[3]:
-                        old[3] = ms
-                    return
+        grid = self.data["latency"].get(key)
+        if grid is not None and isinstance(ts, (int, float)) and math.isfinite(ts):
+            old = grid.get(math.floor(ts / (BASE_S * (1 << self.k))))
+            if old is not None and old[0] is not None and old[2] < EXACT:
+                old[0].append(ms)
+                old[2] += 1
+                if ms > old[3]:
+                    old[3] = ms
+                return
         self._put("latency", key, ts, [[ms], None, 1, ms])
 
     def _coarsen(self, k: int) -> None:
@@ -188,8 +188,9 @@ class Series:
                 return
             k = self.k + 1
 
-    def add(self, r: dict[str, Any], _pos: Any) -> None:
-        """One output row: its response time, error codes and record batches."""
+    def add(self, r: dict[str, Any], _pos: Any, batches: bool = True) -> None:
+        """One output row: its response time, error codes and record batches (``batches`` False:
+        the caller counts them, ``throughput``)."""
         get = r.get
         ts = get("ts")
         key = get("api_key")
@@ -197,22 +198,34 @@ class Series:
         if kind == "response":
             ms = get("latency_ms")
             if isinstance(ms, (int, float)):
-                self._latency((get("api_name") or str(key),), ts, float(ms))
+                name = get("api_name")
+                lk = self._lat_keys.get(name) if name else None
+                if lk is None:
+                    lk = (name or str(key),)
+                    if name:
+                        self._lat_keys[name] = lk
+                self._latency(lk, ts, float(ms))
             codes = get("error_codes")
             if codes:
                 for code in codes:
                     self._put("errors", (str(code),), ts, [1])
-        if get("error") is not None:
-            return
-        if kind == "request" and (key == HEARTBEAT or key in EPOCH_HEARTBEATS):
-            body = r.get("body")
-            group = body.get("GroupId") if isinstance(body, dict) else None
-            if isinstance(group, str):
-                self._put("heartbeats", (group,), ts, [1])
-        elif key == PRODUCE and kind == "request":
-            self._batches(r, ts, "produce", "TopicData", "PartitionData")
-        elif key == FETCH and kind == "response":
-            self._batches(r, ts, "fetch", "Responses", "Partitions")
+            if batches and key == FETCH and get("error") is None:
+                self._batches(r, ts, "fetch", "Responses", "Partitions")
+        elif kind == "request":
+            if get("error") is not None:
+                return
+            if key == HEARTBEAT or key in EPOCH_HEARTBEATS:
+                body = get("body")
+                group = body.get("GroupId") if isinstance(body, dict) else None
+                if isinstance(group, str):
+                    self._put("heartbeats", (group,), ts, [1])
+            elif key == PRODUCE and batches:
+                self._batches(r, ts, "produce", "TopicData", "PartitionData")
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_lat_keys"] = {}
+        return state
 
     def _batches(self, r: dict[str, Any], ts: Any, direction: str, topics: str, parts: str) -> None:
         body = r.get("body")
@@ -236,6 +249,10 @@ class Series:
                         records += n
             if size or records:
                 self._put("throughput", (direction, topic_name(t, names)), ts, [size, records])
+
+    def throughput(self, direction: str, topic: str, ts: Any, size: int, records: int) -> None:
+        """The record batches of one topic of a Produce request or Fetch answer (``_batches``' sums)."""
+        self._put("throughput", (direction, topic), ts, [size, records])
 
     def fetch(self, pos: Any, asked: Any, ext: Any) -> None:
         """A Fetch answer met its request (``Offsets.fetch_request``/``fetch_extract``'s data)."""

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kwire_cli.analysis.expert import MAX_LISTED, Expert
+from kwire_cli.analysis.expert import MAX_LISTED, OVERSIZED, Expert
 from kwire_cli.analysis.groups import EPOCH_HEARTBEATS, HEARTBEAT, JOIN, LEAVE, SYNC, Groups
 from kwire_cli.analysis.offsets import FETCH, OFFSET_COMMIT, TXN_OFFSET_COMMIT, Offsets
 from kwire_cli.analysis.producers import ADD_OFFSETS, ADD_PARTITIONS, END_TXN, INIT_PID, PRODUCE, Producers
-from kwire_cli.analysis.series import Series
+from kwire_cli.analysis.series import BATCH_OVERHEAD, Series
 from kwire_cli.analysis.traffic import Traffic
 from kwire_cli.capture.names import topic_name
 
@@ -46,7 +46,7 @@ class Analysis:
     def add(self, r: dict[str, Any], pos: Any) -> None:
         self.traffic.add(r, pos)
         self.expert.row(r, pos)
-        self.series.add(r, pos)
+        self.series.add(r, pos, batches=False)  # (counted here: ``_batches``, ``_fetch_answer``)
         kind = r["kind"]
         key = r.get("api_key")
         if key is None:
@@ -60,7 +60,7 @@ class Analysis:
                 keep = self.offsets.fetch_request(r, (r["src"], r["dst"]))
             elif key == PRODUCE:
                 keep = self.producers.request(r, pos)
-                self._batches(r, pos, "TopicData", "PartitionData")
+                self._batches(r, pos, "produce", "TopicData", "PartitionData")
                 body = r.get("body")
                 if isinstance(body, dict) and body.get("Acks") == 0:
                     return  # no answer comes
@@ -78,8 +78,7 @@ class Analysis:
             ext: Any = None
             if r.get("error") is None:
                 if key == FETCH:
-                    ext = self.offsets.fetch_extract(r, pos)
-                    self._batches(r, pos, "Responses", "Partitions")
+                    ext = self._fetch_answer(r, pos)
                 elif key == PRODUCE:
                     ext = self.producers.extract(r)
                 elif key in GROUP_APIS:
@@ -139,20 +138,82 @@ class Analysis:
         elif key in TXN_APIS:
             self.producers.txn_apply(pos, keep, ext)
 
-    def _batches(self, r: dict[str, Any], pos: Any, topics: str, parts: str) -> None:
+    def _batches(self, r: dict[str, Any], pos: Any, direction: str, topics: str, parts: str) -> None:
+        """A Produce request's record batches: the expert's findings and the throughput series."""
         body = r.get("body")
         if not isinstance(body, dict):
             return
         names = r.get("topic_names")
         for t in body.get(topics) or []:
+            if not isinstance(t, dict):
+                continue
+            size = records = 0
             for p in t.get(parts) or []:
+                recs = p.get("Records") if isinstance(p, dict) else None
+                if isinstance(recs, dict):
+                    bs = recs.get("batches")
+                    if bs:
+                        s, n = self._batch_list(bs, r, pos, t, p, names)
+                        size += s
+                        records += n
+            if size or records:
+                self.series.throughput(direction, topic_name(t, names), r.get("ts"), size, records)
+
+    def _batch_list(self, bs: list[Any], r: dict[str, Any], pos: Any, t: dict[str, Any], p: dict[str, Any],
+                    names: Any) -> tuple[int, int]:
+        """One partition's batches: the expert's findings; (bytes, records) for the series."""
+        size = records = 0
+        for b in bs:
+            length = b.get("BatchLength")
+            if isinstance(length, int):
+                size += length + BATCH_OVERHEAD
+                if length > OVERSIZED or b.get("CrcValid") is False:
+                    self.expert.batch(b, r, pos, _where(t, p, names))
+            elif b.get("CrcValid") is False:
+                self.expert.batch(b, r, pos, _where(t, p, names))
+            n = b.get("RecordCount")
+            if isinstance(n, int):
+                records += n
+        return size, records
+
+    def _fetch_answer(self, r: dict[str, Any], pos: Any) -> Any:
+        """A decoded Fetch answer in one walk: ``Offsets.fetch_extract``'s answer (the high
+        watermarks noted), the expert's findings of its batches, the throughput series."""
+        body = r.get("body")
+        if not isinstance(body, dict):
+            return None
+        names = r.get("topic_names")
+        ts = r.get("ts")
+        marks = not body.get("ErrorCode")
+        got: list[tuple[Any, ...]] = []
+        hws = self.offsets.hw
+        for t in body.get("Responses") or []:
+            if not isinstance(t, dict):
+                continue
+            name = topic_name(t, names)
+            size = records = 0
+            for p in t.get("Partitions") or []:
+                if not isinstance(p, dict):
+                    continue
+                if marks:
+                    hw = p.get("HighWatermark")
+                    if not p.get("ErrorCode") and isinstance(hw, int) and hw >= 0:
+                        part = p.get("PartitionIndex")
+                        tp = (name, part)
+                        m = hws.get(tp)
+                        if m is None or pos >= m[0]:  # (Offsets._hw)
+                            hws[tp] = (pos, hw)
+                        got.append((name, part, hw))
                 recs = p.get("Records")
                 if isinstance(recs, dict):
                     bs = recs.get("batches")
                     if bs:
-                        where = f"{topic_name(t, names)}-{p.get('Index', p.get('PartitionIndex'))}"
-                        for b in bs:
-                            self.expert.batch(b, r, pos, where)
+                        s, n = self._batch_list(bs, r, pos, t, p, names)
+                        size += s
+                        records += n
+            if size or records:
+                self.series.throughput("fetch", name, ts, size, records)
+        return (r.get("client_id"), ts, got) if marks else None
 
     def merge(self, o: Analysis) -> Analysis:
         self.traffic.merge(o.traffic)
@@ -231,6 +292,11 @@ class Analysis:
             "expert_counts": dict(sorted(ex.counts.items())),
             "series": self.series.to_dict(groups, self.groups.client_group),
         }
+
+
+def _where(t: dict[str, Any], p: dict[str, Any], names: Any) -> str:
+    """A partition as the expert's batch findings name it ("topic-3")."""
+    return f"{topic_name(t, names)}-{p.get('Index', p.get('PartitionIndex'))}"
 
 
 def _brief(r: dict[str, Any]) -> tuple[Any, ...]:

@@ -223,7 +223,7 @@ class Summary:
                 if shape[4] and size is not None:
                     self.what_if["responses"] += 1  # (what_if_totals: not applicable)
                 else:
-                    self._what_if(r, shape, key, version, size, body)
+                    self._what_if(shape, key, version, size, body)
 
     def _shape(self, key: Any, api_name: Any, version: Any, kind: Any) -> list[Any]:
         """What ``add`` needs of rows of one API, version and kind, looked up once: [the ``apis``
@@ -233,7 +233,7 @@ class Summary:
         a = self.apis.get(bucket_key)
         if a is None:
             a = self.apis[bucket_key] = [0, 0, [], 0]
-        sasl = key == SASL_AUTHENTICATE or key == SASL_HANDSHAKE or kind == SASL_TOKEN
+        sasl = key in (SASL_AUTHENTICATE, SASL_HANDSHAKE) or kind == SASL_TOKEN
         row = {"kind": kind, "api_key": key, "api_version": version}
         not_flexible = kind == "response" and (registry().folder, key, version) in _NOT_FLEXIBLE
         shape = [a, sasl, may_hold_records(row), api_name == "ApiVersions", not_flexible]
@@ -310,10 +310,9 @@ class Summary:
         if size is not None and (registry().folder, key, version) in _NOT_FLEXIBLE:
             self.what_if["responses"] += 1  # (what_if_totals: not applicable)
             return
-        self._what_if(r, None, key, version, size, r["body"])
+        self._what_if(None, key, version, size, r["body"])
 
-    def _what_if(self, r: dict[str, Any], shape: list[Any] | None, key: Any, version: Any, size: Any,
-                 body: Any) -> None:
+    def _what_if(self, shape: list[Any] | None, key: Any, version: Any, size: Any, body: Any) -> None:
         from kwire_cli.whatif import what_if_totals  # (imports the records encoder: only when needed)
         reg = registry()
         try:
