@@ -49,8 +49,21 @@ class TlsStage:
         self.max_frame = max_frame
 
     def data(self, conn: Any, d: Any, data: Any, file: str, packet: int | None, ts: float | None) -> None:
-        self.stats.tls_bytes += len(data)
-        self._items(conn, self.tls.feed(0 if d.is_request else 1, data), file, packet, ts)
+        st = self.stats
+        st.tls_bytes += len(data)
+        items: list[Any] = self.tls.feed(0 if d.is_request else 1, data)
+        if not items:
+            return
+        # as _items, inline: the usual answer is one Plaintext or a few (tuples: direction, data, ...);
+        # ``next`` read each time (a SASL token stage may leave the stack on the way)
+        for it in items:
+            if it.__class__ is Plaintext:
+                pt = it[1]
+                st.tls_plaintext += len(pt)
+                self.next.data(conn, conn.frames[1 - conn.broker] if it[0] == 0 else conn.frames[conn.broker], pt,
+                               file, packet, ts)
+            else:
+                self._event(conn, it, file, packet, ts)
 
     def gap(self, conn: Any, d: Any, lost: int, file: str, packet: int | None, ts: float | None,
             snap: bool = False) -> None:  # noqa: ARG002 (a cut TLS record breaks the plaintext all the same)

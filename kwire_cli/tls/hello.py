@@ -244,6 +244,8 @@ def parse_server_hello(body: bytes) -> ServerHello:
 
 def parse_encrypted_extensions_alpn(body: bytes) -> list[str]:
     """ALPN from a TLS 1.3 EncryptedExtensions body (empty when absent or unreadable)."""
+    if body == b"\x00\x00":
+        return []       # no extensions (the usual case)
     try:
         exts = _extensions(_Reader(body, "EncryptedExtensions"))
     except HelloError:
