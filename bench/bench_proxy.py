@@ -222,6 +222,17 @@ def children(pid: int) -> list[int]:
         return []
 
 
+def peak_rss(pid: int) -> str:
+    """A process's peak resident memory so far (Linux /proc: VmHWM)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return f"{int(line.split()[1]) / 1024:.0f} MiB"
+    except OSError:
+        pass
+    return "?"
+
+
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -314,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name} adds p99 {pct(lat[name], 0.99) - pct(lat['direct'], 0.99):+.3f} ms (goal <= 1)")
         held = connections(kport, a.connections)
         print(f"connections: {held} of {a.connections} simultaneous connections through kwire proxy answered")
+        print(f"peak RSS: kwire proxy process {peak_rss(kw.pid)}, decoding process "
+              + ", ".join(peak_rss(c) for c in decoder))
         print(f"load average {load()}")
     finally:
         for p in reversed(procs):

@@ -17,12 +17,15 @@ import time
 from collections.abc import Callable
 from typing import BinaryIO
 
+from kwire_cli.proxy.directio import DirectAppender, open_direct
+
 LINKTYPE_RAW = 101
 SYN, FIN, PSH, ACK = 0x02, 0x01, 0x08, 0x10
 MAX_SEG = 65000
 IOV = 1024  # pieces per writev (IOV_MAX on Linux)
 DROP_EVERY = 8 << 20  # bytes written between asking the kernel to write the file out and drop it from memory
 GATHER = 1 << 20      # bytes waiting that wake the writing thread at once (with ``later``: less waits for it)
+SYNC_AFTER = 0.02     # (O_DIRECT) seconds the writing thread waits for more before it writes the last partial block
 
 
 def _csum(data: bytes | memoryview) -> int:
@@ -74,10 +77,14 @@ def open_pcap(path: str) -> BinaryIO:
 class PcapOut:
     """Records are made on the proxy's event loop as the bytes are forwarded and written by a
     thread of their own, so that the disk (a write that waits for writeback) never holds up
-    forwarding; the file is flushed whenever that thread has caught up. Past ``limit`` bytes
-    waiting, the event loop waits for the disk: the capture stays whole. ``close()`` writes the
-    rest (the file itself stays open). The thread writes what waits with ``os.writev``, up to
-    ``IOV`` records' pieces per system call, when the file has a descriptor (a regular file)."""
+    forwarding; the file is flushed whenever that thread has caught up (past the page cache:
+    when it has had nothing more to write for ``SYNC_AFTER``). Past ``limit`` bytes waiting, the
+    event loop waits for the disk: the capture stays whole. ``close()`` writes the rest (the file
+    itself stays open). The thread writes a regular file past the page cache where it can
+    (``directio``: the records copied into one buffer, written with ``O_DIRECT`` 4 MiB at a time,
+    the last partial block the ordinary way once nothing more came for ``SYNC_AFTER``);
+    otherwise what waits with ``os.writev``, up to ``IOV`` records' pieces per system call, when
+    the file has a descriptor."""
 
     def __init__(self, f: BinaryIO, limit: int = 64 << 20,
                  later: Callable[[Callable[[], None]], object] | None = None) -> None:
@@ -103,7 +110,8 @@ class PcapOut:
         self._end = 0                       # the file's offset after what was written
         self._advised = (0, 0)              # up to these offsets the pages were let go of / are being written out
         self._drop = False                  # a regular file: its pages are let go of as they are written out
-        if self._fd is not None and hasattr(os, "posix_fadvise"):
+        self._direct: DirectAppender | None = open_direct(self._fd) if self._fd is not None else None
+        if self._fd is not None and self._direct is None and hasattr(os, "posix_fadvise"):
             try:
                 self._drop = stat.S_ISREG(os.fstat(self._fd).st_mode)
                 self._end = os.lseek(self._fd, 0, os.SEEK_CUR)
@@ -113,31 +121,60 @@ class PcapOut:
         self._thread.start()
 
     def _write_loop(self) -> None:
-        cond = self._cond
+        behind = False  # (O_DIRECT) records given to the appender and not all in the file yet
         while True:
-            with cond:
-                while not self._todo and not self._closed:
-                    self._idle = True
-                    cond.wait()
-                self._idle = False
-                todo, self._todo = self._todo, []
-                if not todo and self._closed:
+            todo, closed = self._take(behind)
+            if not todo:
+                if behind:
+                    self._sync()
+                behind = False
+                if closed:
                     return
+                continue
             n = sum(len(piece) for piece in todo)
             try:
                 if self.error is None:
                     self._write(todo)
-                with cond:
+                with self._cond:
                     more = bool(self._todo)
-                if not more and self.error is None and self._fd is None:
-                    self.f.flush()
+                if not more and self.error is None:
+                    if self._direct is not None:
+                        behind = True
+                    elif self._fd is None:
+                        self.f.flush()
             except OSError as e:  # a full disk: the proxy goes on, the capture stops here
                 self.error = e
-            with cond:
+            with self._cond:
                 self._size -= n
-                cond.notify_all()
+                self._cond.notify_all()
+
+    def _take(self, behind: bool) -> tuple[list[bytes | memoryview], bool]:
+        """What waits (when something does), and whether the capture is closing; ``behind``: none
+        for SYNC_AFTER is an answer too (empty)."""
+        cond = self._cond
+        with cond:
+            while not self._todo and not self._closed:
+                self._idle = True
+                if not behind:
+                    cond.wait()
+                elif not cond.wait(SYNC_AFTER) and not self._todo:
+                    break
+            self._idle = False
+            todo, self._todo = self._todo, []
+            return todo, self._closed
+
+    def _sync(self) -> None:
+        """(O_DIRECT) the file made whole: every record given is in it."""
+        if self.error is None and self._direct is not None:
+            try:
+                self._direct.sync()
+            except OSError as e:
+                self.error = e
 
     def _write(self, todo: list[bytes | memoryview]) -> None:
+        if self._direct is not None:
+            self._direct.write(todo)
+            return
         if self._fd is None:
             for piece in todo:
                 self.f.write(piece)
@@ -194,6 +231,8 @@ class PcapOut:
             self._closed = True
             self._cond.notify_all()
         self._thread.join()
+        if self._direct is not None:
+            self._direct.close()
         if self.error is None and self._fd is None:
             self.f.flush()
 
