@@ -11,6 +11,7 @@ import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 
 from kwire_cli.tls import MAX_RECORD, Plaintext, TlsConnection, keys
+from kwire_cli.tls.suites import SUITES
 from tls_util import SECURE, connections, keylog_of, manifest
 
 pytestmark = pytest.mark.skipif(keys.native_opener is None, reason="_records13 not built or no libcrypto.so.3")
@@ -119,6 +120,30 @@ def test_one_record_opens_as_in_python(name):
         assert opener.open(seq, memoryview(r)[5:], header) == want, trial
     with pytest.raises(ValueError):
         opener.open(0, b"x" * 20, b"abc")
+
+
+@pytest.mark.parametrize("suite_id", [0x1301, 0x1302, 0x1303])
+def test_keys_derived_natively_are_the_python_ones(suite_id):
+    """``cipher13`` with the native opener derives key and IV in C (EVP_MAC): its cipher opens
+    what the keys ``traffic_keys13`` derives in Python sealed, and nothing sealed under others."""
+    suite = SUITES[suite_id]
+    cls = AESGCM if suite.cipher == "gcm" else ChaCha20Poly1305
+    rng = random.Random(suite_id)
+    for _ in range(200):
+        secret = rng.randbytes(48 if suite.prf == "sha384" else 32)
+        key, ivb = keys.traffic_keys13(suite, secret)
+        iv = int.from_bytes(ivb, "big")
+        native = keys.cipher13(suite, secret)
+        assert native.native is not None
+        seq = rng.randrange(1000)
+        body = rng.randbytes(rng.randint(0, 100)) + b"\x17"
+        r = record(cls(key), iv, seq, body)
+        assert native.decrypt(seq, 23, 0x0303, r[5:]) == body
+        with pytest.raises(keys.DecryptFailed):
+            native.decrypt(seq + 1, 23, 0x0303, r[5:])
+        other = keys.cipher13(suite, secret[:-1] + bytes((secret[-1] ^ 1,)))
+        with pytest.raises(keys.DecryptFailed):
+            other.decrypt(seq, 23, 0x0303, r[5:])
 
 
 def test_bad_opener_arguments():

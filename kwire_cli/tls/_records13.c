@@ -12,7 +12,11 @@
  * changes for it), or one whose inner plaintext is anything else (that plaintext is handed back
  * for the Python path to read). Returns (p, seq, pos, plaintext bytes, that plaintext or None).
  *
- * No cipher is written here: OpenSSL's libcrypto does the AEAD. It is not linked at build time
+ * ``derive(cipher, hash, secret, key_info, iv_info)`` makes the Opener of a TLS 1.3 traffic
+ * secret: key and IV are HKDF-Expand-Label outputs of one hash length, so one HMAC each (RFC 8446
+ * 7.3, RFC 5869 2.3), computed with OpenSSL's EVP_MAC.
+ *
+ * No cipher is written here: OpenSSL's libcrypto does the AEAD and the HMAC. It is not linked at build time
  * (a fresh machine may have the library without its headers): the few EVP functions are found
  * at import with dlopen("libcrypto.so.3"); without it the import fails with ImportError and kwire
  * uses the Python path (``cryptography``'s AEAD classes), which gives the same results.
@@ -41,6 +45,27 @@ static int (*p_ctrl)(EVP_CIPHER_CTX *, int, int, void *);
 static const EVP_CIPHER *(*p_aes_128_gcm)(void);
 static const EVP_CIPHER *(*p_aes_256_gcm)(void);
 static const EVP_CIPHER *(*p_chacha)(void);
+
+/* HMAC through OpenSSL 3's EVP_MAC (for the traffic keys: HKDF-Expand-Label of one hash length) */
+typedef struct evp_mac_st EVP_MAC;
+typedef struct evp_mac_ctx_st EVP_MAC_CTX;
+typedef struct {
+    const char *key;
+    unsigned int data_type;
+    void *data;
+    size_t data_size;
+    size_t return_size;
+} OSSL_PARAM;
+#define OSSL_PARAM_UTF8_STRING 4
+static EVP_MAC *(*p_mac_fetch)(void *, const char *, const char *);
+static EVP_MAC_CTX *(*p_mac_ctx_new)(EVP_MAC *);
+static void (*p_mac_ctx_free)(EVP_MAC_CTX *);
+static EVP_MAC_CTX *(*p_mac_ctx_dup)(const EVP_MAC_CTX *);
+static int (*p_mac_set_params)(EVP_MAC_CTX *, const OSSL_PARAM *);
+static int (*p_mac_init)(EVP_MAC_CTX *, const unsigned char *, size_t, const OSSL_PARAM *);
+static int (*p_mac_update)(EVP_MAC_CTX *, const unsigned char *, size_t);
+static int (*p_mac_final)(EVP_MAC_CTX *, unsigned char *, size_t *, size_t);
+static EVP_MAC_CTX *hmac_sha256, *hmac_sha384;   /* the digest set, no key: copied per secret */
 
 typedef struct {
     PyObject_HEAD
@@ -235,6 +260,71 @@ done:
     return pt;
 }
 
+static PyTypeObject OpenerType;
+
+/* derive(cipher, hash, secret, key_info, iv_info): the Opener of a TLS 1.3 traffic secret (RFC
+ * 8446 7.3): key = HMAC(secret, key_info), iv = HMAC(secret, iv_info), each cut to its length
+ * (HKDF-Expand of one block; the infos end with the counter byte 0x01, as keys.py builds them). */
+static PyObject *derive(PyObject *module, PyObject *args) {
+    const char *name, *hash;
+    Py_buffer secret, kinfo, ivinfo;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "ssy*y*y*", &name, &hash, &secret, &kinfo, &ivinfo))
+        return NULL;
+    PyObject *result = NULL;
+    EVP_MAC_CTX *tmpl = strcmp(hash, "sha256") == 0 ? hmac_sha256 : strcmp(hash, "sha384") == 0 ? hmac_sha384 : NULL;
+    unsigned char key[64], iv[64];
+    size_t klen = 0, ivlen = 0;
+    EVP_MAC_CTX *k = NULL, *c = NULL;
+    if (tmpl == NULL) {
+        PyErr_Format(PyExc_ValueError, "no native HMAC over %s", hash);
+        goto done;
+    }
+    k = p_mac_ctx_dup(tmpl);
+    if (k == NULL || p_mac_init(k, (const unsigned char *)secret.buf, (size_t)secret.len, NULL) != 1)
+        goto failed;
+    if (p_mac_update(k, (const unsigned char *)kinfo.buf, (size_t)kinfo.len) != 1
+        || p_mac_final(k, key, &klen, sizeof key) != 1)
+        goto failed;
+    /* the same key again (EVP_MAC_init without a key restarts from the keyed state) */
+    if (p_mac_init(k, NULL, 0, NULL) != 1
+        || p_mac_update(k, (const unsigned char *)ivinfo.buf, (size_t)ivinfo.len) != 1
+        || p_mac_final(k, iv, &ivlen, sizeof iv) != 1 || ivlen < 12)
+        goto failed;
+    {
+        Py_ssize_t want = strcmp(name, "aes-128-gcm") == 0 ? 16 : 32;
+        if ((Py_ssize_t)klen < want) {
+            PyErr_SetString(PyExc_ValueError, "the hash is shorter than the key");
+            goto done;
+        }
+        PyObject *init = Py_BuildValue("(sy#y#)", name, (const char *)key, want, (const char *)iv, (Py_ssize_t)12);
+        if (init != NULL) {
+            result = PyObject_Call((PyObject *)&OpenerType, init, NULL);
+            Py_DECREF(init);
+        }
+    }
+    goto done;
+failed:
+    PyErr_SetString(PyExc_RuntimeError, "OpenSSL could not compute the HMAC");
+done:
+    if (c)
+        p_mac_ctx_free(c);
+    if (k)
+        p_mac_ctx_free(k);
+    memset(key, 0, sizeof key);
+    memset(iv, 0, sizeof iv);
+    PyBuffer_Release(&secret);
+    PyBuffer_Release(&kinfo);
+    PyBuffer_Release(&ivinfo);
+    return result;
+}
+
+static PyMethodDef module_methods[] = {
+    {"derive", derive, METH_VARARGS,
+     "derive(cipher, hash, secret, key_info, iv_info) -> the Opener of a TLS 1.3 traffic secret"},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyMethodDef opener_methods[] = {
     {"open", (PyCFunction)opener_open, METH_VARARGS,
      "open(seq, body, header) -> the plaintext, or None when the record does not authenticate"},
@@ -282,12 +372,33 @@ static int load_libcrypto(void) {
     SYM(p_aes_128_gcm, "EVP_aes_128_gcm");
     SYM(p_aes_256_gcm, "EVP_aes_256_gcm");
     SYM(p_chacha, "EVP_chacha20_poly1305");
+    SYM(p_mac_fetch, "EVP_MAC_fetch");
+    SYM(p_mac_ctx_new, "EVP_MAC_CTX_new");
+    SYM(p_mac_ctx_free, "EVP_MAC_CTX_free");
+    SYM(p_mac_ctx_dup, "EVP_MAC_CTX_dup");
+    SYM(p_mac_set_params, "EVP_MAC_CTX_set_params");
+    SYM(p_mac_init, "EVP_MAC_init");
+    SYM(p_mac_update, "EVP_MAC_update");
+    SYM(p_mac_final, "EVP_MAC_final");
 #undef SYM
+    EVP_MAC *mac = p_mac_fetch(NULL, "HMAC", NULL);
+    if (mac == NULL)
+        return 0;
+    static char sha256[] = "SHA256", sha384[] = "SHA384";
+    EVP_MAC_CTX **tmpls[2] = {&hmac_sha256, &hmac_sha384};
+    char *digests[2] = {sha256, sha384};
+    for (int i = 0; i < 2; i++) {
+        OSSL_PARAM params[2] = {{"digest", OSSL_PARAM_UTF8_STRING, digests[i], strlen(digests[i]), (size_t)-1},
+                                {NULL, 0, NULL, 0, 0}};
+        *tmpls[i] = p_mac_ctx_new(mac);
+        if (*tmpls[i] == NULL || p_mac_set_params(*tmpls[i], params) != 1)
+            return 0;
+    }
     return 1;
 }
 
 static struct PyModuleDef moduledef = {
-    PyModuleDef_HEAD_INIT, "_records13", "TLS 1.3 application data records in one native call", -1, NULL,
+    PyModuleDef_HEAD_INIT, "_records13", "TLS 1.3 application data records in one native call", -1, module_methods,
 };
 
 PyMODINIT_FUNC PyInit__records13(void) {

@@ -122,19 +122,24 @@ def next_traffic_secret(hash_name: str, secret: bytes) -> bytes:
     return hkdf_expand_label(hash_name, secret, b"traffic upd", b"", HASH_LEN[hash_name])
 
 
-_INFO: dict[tuple[bytes, int], bytes] = {}   # (label, length) -> HkdfLabel || 0x01, empty context
+_INFOS: dict[int, tuple[bytes, bytes]] = {}   # key length -> the HkdfLabels || 0x01 of key and iv
+
+
+def _infos13(key_len: int) -> tuple[bytes, bytes]:
+    """The HKDF-Expand ``info`` of a traffic key of ``key_len`` bytes and of its 12-byte IV, each
+    with the counter byte 0x01 of the first (and only) block."""
+    infos = _INFOS.get(key_len)
+    if infos is None:
+        infos = _INFOS[key_len] = (_hkdf_label(b"key", b"", key_len) + b"\x01",
+                                   _hkdf_label(b"iv", b"", 12) + b"\x01")
+    return infos
 
 
 def traffic_keys13(suite: Suite, secret: bytes) -> tuple[bytes, bytes]:
     """RFC 8446 7.3: (key, iv) of a traffic secret: ``hkdf_expand_label`` twice, one HMAC keyed
     once and copied."""
     kl = suite.key_len
-    ik = _INFO.get((b"key", kl))
-    if ik is None:
-        ik = _INFO[(b"key", kl)] = _hkdf_label(b"key", b"", kl) + b"\x01"
-    iv_info = _INFO.get((b"iv", 12))
-    if iv_info is None:
-        iv_info = _INFO[(b"iv", 12)] = _hkdf_label(b"iv", b"", 12) + b"\x01"
+    ik, iv_info = _infos13(kl)
     base = HMAC(secret, _HASH_ALGS[suite.prf])
     h = base.copy()
     h.update(ik)
@@ -182,14 +187,16 @@ def _load_native() -> Any:
     if os.environ.get("KWIRE_NO_SPEEDUPS", "") not in ("", "0"):
         return None
     try:
-        return importlib.import_module("kwire_cli.tls._records13").Opener
+        return importlib.import_module("kwire_cli.tls._records13")
     except ImportError:
         return None
 
 
+_native = _load_native()
 #: ``_records13.Opener`` (the record loop in C over OpenSSL's libcrypto), or None: not built, no
-#: libcrypto.so.3 on the machine, or KWIRE_NO_SPEEDUPS=1. Tests set it to None for the Python path.
-native_opener = _load_native()
+#: libcrypto.so.3 on the machine, or KWIRE_NO_SPEEDUPS=1. Tests set it to None for the Python path
+#: (``cipher13`` then derives the keys in Python too).
+native_opener = _native.Opener if _native is not None else None
 _NATIVE_NAMES = {(GCM, 16, 16): "aes-128-gcm", (GCM, 32, 16): "aes-256-gcm", (CHACHA, 32, 16): "chacha20-poly1305"}
 
 
@@ -216,6 +223,15 @@ class Aead13(RecordCipher):
                 self.native = native_opener(name, key, iv)
                 return
         self.open = _aead(suite, key).decrypt
+
+    @classmethod
+    def of_opener(cls, suite: Suite, opener: Any) -> Aead13:
+        """An ``Aead13`` around a native opener already keyed (no ``open``, no ``iv``: the
+        Python paths that use them run only without one)."""
+        self = cls.__new__(cls)
+        self.overhead = suite.tag_len + 1
+        self.native = opener
+        return self
 
     def decrypt(self, seq: int, ctype: int, version: int, body: bytes | memoryview) -> bytes:
         n = len(body)
@@ -354,6 +370,13 @@ def cipher12(suite: Suite, kb: KeyBlock12, client: bool, etm: bool) -> RecordCip
 
 
 def cipher13(suite: Suite, secret: bytes) -> RecordCipher:
-    """The record cipher of a TLS 1.3 traffic secret."""
+    """The record cipher of a TLS 1.3 traffic secret: with ``native_opener``, key and IV derived
+    and the opener keyed in one native call (``_records13.derive``, the same HMACs through
+    OpenSSL's EVP_MAC), else ``traffic_keys13`` and ``Aead13``."""
+    if native_opener is not None:
+        name = _NATIVE_NAMES.get((suite.cipher, suite.key_len, suite.tag_len))
+        if name is not None:
+            ik, iv_info = _infos13(suite.key_len)
+            return Aead13.of_opener(suite, _native.derive(name, suite.prf, secret, ik, iv_info))
     key, iv = traffic_keys13(suite, secret)
     return Aead13(suite, key, iv)
