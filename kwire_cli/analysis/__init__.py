@@ -29,7 +29,7 @@ class AnalysedSummary(Summary):
     def add(self, r: dict[Any, Any], pos: Any = None) -> None:
         if pos is None:
             pos = self.frames
-        super().add(r, pos)
+        Summary.add(self, r, pos)
         self.analysis.add(r, pos)
 
     def merge(self, o: Summary) -> AnalysedSummary:

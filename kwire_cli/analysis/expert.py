@@ -81,7 +81,11 @@ class Expert:
     def row(self, r: dict[str, Any], pos: Any) -> None:
         """The findings one row shows by itself."""
         get = r.get
-        err = get("error")
+        self.count(r, pos, r["kind"], get("api_key"), get("error"), get("body"))
+
+    def count(self, r: dict[str, Any], pos: Any, kind: Any, key: Any, err: Any, body: Any) -> None:
+        """``row`` with the row's kind, API key, error and body read by the caller."""
+        get = r.get
         if err is not None:
             kind = get("error_kind")
             if kind == "unknown-version" and get("api_key") is not None and get("api_version") is not None:
@@ -95,10 +99,7 @@ class Expert:
         if get("violations"):
             rules = sorted({v.get("rule") for v in r["violations"]}, key=str)
             self.add(pos, "warning", "violation", f"{_api(r)} {r['kind']} breaks {', '.join(map(str, rules))}", r)
-        body = get("body")
-        kind = r["kind"]
         if kind == "request":
-            key = get("api_key")
             version = get("api_version")
             if key is not None and version is not None:
                 rng = self._deprecated.get(key)

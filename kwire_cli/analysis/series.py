@@ -188,17 +188,18 @@ class Series:
                 return
             k = self.k + 1
 
-    def add(self, r: dict[str, Any], _pos: Any, batches: bool = True) -> None:
-        """One output row: its response time, error codes and record batches (``batches`` False:
-        the caller counts them, ``throughput``)."""
+    def add(self, r: dict[str, Any], _pos: Any) -> None:
+        """One output row: its response time, error codes and record batches."""
         get = r.get
-        ts = get("ts")
-        key = get("api_key")
-        kind = get("kind")
+        self.count(r, get("kind"), get("api_key"), get("api_name"), get("error"), get("ts"), True)
+
+    def count(self, r: dict[str, Any], kind: Any, key: Any, name: Any, error: Any, ts: Any, batches: bool) -> None:
+        """``add`` with the row's kind, API key and name, error and time read by the caller
+        (``batches`` False: the caller counts the record batches, ``throughput``)."""
+        get = r.get
         if kind == "response":
             ms = get("latency_ms")
             if isinstance(ms, (int, float)):
-                name = get("api_name")
                 lk = self._lat_keys.get(name) if name else None
                 if lk is None:
                     lk = (name or str(key),)
@@ -209,10 +210,10 @@ class Series:
             if codes:
                 for code in codes:
                     self._put("errors", (str(code),), ts, [1])
-            if batches and key == FETCH and get("error") is None:
+            if batches and key == FETCH and error is None:
                 self._batches(r, ts, "fetch", "Responses", "Partitions")
         elif kind == "request":
-            if get("error") is not None:
+            if error is not None:
                 return
             if key == HEARTBEAT or key in EPOCH_HEARTBEATS:
                 body = get("body")

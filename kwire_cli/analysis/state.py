@@ -22,6 +22,7 @@ from kwire_cli.capture.names import topic_name
 GROUP_APIS = frozenset({JOIN, SYNC, HEARTBEAT, LEAVE, *EPOCH_HEARTBEATS})
 TXN_APIS = frozenset({INIT_PID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN})
 COMMITS = frozenset({OFFSET_COMMIT, TXN_OFFSET_COMMIT})
+ASKED = GROUP_APIS | TXN_APIS | COMMITS | {FETCH, PRODUCE}  # APIs whose answers meet what their requests kept
 MAX_PENDING = 10_000  # requests awaiting an answer per connection
 MAX_WAITING_CONNECTIONS = 50_000  # connections with requests awaiting an answer (memory stays bounded)
 MAX_SAME_ID = 64  # answers awaiting their request that share one correlation id, per connection
@@ -44,39 +45,49 @@ class Analysis:
         self.orphans: dict[tuple[Any, ...], dict[Any, list[tuple[Any, ...]]]] = {}
 
     def add(self, r: dict[str, Any], pos: Any) -> None:
-        self.traffic.add(r, pos)
-        self.expert.row(r, pos)
-        self.series.add(r, pos, batches=False)  # (counted here: ``_batches``, ``_fetch_answer``)
+        get = r.get
         kind = r["kind"]
-        key = r.get("api_key")
+        key = get("api_key")
+        name = get("api_name")
+        error = get("error")
+        body = get("body")
+        ts = get("ts")
+        self.traffic.count(r, pos, kind, key, name, body, ts)
+        self.expert.count(r, pos, kind, key, error, body)
+        self.series.count(r, kind, key, name, error, ts, False)  # (batches: ``_batches``, ``_fetch_answer``)
         if key is None:
             return
         if kind == "request":
-            if r.get("error") is not None:
-                self._keep(r, pos, key, None)
-                return
             keep: Any = None
-            if key == FETCH:
-                keep = self.offsets.fetch_request(r, (r["src"], r["dst"]))
-            elif key == PRODUCE:
-                keep = self.producers.request(r, pos)
-                self._batches(r, pos, "produce", "TopicData", "PartitionData")
-                body = r.get("body")
-                if isinstance(body, dict) and body.get("Acks") == 0:
-                    return  # no answer comes
-            elif key in GROUP_APIS:
-                keep = self.groups.request(r)
-            elif key in COMMITS:
-                keep = self.offsets.commit_request(r)
-                body = r.get("body")
-                if isinstance(body, dict):
-                    self.groups.note_client(r.get("client_id"), body.get("GroupId"), pos)
-            elif key in TXN_APIS:
-                keep = self.producers.txn_request(r)
-            self._keep(r, pos, key, keep)
+            if error is None and key in ASKED:
+                if key == FETCH:
+                    keep = self.offsets.fetch_request(r, (r["src"], r["dst"]))
+                elif key == PRODUCE:
+                    keep = self.producers.request(r, pos)
+                    self._batches(r, pos, "produce", "TopicData", "PartitionData")
+                    if isinstance(body, dict) and body.get("Acks") == 0:
+                        return  # no answer comes
+                elif key in GROUP_APIS:
+                    keep = self.groups.request(r)
+                elif key in COMMITS:
+                    keep = self.offsets.commit_request(r)
+                    if isinstance(body, dict):
+                        self.groups.note_client(get("client_id"), body.get("GroupId"), pos)
+                else:  # (TXN_APIS)
+                    keep = self.producers.txn_request(r)
+            # kept for its answer: (pos, api key, (name, version, client id, file, frame), what the sections keep)
+            conn = (r["src"], r["dst"])
+            p = self.pending.get(conn)
+            if p is None:
+                if len(self.pending) >= MAX_WAITING_CONNECTIONS:
+                    return  # (its answer is then an orphan: counted, not paired)
+                p = self.pending[conn] = {}
+            if len(p) < MAX_PENDING:
+                p[get("correlation_id")] = (pos, key, (get("api_name"), get("api_version"), get("client_id"),
+                                                      get("file"), get("frame")), keep)
         elif kind == "response":
             ext: Any = None
-            if r.get("error") is None:
+            if key in ASKED and error is None:
                 if key == FETCH:
                     ext = self._fetch_answer(r, pos)
                 elif key == PRODUCE:
@@ -85,18 +96,22 @@ class Analysis:
                     ext = self.groups.extract(r)
                 elif key in COMMITS:
                     ext = self.offsets.commit_extract(r)
-                elif key in TXN_APIS:
+                else:  # (TXN_APIS)
                     ext = self.producers.txn_extract(r)
             conn = (r["dst"], r["src"])
-            corr = r.get("correlation_id")
+            corr = get("correlation_id")
             p = self.pending.get(conn)
-            got = p.pop(corr, None) if p is not None else None
-            if p is not None and not p:
-                del self.pending[conn]  # (memory stays flat over many connections)
+            if p is None:
+                got = None
+            else:
+                got = p.pop(corr, None)
+                if not p:
+                    del self.pending[conn]  # (memory stays flat over many connections)
             if got is None:  # its request is in another part (spark-decode cuts a heavy connection)
                 self._orphan(conn, corr, (pos, key, ext))
                 return
-            self._apply(key, pos, got[3], ext)
+            if ext is not None:
+                self._apply(key, pos, got[3], ext)
 
     def _orphan(self, conn: tuple[Any, ...], corr: Any, answer: tuple[Any, ...]) -> None:
         o = self.orphans.get(conn)
@@ -110,16 +125,6 @@ class Analysis:
                 o[corr] = [answer]
         elif len(same) < MAX_SAME_ID:
             same.append(answer)
-
-    def _keep(self, r: dict[str, Any], pos: Any, key: int, keep: Any) -> None:
-        conn = (r["src"], r["dst"])
-        p = self.pending.get(conn)
-        if p is None:
-            if len(self.pending) >= MAX_WAITING_CONNECTIONS:
-                return  # (its answer is then an orphan: counted, not paired)
-            p = self.pending[conn] = {}
-        if len(p) < MAX_PENDING:
-            p[r.get("correlation_id")] = (pos, key, _brief(r), keep)
 
     def _apply(self, key: int, pos: Any, keep: Any, ext: Any) -> None:
         """An answer (what ``add`` extracted of it, at ``pos``) meets what its request kept."""
@@ -297,10 +302,6 @@ class Analysis:
 def _where(t: dict[str, Any], p: dict[str, Any], names: Any) -> str:
     """A partition as the expert's batch findings name it ("topic-3")."""
     return f"{topic_name(t, names)}-{p.get('Index', p.get('PartitionIndex'))}"
-
-
-def _brief(r: dict[str, Any]) -> tuple[Any, ...]:
-    return (r.get("api_name"), r.get("api_version"), r.get("client_id"), r.get("file"), r.get("frame"))
 
 
 def _order(pf: tuple[Any, ...]) -> tuple[Any, ...]:

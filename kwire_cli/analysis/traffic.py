@@ -164,7 +164,11 @@ class Traffic:
         self._looks: dict[Any, Look | None] = {}  # api key -> ``api_look``
 
     def add(self, r: dict[str, Any], pos: Any) -> None:
-        kind = r["kind"]
+        get = r.get
+        self.count(r, pos, r["kind"], get("api_key"), get("api_name"), get("body"), get("ts"))
+
+    def count(self, r: dict[str, Any], pos: Any, kind: Any, key: Any, name: Any, body: Any, ts: Any) -> None:
+        """``add`` with the row's kind, API key and name, body and time read by the caller."""
         get = r.get
         if kind == "response":
             client, broker = r["dst"], r["src"]  # (endpoints(r))
@@ -175,7 +179,7 @@ class Traffic:
         ck = (get("file"), client, broker)
         conns = self.conns
         c = conns.get(ck)
-        ts = get("ts") or 0.0
+        ts = ts or 0.0
         if c is None:
             if len(conns) >= MAX_CONNECTIONS:  # memory stays flat over many connections
                 ck = OVERFLOW
@@ -194,12 +198,10 @@ class Traffic:
             u = c.client_ids.get(cid)
             if u is None:
                 u = c.client_ids[cid] = Usage()
-            api = get("api_name") or "?"
+            api = name or "?"
             apis = u.apis
             apis[api] = apis.get(api, 0) + 1
-            body = get("body")
             if isinstance(body, dict):
-                key = get("api_key")
                 look = self._looks.get(key)
                 if look is None and key not in self._looks:
                     look = self._looks[key] = api_look(key)
@@ -209,14 +211,13 @@ class Traffic:
             c.response_bytes += size
             lat = get("latency_ms")
             if lat is not None:
-                key = (get("api_key"), get("api_name") or "?", get("api_version"), broker, get("client_id"))
-                e = self.lat.get(key)
+                lk = (key, name or "?", get("api_version"), broker, get("client_id"))
+                e = self.lat.get(lk)
                 if e is None:
-                    e = self._new_lat(key)
+                    e = self._new_lat(lk)
                 e[0].add(pos, lat)
                 if get("error_codes"):
                     e[1] += 1
-                body = get("body")
                 if isinstance(body, dict):
                     t = body.get("ThrottleTimeMs")
                     if isinstance(t, int) and t > 0:

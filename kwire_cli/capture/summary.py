@@ -79,35 +79,97 @@ _NOT_FLEXIBLE: set[tuple[str, int, int]] = set()
 MAX_SHAPES = 4096  # (api key, name, version, kind) of rows whose lookups a summary keeps (``Summary._shape``)
 
 
-def count_batches(r: dict[str, Any], into: dict[str, Any]) -> None:
+_UNKNOWN: Any = object()
+
+
+def count_batches(r: dict[str, Any], into: dict[str, Any], at: Any = _UNKNOWN) -> None:
     """``records.stats.batch_stats`` of a row's body, the records fields found where the spec puts
-    them (``bodyfields.records_paths``) instead of by a walk of the whole body; the walk where the
-    spec cannot say."""
+    them (``bodyfields.records_paths``, or ``at``: its answer for the row) instead of by a walk of
+    the whole body; the walk where the spec cannot say."""
     body = r["body"]
-    at = records_paths(r)
+    if at is _UNKNOWN:
+        at = records_paths(r)
     if at is None:
         batch_stats(body, into)
         return
     for path in at:
-        _count_at(body, path, 0, into)
+        if len(path) == 3 and isinstance(body, dict):
+            _count_three(body, path, into)
+        else:
+            _count_from(body, path, into)
 
 
-def _count_at(node: Any, path: tuple[str, ...], i: int, into: dict[str, Any]) -> None:
-    """The records fields at ``path[i:]`` under ``node``, counted as ``batch_stats``' walk counts them."""
-    if isinstance(node, list):
-        for x in node:
-            _count_at(x, path, i, into)
-        return
-    if not isinstance(node, dict):
-        return
-    v = node.get(path[i])
-    if i + 1 < len(path):
-        if v is not None:
-            _count_at(v, path, i + 1, into)
-    elif isinstance(v, dict) and "batches" in v and "partial_trailing_batch" in v:
-        count_records_field(v, into)
+def _count_from(node: Any, path: tuple[str, ...], into: dict[str, Any]) -> None:
+    """The records fields at ``path`` under ``node`` (lists looked through), counted in order."""
+    level = [node]
+    for name in path[:-1]:
+        found: list[Any] = []
+        _step(level, name, found)
+        level = found
+    found = []
+    _step(level, path[-1], found)
+    for v in found:
+        _count_value(v, into)
+
+
+def _count_value(v: Any, into: dict[str, Any]) -> None:
+    """One value where the spec puts a records field, as ``batch_stats``' walk counts it."""
+    if isinstance(v, dict) and "batches" in v and "partial_trailing_batch" in v:
+        if v["batches"] or v["partial_trailing_batch"] is not None:  # (else nothing to count)
+            count_records_field(v, into)
     elif isinstance(v, (dict, list)):
         batch_stats(v, into)  # (not a decoded records field: the walk would look inside)
+
+
+def _count_three(body: dict[str, Any], path: tuple[str, ...], into: dict[str, Any]) -> None:
+    """``_count_from`` for paths of three names (topics, partitions, records: Produce requests,
+    Fetch answers), without its lists of values where the body is lists of dicts."""
+    a, b, c = path
+    ts = body.get(a)
+    if type(ts) is not list:
+        if ts is not None:
+            _count_from(ts, (b, c), into)
+        return
+    for t in ts:
+        if type(t) is not dict:
+            _count_from(t, (b, c), into)
+            continue
+        ps = t.get(b)
+        if type(ps) is not list:
+            if ps is not None:
+                _count_from(ps, (c,), into)
+            continue
+        for p in ps:
+            if type(p) is not dict:
+                _count_from(p, (c,), into)
+                continue
+            v = p.get(c)
+            if v is None:
+                continue
+            if type(v) is dict and "partial_trailing_batch" in v:
+                bs = v.get("batches", v)
+                if bs is not v:
+                    if bs or v["partial_trailing_batch"] is not None:
+                        count_records_field(v, into)
+                    continue
+            _count_value(v, into)
+
+
+def _step(nodes: list[Any], name: str, out: list[Any]) -> None:
+    """The values of ``name`` in the dicts among ``nodes`` (lists in them looked through), in order."""
+    for n in nodes:
+        if isinstance(n, dict):
+            v = n.get(name)
+            if v is not None:
+                out.append(v)
+        elif isinstance(n, list):
+            for x in n:
+                if isinstance(x, dict):
+                    v = x.get(name)
+                    if v is not None:
+                        out.append(v)
+                elif isinstance(x, list):
+                    _step(x, name, out)
 
 
 def _percentile(sorted_values: list[float], q: float) -> float | None:
@@ -181,7 +243,10 @@ class Summary:
             a[2].append((pos, lat))
         body: Any = get("body")
         if body is not None and shape[2]:
-            count_batches(r, self.record_batches)
+            at = shape[5]
+            if at is _UNKNOWN:
+                at = shape[5] = records_paths(r)
+            count_batches(r, self.record_batches, at)
         codes = get("error_codes")
         if codes:
             errors = self.errors
@@ -228,7 +293,7 @@ class Summary:
     def _shape(self, key: Any, api_name: Any, version: Any, kind: Any) -> list[Any]:
         """What ``add`` needs of rows of one API, version and kind, looked up once: [the ``apis``
         bucket, SASL (``auth``), may hold records, an ApiVersions answer, a response with no
-        tagged fields (the what-if does not apply)]."""
+        tagged fields (the what-if does not apply), the records paths (``records_paths``, on first use)]."""
         bucket_key = (api_name or "?", version, kind)
         a = self.apis.get(bucket_key)
         if a is None:
@@ -236,7 +301,7 @@ class Summary:
         sasl = key in (SASL_AUTHENTICATE, SASL_HANDSHAKE) or kind == SASL_TOKEN
         row = {"kind": kind, "api_key": key, "api_version": version}
         not_flexible = kind == "response" and (registry().folder, key, version) in _NOT_FLEXIBLE
-        shape = [a, sasl, may_hold_records(row), api_name == "ApiVersions", not_flexible]
+        shape = [a, sasl, may_hold_records(row), api_name == "ApiVersions", not_flexible, _UNKNOWN]
         if len(self._shapes) < MAX_SHAPES:
             self._shapes[(key, api_name, version, kind)] = shape
         return shape
@@ -405,10 +470,28 @@ class RunCounts(Summary):
 
     def add(self, r: dict[str, Any], pos: Any = None) -> None:  # noqa: ARG002 (no first-seen positions kept)
         self.frames += 1
-        if r.get("error") is not None:
-            k = r.get("error_kind") or DECODE_ERROR
+        get = r.get
+        if get("error") is not None:
+            k = get("error_kind") or DECODE_ERROR
             self.undecodable[k] = self.undecodable.get(k, 0) + 1
         else:
             self.decoded += 1
-        if r.get("body") is not None and may_hold_records(r):
-            count_batches(r, self.record_batches)
+        if get("body") is not None:
+            at = (get("api_key"), get("api_version"), get("kind"))
+            holds = self._holds.get(at)
+            if holds is None:
+                holds = (may_hold_records(r), records_paths(r))
+                if len(self._holds) < MAX_SHAPES:
+                    self._holds[at] = holds
+            if holds[0]:
+                count_batches(r, self.record_batches, holds[1])
+
+    def __init__(self) -> None:
+        super().__init__()
+        # (api key, version, kind) -> (may hold records, where: ``records_paths``)
+        self._holds: dict[tuple[Any, ...], tuple[bool, Any]] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["_holds"] = {}
+        return state
