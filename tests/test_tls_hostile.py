@@ -28,6 +28,7 @@ from kwire_cli.tls import (
     looks_like_client_hello,
     looks_like_tls_record,
 )
+from kwire_cli.tls.hello import parse_client_hello, text
 from tls_gen import session
 from tls_util import SECURE, connections, keylog_of, manifest
 
@@ -461,3 +462,28 @@ def test_record_boundary_recovery_is_linear_in_a_segment(kind, with_keys):
     if kind == "cycle":
         resync = run.events(RESYNC)
         assert resync and all(e.offset >= end for e in resync)
+
+
+def test_server_names_read_as_text_safe_for_a_terminal():
+    """The SNI of a ClientHello: printable ASCII as it is, every other byte (and the backslash)
+    as \\xNN, whether the extension holds one name (read by index) or a list (read field by field)."""
+    rng = random.Random(11)
+
+    def reference(b: bytes) -> str:
+        return "".join(chr(c) if 32 <= c < 127 and c != 92 else "\\x%02x" % c for c in b)
+
+    def hello_with(ext: bytes) -> bytes:
+        exts = (0).to_bytes(2, "big") + len(ext).to_bytes(2, "big") + ext
+        return (b"\x03\x03" + bytes(32) + b"\x00" + b"\x00\x02\x13\x01" + b"\x01\x00"
+                + len(exts).to_bytes(2, "big") + exts)
+
+    for _ in range(3000):
+        name = bytes(rng.choice([rng.randrange(256), rng.randrange(32, 127), 92, 127, 31]) for _ in range(rng.randrange(20)))
+        entry = b"\x00" + len(name).to_bytes(2, "big") + name
+        assert text(name) == reference(name)
+        assert parse_client_hello(hello_with(len(entry).to_bytes(2, "big") + entry)).sni == reference(name)
+        other = b"\x07\x00\x01z"
+        two = other + entry
+        assert parse_client_hello(hello_with(len(two).to_bytes(2, "big") + two)).sni == reference(name)
+        bad = len(entry).to_bytes(2, "big") + entry[:-1] if name else b"\x00\x05\x00\x00\x09"
+        assert parse_client_hello(hello_with(bad)).sni is None

@@ -42,9 +42,9 @@ static int (*p_decrypt_init)(EVP_CIPHER_CTX *, const EVP_CIPHER *, ENGINE *, con
 static int (*p_decrypt_update)(EVP_CIPHER_CTX *, unsigned char *, int *, const unsigned char *, int);
 static int (*p_decrypt_final)(EVP_CIPHER_CTX *, unsigned char *, int *);
 static int (*p_ctrl)(EVP_CIPHER_CTX *, int, int, void *);
-static const EVP_CIPHER *(*p_aes_128_gcm)(void);
-static const EVP_CIPHER *(*p_aes_256_gcm)(void);
-static const EVP_CIPHER *(*p_chacha)(void);
+static EVP_CIPHER *(*p_cipher_fetch)(void *, const char *, const char *);
+/* the three ciphers, fetched from the default provider once (not at each key) */
+static const EVP_CIPHER *aes_128_gcm, *aes_256_gcm, *chacha20_poly1305;
 
 /* HMAC through OpenSSL 3's EVP_MAC (for the traffic keys: HKDF-Expand-Label of one hash length) */
 typedef struct evp_mac_st EVP_MAC;
@@ -60,12 +60,11 @@ typedef struct {
 static EVP_MAC *(*p_mac_fetch)(void *, const char *, const char *);
 static EVP_MAC_CTX *(*p_mac_ctx_new)(EVP_MAC *);
 static void (*p_mac_ctx_free)(EVP_MAC_CTX *);
-static EVP_MAC_CTX *(*p_mac_ctx_dup)(const EVP_MAC_CTX *);
 static int (*p_mac_set_params)(EVP_MAC_CTX *, const OSSL_PARAM *);
 static int (*p_mac_init)(EVP_MAC_CTX *, const unsigned char *, size_t, const OSSL_PARAM *);
 static int (*p_mac_update)(EVP_MAC_CTX *, const unsigned char *, size_t);
 static int (*p_mac_final)(EVP_MAC_CTX *, unsigned char *, size_t *, size_t);
-static EVP_MAC_CTX *hmac_sha256, *hmac_sha384;   /* the digest set, no key: copied per secret */
+static EVP_MAC_CTX *hmac_sha256, *hmac_sha384;   /* the digest set once; keyed anew per secret */
 
 typedef struct {
     PyObject_HEAD
@@ -88,13 +87,13 @@ static int opener_init(Opener *self, PyObject *args, PyObject *kw) {
     const EVP_CIPHER *c = NULL;
     Py_ssize_t klen = 0;
     if (strcmp(name, "aes-128-gcm") == 0) {
-        c = p_aes_128_gcm();
+        c = aes_128_gcm;
         klen = 16;
     } else if (strcmp(name, "aes-256-gcm") == 0) {
-        c = p_aes_256_gcm();
+        c = aes_256_gcm;
         klen = 32;
     } else if (strcmp(name, "chacha20-poly1305") == 0) {
-        c = p_chacha();
+        c = chacha20_poly1305;
         klen = 32;
     }
     int ok = 0;
@@ -275,13 +274,13 @@ static PyObject *derive(PyObject *module, PyObject *args) {
     EVP_MAC_CTX *tmpl = strcmp(hash, "sha256") == 0 ? hmac_sha256 : strcmp(hash, "sha384") == 0 ? hmac_sha384 : NULL;
     unsigned char key[64], iv[64];
     size_t klen = 0, ivlen = 0;
-    EVP_MAC_CTX *k = NULL, *c = NULL;
+    EVP_MAC_CTX *k;
     if (tmpl == NULL) {
         PyErr_Format(PyExc_ValueError, "no native HMAC over %s", hash);
         goto done;
     }
-    k = p_mac_ctx_dup(tmpl);
-    if (k == NULL || p_mac_init(k, (const unsigned char *)secret.buf, (size_t)secret.len, NULL) != 1)
+    k = tmpl;   /* re-keyed at each call (the GIL is held throughout) */
+    if (p_mac_init(k, (const unsigned char *)secret.buf, (size_t)secret.len, NULL) != 1)
         goto failed;
     if (p_mac_update(k, (const unsigned char *)kinfo.buf, (size_t)kinfo.len) != 1
         || p_mac_final(k, key, &klen, sizeof key) != 1)
@@ -307,10 +306,6 @@ static PyObject *derive(PyObject *module, PyObject *args) {
 failed:
     PyErr_SetString(PyExc_RuntimeError, "OpenSSL could not compute the HMAC");
 done:
-    if (c)
-        p_mac_ctx_free(c);
-    if (k)
-        p_mac_ctx_free(k);
     memset(key, 0, sizeof key);
     memset(iv, 0, sizeof iv);
     PyBuffer_Release(&secret);
@@ -369,18 +364,20 @@ static int load_libcrypto(void) {
     SYM(p_decrypt_update, "EVP_DecryptUpdate");
     SYM(p_decrypt_final, "EVP_DecryptFinal_ex");
     SYM(p_ctrl, "EVP_CIPHER_CTX_ctrl");
-    SYM(p_aes_128_gcm, "EVP_aes_128_gcm");
-    SYM(p_aes_256_gcm, "EVP_aes_256_gcm");
-    SYM(p_chacha, "EVP_chacha20_poly1305");
+    SYM(p_cipher_fetch, "EVP_CIPHER_fetch");
     SYM(p_mac_fetch, "EVP_MAC_fetch");
     SYM(p_mac_ctx_new, "EVP_MAC_CTX_new");
     SYM(p_mac_ctx_free, "EVP_MAC_CTX_free");
-    SYM(p_mac_ctx_dup, "EVP_MAC_CTX_dup");
     SYM(p_mac_set_params, "EVP_MAC_CTX_set_params");
     SYM(p_mac_init, "EVP_MAC_init");
     SYM(p_mac_update, "EVP_MAC_update");
     SYM(p_mac_final, "EVP_MAC_final");
 #undef SYM
+    aes_128_gcm = p_cipher_fetch(NULL, "AES-128-GCM", NULL);
+    aes_256_gcm = p_cipher_fetch(NULL, "AES-256-GCM", NULL);
+    chacha20_poly1305 = p_cipher_fetch(NULL, "ChaCha20-Poly1305", NULL);
+    if (aes_128_gcm == NULL || aes_256_gcm == NULL || chacha20_poly1305 == NULL)
+        return 0;
     EVP_MAC *mac = p_mac_fetch(NULL, "HMAC", NULL);
     if (mac == NULL)
         return 0;

@@ -2,6 +2,7 @@
 what a reader wants to see (versions, suites, SNI, ALPN, resumption offers)."""
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass, field
 
@@ -77,8 +78,13 @@ def _extensions(r: _Reader) -> dict[int, bytes]:
     return exts
 
 
+_PRINTABLE = re.compile(rb"[\x20-\x5b\x5d-\x7e]*\Z").match   # printable ASCII but the backslash
+
+
 def _text(b: bytes) -> str:
     """Input bytes as text safe for a terminal: printable ASCII, the rest as \\xNN."""
+    if _PRINTABLE(b):
+        return b.decode("ascii")
     return "".join(chr(c) if 32 <= c < 127 and c != 92 else "\\x%02x" % c for c in b)
 
 
@@ -95,6 +101,9 @@ def _alpn(data: bytes) -> list[str]:
 
 
 def _sni(data: bytes) -> str | None:
+    n = len(data)
+    if n >= 5 and data[2] == 0 and (data[0] << 8 | data[1]) == n - 2 and (data[3] << 8 | data[4]) == n - 5:
+        return _text(data[5:])      # one host_name, every length right (the usual case)
     try:
         r = _Reader(data, "server_name")
         lr = _Reader(r.vec(2, "server_name_list"), "server_name")
