@@ -92,7 +92,10 @@ def _copy(cell: Cell) -> Cell:
 
 
 def _sum_combine(a: Cell, b: Cell) -> Cell:
-    return [x + y for x, y in zip(a, b, strict=True)]
+    """``a`` plus ``b``, element by element, in place (a bucket's cell belongs to its grid alone)."""
+    for i, y in enumerate(b):
+        a[i] += y
+    return a
 
 
 def _last_combine(a: Cell, b: Cell) -> Cell:

@@ -26,11 +26,12 @@ OVERFLOW = (None, OTHER, OTHER)
 class Conn:
     """One connection's counts."""
 
-    __slots__ = ("first", "last", "requests", "responses", "request_bytes", "response_bytes", "client_ids")
+    __slots__ = ("first", "last_pos", "last_ts", "requests", "responses", "request_bytes", "response_bytes",
+                 "client_ids")
 
     def __init__(self, first: tuple[Any, float]) -> None:
         self.first = first  # (position, ts)
-        self.last = first
+        self.last_pos, self.last_ts = first
         self.requests = 0
         self.responses = 0
         self.request_bytes = 0
@@ -40,8 +41,8 @@ class Conn:
     def merge(self, o: Conn) -> None:
         if o.first[0] < self.first[0]:
             self.first = o.first
-        if o.last[0] > self.last[0]:
-            self.last = o.last
+        if o.last_pos > self.last_pos:
+            self.last_pos, self.last_ts = o.last_pos, o.last_ts
         self.requests += o.requests
         self.responses += o.responses
         self.request_bytes += o.request_bytes
@@ -187,9 +188,9 @@ class Traffic:
             if c is None:
                 c = conns[ck] = Conn((pos, ts))
             else:
-                c.last = (pos, ts)
+                c.last_pos, c.last_ts = pos, ts
         else:
-            c.last = (pos, ts)
+            c.last_pos, c.last_ts = pos, ts
         size = get("size") or 0
         if kind == "request":
             c.requests += 1
@@ -285,7 +286,7 @@ class Traffic:
             a = principals.get((client, broker)) or {}
             out.append({"client": client, "broker": broker, "file": file,
                         "client_ids": sorted(c.client_ids, key=str),
-                        "first_ts": c.first[1], "last_ts": c.last[1], "requests": c.requests,
+                        "first_ts": c.first[1], "last_ts": c.last_ts, "requests": c.requests,
                         "responses": c.responses, "request_bytes": c.request_bytes,
                         "response_bytes": c.response_bytes,
                         "tls_version": (tls or {}).get(f"{client} {broker}"),

@@ -203,6 +203,7 @@ class Summary:
         self.advertised_at: dict[str, Any] = {}
         self.auth = AuthSummary()  # SASL authentications per connection (the "auth" section)
         self._shapes: dict[tuple[Any, ...], list[Any]] = {}  # (api key, name, version, kind) -> ``_shape``
+        self._advertised_keys: dict[str, Any] = {}  # broker -> the ApiKeys its ``advertised`` ranges were made of
 
     def add(self, r: dict[str, Any], pos: Any = None) -> None:
         """Count one row. ``pos``: its place in the capture's row order (default: the order of
@@ -278,17 +279,28 @@ class Summary:
             seen[k2] = seen.get(k2, 0) + 1
         elif kind == "response":
             if shape[3]:  # ApiVersions
-                ranges = {k["ApiKey"]: (k["MinVersion"], k["MaxVersion"]) for k in body.get("ApiKeys") or []}
-                if ranges and body.get("ErrorCode", 0) == 0:
-                    at = self.advertised_at.get(r["src"])
-                    if at is None or pos >= at:
-                        self.advertised[r["src"]] = ranges
-                        self.advertised_at[r["src"]] = pos
+                self._advertised(r, body, pos)
             if body is not None:
                 if shape[4] and size is not None:
                     self.what_if["responses"] += 1  # (what_if_totals: not applicable)
                 else:
                     self._what_if(shape, key, version, size, body)
+
+    def _advertised(self, r: dict[str, Any], body: Any, pos: Any) -> None:
+        """An ApiVersions answer: the versions its broker advertises, the last answer's by position."""
+        keys = body.get("ApiKeys") or []
+        src = r["src"]
+        if keys and keys == self._advertised_keys.get(src):  # the ranges it gave last time: only the position
+            if body.get("ErrorCode", 0) == 0 and pos >= self.advertised_at[src]:
+                self.advertised_at[src] = pos
+            return
+        ranges = {k["ApiKey"]: (k["MinVersion"], k["MaxVersion"]) for k in keys}
+        if ranges and body.get("ErrorCode", 0) == 0:
+            at = self.advertised_at.get(src)
+            if at is None or pos >= at:
+                self.advertised[src] = ranges
+                self.advertised_at[src] = pos
+                self._advertised_keys[src] = keys
 
     def _shape(self, key: Any, api_name: Any, version: Any, kind: Any) -> list[Any]:
         """What ``add`` needs of rows of one API, version and kind, looked up once: [the ``apis``
@@ -309,6 +321,7 @@ class Summary:
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_shapes"] = {}  # (made again where the summary is unpickled: they hold its own buckets)
+        state["_advertised_keys"] = {}
         return state
 
     def merge(self, o: Summary) -> Summary:
@@ -355,6 +368,7 @@ class Summary:
             if mine is None or at >= mine:
                 self.advertised[src] = ranges
                 self.advertised_at[src] = at
+                self._advertised_keys.pop(src, None)
         for k, v in o.what_if.items():
             self.what_if[k] = self.what_if.get(k, 0) + v
         mine = self.record_batches
