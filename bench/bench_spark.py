@@ -6,6 +6,7 @@
     python bench/bench_spark.py DIR --json spark.json        # also write the figures as JSON
     python bench/bench_spark.py DIR --formats jsonl --repeat 5 --no-x1   # paired rounds, medians
     python bench/bench_spark.py DIR --formats jsonl --no-summary         # spark-decode --no-summary
+    python bench/bench_spark.py DIR --formats jsonl --peers json         # the default against pcap --format json
 
 The input is real client traffic (not committed; bench/data/ is ignored), >= 500 MB, e.g. a bulk
 kafkajs recording and the kafkajs fixtures replayed as 20 files (bench/make_spark_captures.py says
@@ -24,6 +25,12 @@ from the CPU their parents reaped: ``unseen`` in ``cpu_by_process``):
                    (one process on one core: the single-process baseline)
     pcap x2        two such processes side by side, each on its own core, each over half the bytes
                    (the peer of a 2-core Spark job: what a user would do with plain processes)
+    pcap x2 json   the same two processes with --format json: the same rows (the same line for
+                   each), then the summary of --summary, counted in the same pass: the like-for-
+                   like peer of spark-decode's default, which counts that summary too (kwire pcap
+                   --format jsonl counts only frames, undecodable frames and record batches, as
+                   spark-decode --no-summary does); ``--peers`` chooses (default: both, jsonl
+                   alone with --no-summary)
     spark jsonl    python -m kwire_cli spark-decode DIR --out OUT --master local[2] --format jsonl
     spark parquet  the same, --format parquet
                    (Spark's session start is reported apart from the job: _kwire_result.json's
@@ -32,7 +39,9 @@ from the CPU their parents reaped: ``unseen`` in ``cpu_by_process``):
 Reported, as the goals: the job's throughput over pcap x2's (>= 0.9) and over pcap x1's
 (>= 1.8); the whole command's CPU over pcap x1's (<= 1.2; its inverse, per-core efficiency, >=
 0.8) and over pcap x2's two processes together (``cpu_over_pcap_x2_cpu``: the same work on a
-shared machine, measured in the same round); parquet's job time over jsonl's (<= 1.1).
+shared machine, measured in the same round); the same two against pcap x2 json
+(``job_speed_over_pcap_x2_summary``, ``cpu_over_pcap_x2_summary_cpu``); parquet's job time over
+jsonl's (<= 1.1).
 ``--repeat N``: N rounds of pcap x2 and spark-decode in turn (pcap x1 once, or not at all with
 ``--no-x1``), the ratios of each round and their medians: on a machine shared with other work,
 prefer the CPU ratios, which a busy moment changes less than the wall-clock ones.
@@ -198,21 +207,44 @@ def spark(inputs: list[str], out: Path, fmt: str, master: str, conf: list[str] =
     return fig
 
 
-def pcap(files: list[str], scratch: Path, procs: int) -> dict:
+def pcap(files: list[str], scratch: Path, procs: int, fmt: str = "jsonl") -> dict:
+    """``kwire pcap --format FMT`` over the files, in one process or two side by side (each over
+    half the bytes, each on its own core). ``jsonl``: the rows, and the run's counts only; ``json``:
+    the same rows (the same line for each) and the summary of ``--summary`` after them, counted in
+    the same pass, as spark-decode counts it unless ``--no-summary``."""
     taskset = shutil.which("taskset")
     parts = [files] if procs == 1 else list(halves(files))
     cmds, outs = [], []
     for i, part in enumerate(parts):
         pin = [taskset, "-c", str(i % (os.cpu_count() or 1))] if taskset else []
-        cmds.append(pin + [sys.executable, "-m", "kwire_cli", "pcap", *part, "--format", "jsonl"])
-        outs.append(str(scratch / f"pcap{i}.jsonl"))
+        cmds.append(pin + [sys.executable, "-m", "kwire_cli", "pcap", *part, "--format", fmt])
+        outs.append(str(scratch / f"pcap{i}.{fmt}"))
     fig = run(cmds, outs)
     fig["frames"] = 0
     for o in outs:
-        with open(o, "rb") as f:
-            fig["frames"] += sum(1 for _ in f)
+        fig["frames"] += _rows_in(o, fmt)
         os.unlink(o)
     return fig
+
+
+def _rows_in(path: str, fmt: str) -> int:
+    """The rows of a ``kwire pcap`` output: a line each (``json``: between the document's first
+    line and its last, the summary's, whose frame count must agree)."""
+    lines = 0
+    last = b""
+    with open(path, "rb") as f:
+        for line in f:
+            lines += 1
+            last = line
+    if fmt != "json":
+        return lines
+    rows = max(0, lines - 2)
+    head = b'], "summary": '
+    if not last.startswith(head):
+        raise SystemExit(f"{path}: not a kwire pcap --format json document")
+    counted = json.loads(last[len(head):].rstrip()[:-1])["frames"]
+    assert counted == rows, (path, counted, rows)
+    return rows
 
 
 def _head(p: Path) -> bytes:
@@ -245,9 +277,14 @@ def _median(xs: list[float]) -> float:
     return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
+PEERS = {"jsonl": "pcap_x2", "json": "pcap_x2_summary"}  # kwire pcap's format -> its pcap x2 figures
+
+
 def local_suite(name: str, inputs: list[str], files: list[str], scratch: Path, formats: list[str],  # noqa: PLR0913
-                conf: list[str] = (), repeat: int = 1, x1: bool = True, extra: list[str] = ()) -> dict:
-    """pcap x1 (once, unless not ``x1``), then ``repeat`` rounds of pcap x2 and each spark-decode
+                conf: list[str] = (), repeat: int = 1, x1: bool = True, extra: list[str] = (),
+                peers: tuple[str, ...] = ("jsonl",)) -> dict:
+    """pcap x1 (once, unless not ``x1``), then ``repeat`` rounds of pcap x2 (once per format of
+    ``peers``: ``jsonl``, the rows; ``json``, the rows and the summary) and each spark-decode
     format in turn (paired runs: a busy moment of a shared machine hits both); the ratios of each
     round and their medians."""
     size = sum(os.path.getsize(f) for f in files)
@@ -260,8 +297,9 @@ def local_suite(name: str, inputs: list[str], files: list[str], scratch: Path, f
     for _ in range(repeat):
         r: dict = {}
         if len(files) > 1:
-            r["pcap_x2"] = pcap(files, scratch, 2)
-            print(f"   pcap x2 {r['pcap_x2']}", file=sys.stderr)
+            for peer in peers:
+                r[PEERS[peer]] = pcap(files, scratch, 2, peer)
+                print(f"   pcap x2 --format {peer} {r[PEERS[peer]]}", file=sys.stderr)
         for fmt in formats:
             r[f"spark_{fmt}"] = spark(inputs, scratch / "spark", fmt, "local[2]", conf, extra=extra)
             print(f"   spark {fmt} {r[f'spark_{fmt}']}", file=sys.stderr)
@@ -282,11 +320,12 @@ def local_suite(name: str, inputs: list[str], files: list[str], scratch: Path, f
                          cpu_over_pcap_x1=round(s["cpu_s"] / one["cpu_s"], 2),
                          per_core_efficiency=round(one["cpu_s"] / s["cpu_s"], 2))
                 assert s["frames"] == one["frames"], (fmt, s["frames"], one["frames"])
-            if "pcap_x2" in r:
-                two = r["pcap_x2"]
-                q.update(job_speed_over_pcap_x2=round(two["wall_s"] / s["job_s"], 2),
-                         cpu_over_pcap_x2_cpu=round(s["cpu_s"] / two["cpu_s"], 2))
-                assert s["frames"] == two["frames"], (fmt, s["frames"], two["frames"])
+            for peer in PEERS.values():
+                if peer in r:
+                    two = r[peer]
+                    q.update({f"job_speed_over_{peer}": round(two["wall_s"] / s["job_s"], 2),
+                              f"cpu_over_{peer}_cpu": round(s["cpu_s"] / two["cpu_s"], 2)})
+                    assert s["frames"] == two["frames"], (fmt, peer, s["frames"], two["frames"])
             per.append(q)
         ratios[fmt] = {k: round(_median([q[k] for q in per]), 2) for k in per[0]}
         if repeat > 1:
@@ -294,6 +333,10 @@ def local_suite(name: str, inputs: list[str], files: list[str], scratch: Path, f
             ratios[fmt]["median_job_s"] = round(_median([r[f"spark_{fmt}"]["job_s"] for r in rounds]), 2)
             ratios[fmt]["median_startup_s"] = round(_median([r[f"spark_{fmt}"]["startup_s"] for r in rounds]), 2)
             ratios[fmt]["median_cpu_s"] = round(_median([r[f"spark_{fmt}"]["cpu_s"] for r in rounds]), 2)
+            for peer in PEERS.values():
+                if peer in rounds[0]:
+                    ratios[fmt][f"median_{peer}_wall_s"] = round(_median([r[peer]["wall_s"] for r in rounds]), 2)
+                    ratios[fmt][f"median_{peer}_cpu_s"] = round(_median([r[peer]["cpu_s"] for r in rounds]), 2)
     if "jsonl" in formats and "parquet" in formats:
         ratios["parquet_job_over_jsonl_job"] = round(_median(
             [r["spark_parquet"]["job_s"] / r["spark_jsonl"]["job_s"] for r in rounds]), 2)
@@ -413,6 +456,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-x1", action="store_true", help="leave out the single-process run (pcap x1)")
     ap.add_argument("--no-summary", action="store_true",
                     help="spark-decode --no-summary (the run's counts only, as kwire pcap's JSON lines)")
+    ap.add_argument("--peers", help="pcap x2's formats, in each round: jsonl (the rows only) and/or json (the "
+                                    "rows and the summary, as spark-decode counts it); default: jsonl,json, "
+                                    "jsonl with --no-summary")
     ap.add_argument("--pin", action="store_true",
                     help="--cluster: confine the executors to as many CPUs as they have cores (taskset)")
     ap.add_argument("--out", help="scratch directory for the outputs (default: a temporary one)")
@@ -433,11 +479,14 @@ def main(argv: list[str] | None = None) -> int:
         else:
             formats = args.formats.split(",")
             extra = ["--no-summary"] if args.no_summary else []
+            peers = tuple((args.peers or ("jsonl" if args.no_summary else "jsonl,json")).split(","))
+            if not set(peers) <= set(PEERS):
+                raise SystemExit(f"--peers: {args.peers!r}: jsonl, json or both")
             fig["directory"] = local_suite(args.dir, [args.dir], files, scratch, formats, args.conf,
-                                           args.repeat, not args.no_x1, extra)
+                                           args.repeat, not args.no_x1, extra, peers)
             if args.single:
                 fig["single_file"] = local_suite(args.single, [args.single], [args.single], scratch, formats,
-                                                 args.conf, args.repeat, extra=extra)
+                                                 args.conf, args.repeat, extra=extra, peers=peers)
     finally:
         if not args.out:
             shutil.rmtree(scratch, ignore_errors=True)

@@ -151,9 +151,17 @@ def test_files_cut_into_byte_ranges_give_the_same_rows(spark, tmp_path):
     plans = [reading.plan_file(f, f, 1500) for f in FILES]
     assert all(p.kind == "pcap" for p in plans)
     out = str(tmp_path / "o")
+    tracker = spark.sparkContext.statusTracker()
+    before = set(tracker.getJobIdsForGroup(None))
     res = run(FILES, out, fmt="jsonl", spark=spark, split_size=1500, partitions=2)
     assert spark_lines(out) == pcap_lines(*FILES)
     assert normal(res.summary) == pcap_summary(*FILES)
+    # the index job (probing the ranges' boundaries) and the pre-pass (scanning the read tasks'
+    # headers) run in two Spark tasks per task slot, each over a run of ranges, not one each
+    jobs = sorted(set(tracker.getJobIdsForGroup(None)) - before)
+    tasks = [sum(tracker.getStageInfo(s).numTasks for s in tracker.getJobInfo(j).stageIds) for j in jobs]
+    assert sum(len(reading.nominal_ranges(p, 1500)) - 1 for p in plans) > 4 * len(FILES)
+    assert tasks[:2] == [4, 4], tasks
 
 
 def merged_rotated_lines() -> collections.Counter:

@@ -259,7 +259,8 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
         from kwire_cli.spark.stages import BOUNDARY_COLUMNS, boundaries_of, boundary_batches
         sc.setJobDescription("kwire: find packet boundaries")
         bidx = sc.broadcast((good, cuts, probes))
-        found = spark.range(len(probes), numPartitions=len(probes)).mapInArrow(
+        width = prepass_partitions(len(probes), sc.defaultParallelism)
+        found = spark.range(len(probes), numPartitions=width).mapInArrow(
             lambda it, b=bidx: boundary_batches(it, b.value[2], b.value[0], b.value[1]),
             ", ".join(f"{c} bigint" for c in BOUNDARY_COLUMNS))
         by_file = boundaries_of(collect_rows(found))
@@ -449,12 +450,25 @@ class Connections:
         return self.shared - {h[0] for h in self.heavy}
 
 
+PREPASS_TASKS_PER_SLOT = 2  # Spark tasks of the pre-pass per task slot, each over a run of read tasks
+
+
+def prepass_partitions(ntasks: int, parallelism: int) -> int:
+    """Spark tasks of the pre-pass (and of the index job): two per task slot, each scanning the
+    headers of a run of read tasks (or probing a run of ranges: a few milliseconds each), not one
+    Spark task each: every Spark task is a round trip between the JVM and a Python worker, which on
+    a busy machine waits its turn for a core (72 files, local[2], load 5-6: the pre-pass stage
+    5.2 s -> 4.0 s of wall time, most of what is left the Python workers' start)."""
+    return max(1, min(ntasks, PREPASS_TASKS_PER_SLOT * max(1, parallelism)))
+
+
 def _connections(spark, bplans, ntasks: int, heavy_min: int | None = None, parallelism: int = 2) -> Connections:
-    """The pre-pass (a job of one task per read task, when there are several, or when every
-    connection is heavy): which connections have packets in more than one read task (``shared``:
-    their ids); the read tasks that decode connections of their own (and report the task's damage
-    and counters: every task with a connection that is neither shared nor heavy, or with none), and
-    those that send packets to the shuffle; how many connections are decoded in their read task.
+    """The pre-pass (a job over every read task, ``prepass_partitions`` Spark tasks, when there are
+    several read tasks or every connection is heavy): which connections have packets in more than
+    one read task (``shared``: their ids); the read tasks that decode connections of their own
+    (and report the task's damage and counters: every task with a connection that is neither
+    shared nor heavy, or with none), and those that send packets to the shuffle; how many
+    connections are decoded in their read task.
 
     ``heavy_min`` (``heavy_conf``): a connection whose captured TCP bytes are at least
     max(``heavy_min``, all connections' bytes / (2 x ``parallelism``)) is *heavy* (0: every
@@ -465,7 +479,7 @@ def _connections(spark, bplans, ntasks: int, heavy_min: int | None = None, paral
         return Connections()
     from kwire_cli.spark.stages import connection_batches
     spark.sparkContext.setJobDescription("kwire: find each read task's connections")
-    found = spark.range(ntasks, numPartitions=ntasks).mapInArrow(
+    found = spark.range(ntasks, numPartitions=prepass_partitions(ntasks, parallelism)).mapInArrow(
         lambda it, b=bplans: connection_batches(it, b.value[1], b.value[0]), "task int, conn bigint, bytes bigint")
     held: list[list[int]] = [[] for _ in range(ntasks)]
     weight: dict[int, int] = {}
