@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from kwire_cli.analysis.state import Analysis
-from kwire_cli.capture.summary import Summary
+from kwire_cli.capture.summary import Summary, row_facts
 
 SECTIONS = ("latency", "connections", "who", "groups", "lag", "commits", "producers", "expert", "expert_counts",
             "series")
@@ -29,8 +29,8 @@ class AnalysedSummary(Summary):
     def add(self, r: dict[Any, Any], pos: Any = None) -> None:
         if pos is None:
             pos = self.frames
-        Summary.add(self, r, pos)
-        self.analysis.add(r, pos)
+        facts = row_facts(r)  # (the fields both read, read once)
+        self.analysis.count(r, pos, facts, self.count(r, pos, facts))
 
     def merge(self, o: Summary) -> AnalysedSummary:
         super().merge(o)

@@ -40,6 +40,17 @@ class Dist:
         if len(self.values) < RESERVOIR:
             self.values.append((pos, v))
 
+    def add_pair(self, pv: tuple[Any, float]) -> None:
+        """``add`` of a (position, value) pair made elsewhere (the summary's: one tuple for both)."""
+        v = pv[1]
+        self.count += 1
+        if self.min is None or v < self.min:
+            self.min = v
+        if self.max is None or v > self.max:
+            self.max = v
+        if len(self.values) < RESERVOIR:
+            self.values.append(pv)
+
     def merge(self, o: Dist) -> None:
         self.count += o.count
         if o.min is not None and (self.min is None or o.min < self.min):

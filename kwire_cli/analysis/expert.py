@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kwire_cli.capture.summary import Facts, row_facts
 from kwire_cli.errors import KwireError
 from kwire_cli.spec.registry import registry
 
@@ -80,11 +81,11 @@ class Expert:
 
     def row(self, r: dict[str, Any], pos: Any) -> None:
         """The findings one row shows by itself."""
-        get = r.get
-        self.count(r, pos, r["kind"], get("api_key"), get("error"), get("body"))
+        self.count(r, pos, row_facts(r))
 
-    def count(self, r: dict[str, Any], pos: Any, kind: Any, key: Any, err: Any, body: Any) -> None:
-        """``row`` with the row's kind, API key, error and body read by the caller."""
+    def count(self, r: dict[str, Any], pos: Any, facts: Facts) -> None:
+        """``row`` with the row's ``row_facts`` read by the caller."""
+        kind, key, _name, version, err, body, _size, _lat, codes = facts
         get = r.get
         if err is not None:
             kind = get("error_kind")
@@ -100,7 +101,6 @@ class Expert:
             rules = sorted({v.get("rule") for v in r["violations"]}, key=str)
             self.add(pos, "warning", "violation", f"{_api(r)} {r['kind']} breaks {', '.join(map(str, rules))}", r)
         if kind == "request":
-            version = get("api_version")
             if key is not None and version is not None:
                 rng = self._deprecated.get(key)
                 if rng is None:
@@ -108,7 +108,6 @@ class Expert:
                 if rng[0] <= version <= rng[1]:
                     self.add(pos, "note", "deprecated_version", f"{_api(r)} is a deprecated version", r)
         elif kind == "response":
-            codes = get("error_codes")
             if codes:
                 sev = "note" if all(c in NORMAL_CODES for c in codes) else "warning"
                 self.add(pos, sev, "error_code", f"{_api(r)} answered {', '.join(sorted(set(codes)))}", r)

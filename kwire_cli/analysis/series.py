@@ -20,6 +20,7 @@ from kwire_cli.analysis.dist import percentile
 from kwire_cli.analysis.groups import EPOCH_HEARTBEATS, HEARTBEAT
 from kwire_cli.analysis.offsets import committed
 from kwire_cli.capture.names import topic_name
+from kwire_cli.capture.summary import Facts, row_facts
 
 BASE_S = 0.001  # the narrowest bucket: 1 ms
 MAX_POINTS = 240  # buckets (points per series) at most
@@ -193,15 +194,14 @@ class Series:
 
     def add(self, r: dict[str, Any], _pos: Any) -> None:
         """One output row: its response time, error codes and record batches."""
-        get = r.get
-        self.count(r, get("kind"), get("api_key"), get("api_name"), get("error"), get("ts"), True)
+        self.count(r, row_facts(r), r.get("ts"), True)
 
-    def count(self, r: dict[str, Any], kind: Any, key: Any, name: Any, error: Any, ts: Any, batches: bool) -> None:
-        """``add`` with the row's kind, API key and name, error and time read by the caller
-        (``batches`` False: the caller counts the record batches, ``throughput``)."""
+    def count(self, r: dict[str, Any], facts: Facts, ts: Any, batches: bool) -> None:
+        """``add`` with the row's ``row_facts`` and time read by the caller (``batches`` False: the
+        caller counts the record batches, ``throughput``)."""
+        kind, key, name, _version, error, _body, _size, ms, codes = facts
         get = r.get
         if kind == "response":
-            ms = get("latency_ms")
             if isinstance(ms, (int, float)):
                 lk = self._lat_keys.get(name) if name else None
                 if lk is None:
@@ -209,7 +209,6 @@ class Series:
                     if name:
                         self._lat_keys[name] = lk
                 self._latency(lk, ts, float(ms))
-            codes = get("error_codes")
             if codes:
                 for code in codes:
                     self._put("errors", (str(code),), ts, [1])

@@ -18,6 +18,7 @@ from kwire_cli.analysis.producers import ADD_OFFSETS, ADD_PARTITIONS, END_TXN, I
 from kwire_cli.analysis.series import BATCH_OVERHEAD, Series
 from kwire_cli.analysis.traffic import Traffic
 from kwire_cli.capture.names import topic_name
+from kwire_cli.capture.summary import Facts, row_facts
 
 GROUP_APIS = frozenset({JOIN, SYNC, HEARTBEAT, LEAVE, *EPOCH_HEARTBEATS})
 TXN_APIS = frozenset({INIT_PID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN})
@@ -45,16 +46,17 @@ class Analysis:
         self.orphans: dict[tuple[Any, ...], dict[Any, list[tuple[Any, ...]]]] = {}
 
     def add(self, r: dict[str, Any], pos: Any) -> None:
+        self.count(r, pos, row_facts(r), None)
+
+    def count(self, r: dict[str, Any], pos: Any, facts: Facts, pair: tuple[Any, Any] | None) -> None:
+        """``add`` with the row's ``row_facts`` read by the caller (``pair``: the summary's
+        (position, response time) tuple, if it kept one)."""
         get = r.get
-        kind = r["kind"]
-        key = get("api_key")
-        name = get("api_name")
-        error = get("error")
-        body = get("body")
         ts = get("ts")
-        self.traffic.count(r, pos, kind, key, name, body, ts)
-        self.expert.count(r, pos, kind, key, error, body)
-        self.series.count(r, kind, key, name, error, ts, False)  # (batches: ``_batches``, ``_fetch_answer``)
+        self.traffic.count(r, pos, facts, ts, pair)
+        self.expert.count(r, pos, facts)
+        self.series.count(r, facts, ts, False)  # (batches: ``_batches``, ``_fetch_answer``)
+        kind, key, name, version, error, body, _size, _lat, _codes = facts
         if key is None:
             return
         if kind == "request":
@@ -83,8 +85,8 @@ class Analysis:
                     return  # (its answer is then an orphan: counted, not paired)
                 p = self.pending[conn] = {}
             if len(p) < MAX_PENDING:
-                p[get("correlation_id")] = (pos, key, (get("api_name"), get("api_version"), get("client_id"),
-                                                      get("file"), get("frame")), keep)
+                p[get("correlation_id")] = (pos, key, (name, version, get("client_id"), get("file"), get("frame")),
+                                            keep)
         elif kind == "response":
             ext: Any = None
             if key in ASKED and error is None:

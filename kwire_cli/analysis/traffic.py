@@ -12,6 +12,7 @@ from typing import Any
 from kwire_cli.analysis.dist import Dist
 from kwire_cli.analysis.names import endpoints
 from kwire_cli.capture.names import topic_name
+from kwire_cli.capture.summary import Facts, row_facts
 from kwire_cli.codec.secrets import ENVELOPE
 from kwire_cli.errors import KwireError
 from kwire_cli.spec.registry import registry
@@ -165,11 +166,12 @@ class Traffic:
         self._looks: dict[Any, Look | None] = {}  # api key -> ``api_look``
 
     def add(self, r: dict[str, Any], pos: Any) -> None:
-        get = r.get
-        self.count(r, pos, r["kind"], get("api_key"), get("api_name"), get("body"), get("ts"))
+        self.count(r, pos, row_facts(r), r.get("ts"), None)
 
-    def count(self, r: dict[str, Any], pos: Any, kind: Any, key: Any, name: Any, body: Any, ts: Any) -> None:
-        """``add`` with the row's kind, API key and name, body and time read by the caller."""
+    def count(self, r: dict[str, Any], pos: Any, facts: Facts, ts: Any, pair: tuple[Any, Any] | None) -> None:
+        """``add`` with the row's ``row_facts`` and time read by the caller; ``pair``: the
+        (position, response time) tuple the summary keeps, if any (kept here too, not made again)."""
+        kind, key, name, version, _error, body, size, lat, codes = facts
         get = r.get
         if kind == "response":
             client, broker = r["dst"], r["src"]  # (endpoints(r))
@@ -191,7 +193,7 @@ class Traffic:
                 c.last_pos, c.last_ts = pos, ts
         else:
             c.last_pos, c.last_ts = pos, ts
-        size = get("size") or 0
+        size = size or 0
         if kind == "request":
             c.requests += 1
             c.request_bytes += size
@@ -210,14 +212,16 @@ class Traffic:
         elif kind == "response":
             c.responses += 1
             c.response_bytes += size
-            lat = get("latency_ms")
             if lat is not None:
-                lk = (key, name or "?", get("api_version"), broker, get("client_id"))
+                lk = (key, name or "?", version, broker, get("client_id"))
                 e = self.lat.get(lk)
                 if e is None:
                     e = self._new_lat(lk)
-                e[0].add(pos, lat)
-                if get("error_codes"):
+                if pair is None:
+                    e[0].add(pos, lat)
+                else:
+                    e[0].add_pair(pair)
+                if codes:
                     e[1] += 1
                 if isinstance(body, dict):
                     t = body.get("ThrottleTimeMs")

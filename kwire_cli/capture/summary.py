@@ -80,6 +80,16 @@ MAX_SHAPES = 4096  # (api key, name, version, kind) of rows whose lookups a summ
 
 
 _UNKNOWN: Any = object()
+# a row's fields that the summary and every analysis section read: (kind, api key, api name, api
+# version, error, body, size, latency_ms, error_codes), read once per row (``row_facts``)
+Facts = tuple[Any, Any, Any, Any, Any, Any, Any, Any, Any]
+
+
+def row_facts(r: dict[str, Any]) -> Facts:
+    """The ``Facts`` of a row."""
+    get = r.get
+    return (r["kind"], get("api_key"), get("api_name"), get("api_version"), get("error"), get("body"), get("size"),
+            get("latency_ms"), get("error_codes"))
 
 
 def count_batches(r: dict[str, Any], into: dict[str, Any], at: Any = _UNKNOWN) -> None:
@@ -211,12 +221,14 @@ class Summary:
         ``merge`` into exactly the summary of the whole."""
         if pos is None:
             pos = self.frames
+        self.count(r, pos, row_facts(r))
+
+    def count(self, r: dict[str, Any], pos: Any, facts: Facts) -> tuple[Any, Any] | None:
+        """``add`` with the row's ``row_facts`` read by the caller (once for every section).
+        Returns the (position, response time) pair kept for the latency percentiles (None: none)."""
+        kind, key, api_name, version, error, body, size, lat, codes = facts
         self.frames += 1
         get = r.get
-        kind = r["kind"]
-        key = r["api_key"]
-        api_name = get("api_name")
-        version = get("api_version")
         shape = self._shapes.get((key, api_name, version, kind))
         if shape is None:
             shape = self._shape(key, api_name, version, kind)
@@ -224,10 +236,8 @@ class Summary:
             self.auth.add(r, pos)
         a = shape[0]  # [count, bytes, latencies, errors]
         a[0] += 1
-        size = get("size")
         if size:
             a[1] += size
-        error = get("error")
         if error is not None:
             k = get("error_kind") or DECODE_ERROR
             self.undecodable[k] = self.undecodable.get(k, 0) + 1
@@ -239,16 +249,15 @@ class Summary:
             self.with_violations += 1
             for v in vs:
                 self.violations[v["rule"]] = self.violations.get(v["rule"], 0) + 1
-        lat = get("latency_ms")
+        pair = None
         if lat is not None and len(a[2]) < self.RESERVOIR:
-            a[2].append((pos, lat))
-        body: Any = get("body")
+            pair = (pos, lat)
+            a[2].append(pair)
         if body is not None and shape[2]:
             at = shape[5]
             if at is _UNKNOWN:
                 at = shape[5] = records_paths(r)
             count_batches(r, self.record_batches, at)
-        codes = get("error_codes")
         if codes:
             errors = self.errors
             for name in codes:
@@ -259,7 +268,7 @@ class Summary:
                 else:
                     errors[name] = n + 1
         if error is not None:
-            return
+            return pair
         if kind == "request":
             cid = get("client_id")
             cidk = cid if cid is not None else "(null)"
@@ -285,6 +294,7 @@ class Summary:
                     self.what_if["responses"] += 1  # (what_if_totals: not applicable)
                 else:
                     self._what_if(shape, key, version, size, body)
+        return pair
 
     def _advertised(self, r: dict[str, Any], body: Any, pos: Any) -> None:
         """An ApiVersions answer: the versions its broker advertises, the last answer's by position."""
