@@ -10,8 +10,9 @@ import random
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 
-from kwire_cli.tls import MAX_RECORD, Plaintext, TlsConnection, keys
+from kwire_cli.tls import MAX_RECORD, KeyLog, Plaintext, TlsConnection, keys
 from kwire_cli.tls.suites import SUITES
+from tls_gen import session
 from tls_util import SECURE, connections, keylog_of, manifest
 
 pytestmark = pytest.mark.skipif(keys.native_opener is None, reason="_records13 not built or no libcrypto.so.3")
@@ -26,13 +27,15 @@ def record(aead, iv: int, seq: int, inner: bytes, ctype: int = 23, version: byte
     return header + aead.encrypt((iv ^ seq).to_bytes(12, "big"), inner, header)
 
 
-def reference(aead, iv: int, data: bytes, p: int, seq: int, pos: int, d: int, out: list):
-    """The contract of ``Opener.records``, in Python (as connection.py's ``_app13`` loop)."""
+def reference(cipher: tuple, data: bytes, p: int, seq: int, pos: int, d: int, out: list):
+    """The contract of ``Opener.records``, in Python (as connection.py's ``_app13`` loop, which
+    does not stop before records over ``max_len``); ``cipher``: (AEAD, IV, max_len)."""
+    aead, iv, max_len = cipher
     plain = 0
     n = len(data)
     while n - p >= 5 and data[p] == 23 and data[p + 1] == 3 and data[p + 2] <= 4:
         end = p + 5 + (data[p + 3] << 8 | data[p + 4])
-        if end > n or end - p > MAX_RECORD + 5:
+        if end > n or end - p > MAX_RECORD + 5 or end - p > max_len + 5:
             break
         try:
             pt = aead.decrypt((iv ^ seq).to_bytes(12, "big"), data[p + 5:end], data[p:p + 5])
@@ -59,6 +62,7 @@ def test_records_of_every_kind_open_as_in_python(name):
     iv = int.from_bytes(ivb, "big")
     aead = cls(key)
     opener = NATIVE(name, key, ivb)
+    assert opener.max_len == (MAX_RECORD if name.startswith("chacha") else 2048)
     kinds = [b"x" * 300 + b"\x17", b"\x17", b"", b"hello" + b"\x17" + b"\x00" * 7, b"\x00" * 5,
              b"\x14\x00\x00\x04abcd\x16", b"\x01\x00\x15", rng.randbytes(16384) + b"\x17", b"y\x17"]
     for trial in range(300):
@@ -68,7 +72,8 @@ def test_records_of_every_kind_open_as_in_python(name):
         for _ in range(rng.randint(1, 8)):
             what = rng.random()
             if what < 0.6:
-                parts.append(record(aead, iv, seq, rng.randbytes(rng.randint(0, 400)) + b"\x17"))
+                size = rng.choice([rng.randint(0, 400), rng.randint(2000, 2100)])   # about max_len too
+                parts.append(record(aead, iv, seq, rng.randbytes(size) + b"\x17"))
             elif what < 0.8:
                 parts.append(record(aead, iv, seq, rng.choice(kinds)))
             elif what < 0.85:
@@ -89,7 +94,7 @@ def test_records_of_every_kind_open_as_in_python(name):
         mine: list = []
         ref: list = []
         got = opener.records(data, p, seq0, 1000, trial & 1, mine, Plaintext)
-        want = reference(aead, iv, data, p, seq0, 1000, trial & 1, ref)
+        want = reference((aead, iv, opener.max_len), data, p, seq0, 1000, trial & 1, ref)
         assert got == want and mine == ref and all(type(x) is Plaintext for x in mine), trial
         # a memoryview of the same bytes reads the same
         again: list = []
@@ -223,3 +228,30 @@ def test_captures_whole_and_damaged_give_the_same_items_native_or_not(name, monk
             assert native == python, (conn.client_port, trial, edits)
             if trial == 0:
                 assert any(type(x) is Plaintext for x in native[0])
+
+
+def test_a_session_of_long_and_short_records_gives_the_same_items_native_or_not(monkeypatch):
+    """Records over the native opener's limit (AES-GCM over 2 KiB) go through the Python path
+    in the middle of runs of short ones: the same items and counters, whole and damaged."""
+    s = session("1.3", None, sizes=(300, 40000, 1, 7, 20000, 50, 3, 9000, 16384, 2, 2100, 2030) + (5,) * 40,
+                seed=3)
+    keylog = KeyLog()
+    assert keylog.add_text(s["keylog"]) == []
+    (conn,) = s["connections"]
+    segments = [(d, bytes.fromhex(h)) for d, h in conn["segments"]]
+    sizes = [sum(len(b) for dd, b in segments if dd == d) for d in (0, 1)]
+    rng = random.Random(4)
+    for trial in range(10):
+        edits = {}
+        for _ in range(0 if trial == 0 else rng.randint(1, 3)):
+            d = rng.randint(0, 1)
+            edits[rng.randrange(sizes[d])] = (d, rng.choice(["flip", "gap"]), rng.randint(1, 200))
+        seed = rng.random()
+        monkeypatch.setattr(keys, "native_opener", NATIVE)
+        native = _run(segments, keylog, random.Random(seed), edits)
+        monkeypatch.setattr(keys, "native_opener", None)
+        python = _run(segments, keylog, random.Random(seed), edits)
+        assert native == python, (trial, edits)
+        if trial == 0:
+            got = [b"".join(x.data for x in native[0] if type(x) is Plaintext and x.direction == d) for d in (0, 1)]
+            assert got == [bytes.fromhex(x) for x in conn["sent"]]

@@ -559,7 +559,7 @@ class TlsConnection:
     def _content(self, s: Side, ctype: int, pt: bytes, start: int, end: int, out: list[Item]) -> None:
         """The plaintext of a decrypted record (TLS 1.3: the inner plaintext)."""
         if s.tls13_phase:
-            inner = pt.rstrip(b"\x00")
+            inner = pt.rstrip(b"\x00") if not pt or not pt[-1] else pt    # padding is zeros
             if not inner:
                 hole(s, DECRYPT_FAILED, "%s: record at offset %d decrypted to padding only, no content type"
                      % (self._hs.where(s), start), start, end - start, out)

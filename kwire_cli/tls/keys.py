@@ -204,48 +204,63 @@ class Aead13(RecordCipher):
     """TLS 1.3: nonce = iv XOR seq (RFC 8446 5.3), additional data = the record header.
 
     ``native``: an opener of ``native_opener`` (OpenSSL's EVP through ``_records13``) when there
-    is one for the suite: ``decrypt`` goes through it and the record layer hands it whole runs of
-    application data records (``records``); else None, and ``open(nonce, body, header)`` is the
-    AEAD's own decrypt (raises ``InvalidTag``) and ``iv`` the IV as an integer: the record
-    layer's Python loop over whole records calls them directly. The two give the same results
+    is one for the suite, else None. With one, ``decrypt`` opens bodies of up to ``native_max``
+    bytes through it and the record layer hands it whole runs of application data records
+    (``records``, which stops before a longer one); longer records (AES-GCM over 2 KiB, where the
+    library ``cryptography`` bundles is faster) and every record without an opener go through
+    ``open(nonce, body, header)``, the AEAD's own decrypt (raises ``InvalidTag``; made at its
+    first use when there is an opener), ``iv`` being the IV as an integer: the record layer's
+    Python loop over whole records calls them directly. The two give the same results
     (tests/test_tls_native.py)."""
 
-    __slots__ = ("open", "iv", "native")
+    __slots__ = ("open", "iv", "native", "native_max", "_suite", "_key")
     tls13 = True
 
     def __init__(self, suite: Suite, key: bytes, iv: bytes):
         self.iv = int.from_bytes(iv, "big")
         self.overhead = suite.tag_len + 1
         self.native: Any = None
+        self.native_max = -1
+        self._suite = suite
+        self._key = key
+        self.open: Any = None
         if native_opener is not None:
             name = _NATIVE_NAMES.get((suite.cipher, suite.key_len, suite.tag_len))
             if name is not None:
                 self.native = native_opener(name, key, iv)
+                self.native_max = self.native.max_len
                 return
         self.open = _aead(suite, key).decrypt
 
     @classmethod
-    def of_opener(cls, suite: Suite, opener: Any) -> Aead13:
-        """An ``Aead13`` around a native opener already keyed (no ``open``, no ``iv``: the
-        Python paths that use them run only without one)."""
+    def of_opener(cls, suite: Suite, opener: Any, key: bytes, iv: bytes) -> Aead13:
+        """An ``Aead13`` around a native opener already keyed with ``key`` and ``iv``."""
         self = cls.__new__(cls)
+        self.iv = int.from_bytes(iv, "big")
         self.overhead = suite.tag_len + 1
         self.native = opener
+        self.native_max = opener.max_len
+        self._suite = suite
+        self._key = key
+        self.open = None
         return self
 
     def decrypt(self, seq: int, ctype: int, version: int, body: bytes | memoryview) -> bytes:
         n = len(body)
         header = bytes((ctype, version >> 8, version & 0xFF, n >> 8, n & 0xFF))
-        native = self.native
-        if native is not None:
-            pt: bytes | None = native.open(seq, body, header)
+        if n <= self.native_max:
+            pt: bytes | None = self.native.open(seq, body, header)
             if pt is None:
                 raise DecryptFailed("authentication failed")
             return pt
+        aead_open = self.open
+        if aead_open is None:
+            aead_open = self.open = _aead(self._suite, self._key).decrypt
         try:
-            return self.open((self.iv ^ seq).to_bytes(12, "big"), body, header)
+            out: bytes = aead_open((self.iv ^ seq).to_bytes(12, "big"), body, header)
         except InvalidTag:
             raise DecryptFailed("authentication failed") from None
+        return out
 
 
 class AeadExplicit12(RecordCipher):
@@ -377,6 +392,6 @@ def cipher13(suite: Suite, secret: bytes) -> RecordCipher:
         name = _NATIVE_NAMES.get((suite.cipher, suite.key_len, suite.tag_len))
         if name is not None:
             ik, iv_info = _infos13(suite.key_len)
-            return Aead13.of_opener(suite, _native.derive(name, suite.prf, secret, ik, iv_info))
+            return Aead13.of_opener(suite, *_native.derive(name, suite.prf, secret, ik, iv_info))
     key, iv = traffic_keys13(suite, secret)
     return Aead13(suite, key, iv)
