@@ -76,6 +76,7 @@ def what_if_for_row(r: dict[str, Any]) -> dict[str, Any] | None:
 # (specs folder, api key, version) of responses with no tagged fields: the what-if does not apply
 # (known once the first such response is sized; keys and versions the specs know, so few)
 _NOT_FLEXIBLE: set[tuple[str, int, int]] = set()
+_WHAT_IF_TOTALS: dict[str, Any] = {}  # "f": whatif.what_if_totals, imported at the first response that needs it
 MAX_SHAPES = 4096  # (api key, name, version, kind) of rows whose lookups a summary keeps (``Summary._shape``)
 
 
@@ -402,11 +403,14 @@ class Summary:
         self._what_if(None, key, version, size, r["body"])
 
     def _what_if(self, shape: list[Any] | None, key: Any, version: Any, size: Any, body: Any) -> None:
-        from kwire_cli.whatif import what_if_totals  # (imports the records encoder: only when needed)
+        totals = _WHAT_IF_TOTALS.get("f")
+        if totals is None:
+            from kwire_cli.whatif import what_if_totals  # (imports the records encoder: only when needed)
+            totals = _WHAT_IF_TOTALS["f"] = what_if_totals
         reg = registry()
         try:
             spec = reg.api(key).response
-            w = what_if_totals(spec, version, body, size=size)
+            w = totals(spec, version, body, size=size)
         except KwireError:
             return
         if w is None and not spec.flexible(version):
