@@ -28,7 +28,7 @@ from kwire_cli.tls import (
     looks_like_client_hello,
     looks_like_tls_record,
 )
-from kwire_cli.tls.hello import parse_client_hello, text
+from kwire_cli.tls.hello import HelloError, parse_client_hello, parse_server_hello, text
 from tls_gen import session
 from tls_util import SECURE, connections, keylog_of, manifest
 
@@ -487,3 +487,24 @@ def test_server_names_read_as_text_safe_for_a_terminal():
         assert parse_client_hello(hello_with(len(two).to_bytes(2, "big") + two)).sni == reference(name)
         bad = len(entry).to_bytes(2, "big") + entry[:-1] if name else b"\x00\x05\x00\x00\x09"
         assert parse_client_hello(hello_with(bad)).sni is None
+
+
+def test_server_hellos_of_any_bytes_read_field_by_field():
+    """A ServerHello's fixed fields (version, random, session id, suite, compression) and then
+    its extensions; bytes that end before a field are a HelloError naming it."""
+    rng = random.Random(12)
+    for _ in range(20000):
+        n = rng.choice([rng.randrange(80), rng.randrange(30, 45), 38 + rng.randrange(40)])
+        b = bytearray(rng.randbytes(n))
+        if n > 34 and rng.random() < 0.7:
+            b[34] = rng.randrange(min(33, n))
+        body = bytes(b)
+        p = 35 + body[34] if n > 34 else n + 1
+        try:
+            sh = parse_server_hello(body)
+        except HelloError as e:
+            assert p + 3 > n or "extension" in str(e), (body.hex(), e)
+            continue
+        assert p + 3 <= n
+        assert (sh.legacy_version, sh.random, sh.session_id, sh.cipher_suite) == (
+            body[0] << 8 | body[1], body[2:34], body[35:p], body[p] << 8 | body[p + 1])

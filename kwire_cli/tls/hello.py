@@ -243,6 +243,13 @@ class ServerHello:
 
 def parse_server_hello(body: bytes) -> ServerHello:
     r = _Reader(body, "ServerHello")
+    n = len(body)
+    if n >= 35 and 38 + body[34] <= n:
+        # every fixed field fits (the usual case): read by index, the extensions as below
+        p = 35 + body[34]
+        r.p = p + 3
+        return ServerHello(body[0] << 8 | body[1], body[2:34], body[35:p], body[p] << 8 | body[p + 1],
+                           _extensions(r))
     legacy = r.u16("legacy_version")
     random = r.take(32, "random")
     sid = r.vec(1, "session_id")
