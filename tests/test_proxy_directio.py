@@ -95,3 +95,4 @@ def test_the_pcap_is_byte_for_byte_the_one_written_without_o_direct(tmp_path, mo
         pytest.skip("this file system takes no O_DIRECT")
     assert out._direct.direct and out.error is None
     assert path.read_bytes() == plain.getvalue()
+

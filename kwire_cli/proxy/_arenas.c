@@ -1,0 +1,82 @@
+/* kwire proxy: the interpreter's object arenas kept for reuse instead of given back to the system.
+ *
+ * CPython takes its small objects from arenas it maps from the system and unmaps each arena as soon
+ * as it is empty. The proxy's processes build and drop a frame's worth of objects at a time (a
+ * Produce request of 7,000 records is a tree of some MB), so arenas come and go all the time, and
+ * every page of a fresh mapping is a page fault (on a VM, memory given back may have to come back
+ * from the host). keep(n) installs an arena allocator that keeps up to n freed arenas and hands them
+ * out again before mapping new ones: the process keeps the memory it needed at its peak, no more.
+ * Optional: without it the proxy runs the same, with the faults. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <sys/mman.h>
+
+#define MAX_KEEP 4096
+
+static PyObjectArenaAllocator base;  /* the interpreter's own (mmap and munmap) */
+static void *kept[MAX_KEEP];
+static size_t kept_size = 0;        /* every arena has the same size: the first one freed sets it */
+static int n_kept = 0, keep_max = 0;
+static unsigned long long reused = 0, mapped = 0;
+
+static void *arena_alloc(void *ctx, size_t size) {
+    (void)ctx;
+    if (n_kept && size == kept_size) {
+        reused++;
+        return kept[--n_kept];
+    }
+    mapped++;
+    return base.alloc(base.ctx, size);
+}
+
+static void arena_free(void *ctx, void *ptr, size_t size) {
+    (void)ctx;
+    if (ptr == NULL)
+        return;
+    if (n_kept < keep_max && (kept_size == 0 || size == kept_size)) {
+        kept_size = size;
+        kept[n_kept++] = ptr;
+        return;
+    }
+    base.free(base.ctx, ptr, size);
+}
+
+static PyObject *keep(PyObject *self, PyObject *arg) {
+    (void)self;
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    if (n < 0 || n > MAX_KEEP) {
+        PyErr_Format(PyExc_ValueError, "keep: 0 to %d arenas", MAX_KEEP);
+        return NULL;
+    }
+    if (base.alloc == NULL) {
+        PyObject_GetArenaAllocator(&base);
+        PyObjectArenaAllocator mine = {NULL, arena_alloc, arena_free};
+        PyObject_SetArenaAllocator(&mine);
+    }
+    keep_max = (int)n;
+    while (n_kept > keep_max) { /* fewer kept now: the rest given back */
+        n_kept--;
+        base.free(base.ctx, kept[n_kept], kept_size);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *stats(PyObject *self, PyObject *noargs) {
+    (void)self;
+    (void)noargs;
+    return Py_BuildValue("(iKK)", n_kept, reused, mapped);
+}
+
+static PyMethodDef methods[] = {
+    {"keep", keep, METH_O, "keep(n): up to n freed arenas kept for reuse (0: none; the allocator stays)."},
+    {"stats", stats, METH_NOARGS, "stats() -> (arenas kept now, arenas handed out again, arenas mapped)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_arenas", "kwire proxy: object arenas kept for reuse.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__arenas(void) { return PyModule_Create(&module_def); }
