@@ -54,6 +54,9 @@ class _Reader:
         return self.end - self.p
 
 
+_TYPE_LEN = struct.Struct(">HH").unpack_from   # an extension's type and length
+
+
 def _extensions(r: _Reader) -> dict[int, bytes]:
     exts: dict[int, bytes] = {}
     if not r.left():
@@ -63,9 +66,13 @@ def _extensions(r: _Reader) -> dict[int, bytes]:
         # every length fits (the usual case): read by index; else the reader names what does not
         end = p + 2 + (b[p] << 8 | b[p + 1])
         p += 2
-        while end - p >= 4 and p + 4 + (b[p + 2] << 8 | b[p + 3]) <= end:
-            q = p + 4 + (b[p + 2] << 8 | b[p + 3])
-            exts[b[p] << 8 | b[p + 1]] = b[p + 4:q]
+        type_len = _TYPE_LEN
+        while end - p >= 4:
+            t, ln = type_len(b, p)
+            q = p + 4 + ln
+            if q > end:
+                break
+            exts[t] = b[p + 4:q]
             p = q
         if p == end:
             r.p = end
