@@ -411,6 +411,31 @@ def test_decode_priority_normal_leaves_the_decoding_process_as_the_forwarding_on
     assert [corr for _, corr, *_ in ch.result] == [7]
 
 
+class _GcSink(_ListSink):
+    def result(self) -> list:
+        import gc
+        return [gc.get_threshold()]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the decoding process is Linux's")
+def test_the_decoding_process_collects_cyclic_garbage_less_often_and_the_proxy_as_before():
+    """The decoding process's garbage collector runs every GC_THRESHOLDS[0] allocations (its
+    frames' trees hold no cycles); the forwarding process keeps the interpreter's thresholds."""
+    import asyncio
+    import gc
+
+    from kwire_cli.proxy.decoding import GC_THRESHOLDS, DecodeChannel
+    before = gc.get_threshold()
+    loop = asyncio.new_event_loop()
+    try:
+        ch = DecodeChannel(_GcSink(), process=True)
+        ch.start(loop)
+        ch.close()
+    finally:
+        loop.close()
+    assert ch.result == [GC_THRESHOLDS] and gc.get_threshold() == before
+
+
 def struct_frame(corr: int, n: int) -> bytes:
     import struct
     body = struct.pack(">hhi", 0, 9, corr) + bytes(n)
