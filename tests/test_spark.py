@@ -614,6 +614,38 @@ def test_totals_note_ids_that_answers_name_differently():
     assert merged.learned["t2"] == ((0, 1, 2, 1), "payments-v2") and merged.renamed == {"t2"}
 
 
+def test_the_accumulator_merges_task_parts_pairwise_into_the_whole():
+    """The tasks' Totals gathered as the accumulator does (a task's own, then each task's
+    accumulator into the driver's, in any order) and merged pairwise: the summary of all the rows,
+    as one part counting them all gives it."""
+    import random
+
+    from kwire_cli.analysis import AnalysedSummary
+    from kwire_cli.spark.totals import Totals, TotalsParts, totals_param
+    rows = [r for f in FILES for r in Conversation().rows(iter_capture(f))]
+    whole = AnalysedSummary()
+    for pos, r in enumerate(rows):
+        whole.add(r, pos)
+    rnd = random.Random(7)
+    conns = sorted({(r["file"], *sorted((r["src"], r["dst"]))) for r in rows})
+    deal = {c: rnd.randrange(11) for c in conns}
+    parts = [Totals() for _ in range(11)]
+    for pos, r in enumerate(rows):
+        t = parts[deal[(r["file"], *sorted((r["src"], r["dst"])))]]
+        t.summary.add(r, pos)
+        t.rows += 1
+    rnd.shuffle(parts)
+    param = totals_param()
+    driver = param.zero(None)
+    for t in parts:
+        task = param.addInPlace(param.zero(None), t)  # the task's accumulator
+        driver = param.addInPlace(driver, task)
+    assert isinstance(driver, TotalsParts) and len(driver.stack) == 3  # 11 = 8 + 2 + 1
+    total = driver.total()
+    assert total.rows == len(rows)
+    assert normal(total.summary.to_dict()) == normal(whole.to_dict())
+
+
 def test_decoding_limits_apply_on_the_executors(spark, tmp_path):
     """--max-frame-size / --max-decompressed / --max-records reach the executors: with each set just
     below a real frame's value, the rows and the summary are kwire pcap's with the same option."""

@@ -46,7 +46,7 @@ from kwire_cli.spark.session import (
     session_master,
 )
 from kwire_cli.spark.shipping import ship_code
-from kwire_cli.spark.totals import Totals, totals_param
+from kwire_cli.spark.totals import Totals, TotalsParts, totals_param
 
 __all__ = ["JobResult", "SparkJobError", "UnsafeOutput", "check_out", "create_nofollow",
            "default_partitions", "expand_inputs", "get_session", "run"]
@@ -382,7 +382,7 @@ def _decode_and_write(paths_used: dict, spark, plans, tasks, labels, out, fmt, p
     try:
         while True:
             passes += 1
-            acc = sc.accumulator(Totals(), totals_param())
+            acc = sc.accumulator(TotalsParts(), totals_param())
             bnames = sc.broadcast(names)
             wt = pass_dir(root, job_id, passes) if direct else None
             rows = None
@@ -416,7 +416,7 @@ def _decode_and_write(paths_used: dict, spark, plans, tasks, labels, out, fmt, p
             else:
                 _write(spark, rows, out, fmt, bool(cs.heavy))
             bnames.unpersist()
-            tot = acc.value
+            tot = acc.value.total()
             if names is not None or topics_agree(tot.learned, tot.topic_uses, tot.renamed):
                 if files is not None:
                     commit(root, job_id, passes, files)
