@@ -158,20 +158,6 @@ class Series:
             if len(self.used) > MAX_POINTS:
                 self._coarsen(self.k + 1)
 
-    def _latency(self, key: tuple[Any, ...], ts: Any, ms: float) -> None:
-        """One response time: ``_put`` of the cell [[ms], None, 1, ms], added in place where its
-        bucket keeps its values exactly (``_lat_combine`` then appends it)."""
-        grid = self.data["latency"].get(key)
-        if grid is not None and isinstance(ts, (int, float)) and math.isfinite(ts):
-            old = grid.get(math.floor(ts / (BASE_S * (1 << self.k))))
-            if old is not None and old[0] is not None and old[2] < EXACT:
-                old[0].append(ms)
-                old[2] += 1
-                if ms > old[3]:
-                    old[3] = ms
-                return
-        self._put("latency", key, ts, [[ms], None, 1, ms])
-
     def _coarsen(self, k: int) -> None:
         """Wider buckets (2**(k - self.k) times), until at most MAX_POINTS hold something."""
         while True:
@@ -208,7 +194,20 @@ class Series:
                     lk = (name or str(key),)
                     if name:
                         self._lat_keys[name] = lk
-                self._latency(lk, ts, float(ms))
+                ms = float(ms)
+                # one response time: ``_put`` of the cell [[ms], None, 1, ms], added in place where its
+                # bucket keeps its values exactly (``_lat_combine`` then appends it)
+                grid = self.data["latency"].get(lk)
+                old = None
+                if grid is not None and isinstance(ts, (int, float)) and math.isfinite(ts):
+                    old = grid.get(math.floor(ts / (BASE_S * (1 << self.k))))
+                if old is not None and old[0] is not None and old[2] < EXACT:
+                    old[0].append(ms)
+                    old[2] += 1
+                    if ms > old[3]:
+                        old[3] = ms
+                else:
+                    self._put("latency", lk, ts, [[ms], None, 1, ms])
             if codes:
                 for code in codes:
                     self._put("errors", (str(code),), ts, [1])

@@ -39,7 +39,8 @@ class Analysis:
         self.producers = Producers()
         self.expert = Expert()
         self.series = Series()
-        # (client, broker) -> correlation id -> (pos, api key, brief, what the sections keep)
+        # (client, broker) -> correlation id -> (pos, api key, what the sections keep, api name, version,
+        # client id, file, frame)
         self.pending: dict[tuple[Any, ...], dict[Any, tuple[Any, ...]]] = {}
         # (client, broker) -> correlation id -> [(pos, api key, what the answer said), ...]: answers
         # whose requests this part has not seen, in order (several answers may share an id)
@@ -77,7 +78,7 @@ class Analysis:
                         self.groups.note_client(get("client_id"), body.get("GroupId"), pos)
                 else:  # (TXN_APIS)
                     keep = self.producers.txn_request(r)
-            # kept for its answer: (pos, api key, (name, version, client id, file, frame), what the sections keep)
+            # kept for its answer (``pending``)
             conn = (r["src"], r["dst"])
             p = self.pending.get(conn)
             if p is None:
@@ -85,8 +86,8 @@ class Analysis:
                     return  # (its answer is then an orphan: counted, not paired)
                 p = self.pending[conn] = {}
             if len(p) < MAX_PENDING:
-                p[get("correlation_id")] = (pos, key, (name, version, get("client_id"), get("file"), get("frame")),
-                                            keep)
+                p[get("correlation_id")] = (pos, key, keep, name, version, get("client_id"), get("file"),
+                                            get("frame"))
         elif kind == "response":
             ext: Any = None
             if key in ASKED and error is None:
@@ -113,7 +114,7 @@ class Analysis:
                 self._orphan(conn, corr, (pos, key, ext))
                 return
             if ext is not None:
-                self._apply(key, pos, got[3], ext)
+                self._apply(key, pos, got[2], ext)
 
     def _orphan(self, conn: tuple[Any, ...], corr: Any, answer: tuple[Any, ...]) -> None:
         o = self.orphans.get(conn)
@@ -238,7 +239,7 @@ class Analysis:
                     got = p.get(corr) if p is not None else None
                     if p is not None and got is not None and got[0] < pos:
                         del p[corr]
-                        self._apply(key, pos, got[3], ext)
+                        self._apply(key, pos, got[2], ext)
                     else:
                         self._orphan(conn, corr, (pos, key, ext))
         for conn, reqs in o.pending.items():
@@ -250,7 +251,7 @@ class Analysis:
                     same.remove(e)
                     if not same:
                         del mine[corr]
-                    self._apply(e[1], e[0], req[3], e[2])
+                    self._apply(e[1], e[0], req[2], e[2])
                 else:
                     self.pending.setdefault(conn, {})[corr] = req
         return self
@@ -265,10 +266,10 @@ class Analysis:
         ex = Expert()
         ex.merge(self.expert)
         for conn, p in self.pending.items():
-            for corr, (pos, _key, brief, _keep) in p.items():
-                ex.add(pos, "warning", "unanswered", f"{brief[0]} v{brief[1]} request (correlation id {corr}) "
-                       "has no answer in the capture", None, brief[2], conn[1])
-                ex.found[-1][1].update(file=brief[3], frame=brief[4])
+            for corr, (pos, _key, _keep, name, version, cid, file, frame) in p.items():
+                ex.add(pos, "warning", "unanswered", f"{name} v{version} request (correlation id {corr}) "
+                       "has no answer in the capture", None, cid, conn[1])
+                ex.found[-1][1].update(file=file, frame=frame)
         for pos, pid, epoch, a in anomalies:
             kind = "retry" if a["kind"] == "resent" else "sequence_anomaly"
             ex.add(pos, "warning", kind, f"producer {pid} epoch {epoch} {a['topic']}-{a['partition']}: {a['detail']}",
