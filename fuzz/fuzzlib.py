@@ -349,7 +349,7 @@ def seeds_for(name: str) -> list[tuple[bytes, dict]]:
         return [(e, {}) for e in embedded_seeds()]
     if name == "capture":
         return [(c, {}) for c in captures()]
-    if name == "capture_tls":
+    if name in ("capture_tls", "tls_native_agrees"):
         return [(c, {}) for c in tls_captures()]
     if name == "hexdump":
         return [(p.read_bytes(), {}) for p in sorted((FIXTURES / "hex").glob("*.hex"))]
@@ -641,6 +641,35 @@ def t_capture_tls(data: bytes, _rng: random.Random) -> None:
 
 
 TARGETS["capture_tls"] = t_capture_tls
+
+
+def _tls_capture_events(data: bytes) -> tuple[list[str], dict]:
+    from kwire_cli.capture import CaptureStats, iter_capture
+    stats = CaptureStats()
+    events = [repr(ev) for ev in iter_capture(io.BytesIO(data), file_label="fuzz.pcap", stats=stats,
+                                              broker_ports={9093, 9095}, keylog=tls_keys())]
+    return events, stats.to_dict()
+
+
+def t_tls_native_agrees(data: bytes, _rng: random.Random) -> None:
+    """The TLS 1.3 records opened and keys derived through OpenSSL's libcrypto (tls/_records13.c)
+    and through cryptography give the same capture: every frame, damage and note, and the stats.
+    Nothing to compare when the extension is not built."""
+    from kwire_cli.tls import keys
+    native_opener = keys.native_opener
+    if native_opener is None:
+        return
+    native = _tls_capture_events(data)
+    keys.native_opener = None
+    try:
+        python = _tls_capture_events(data)
+    finally:
+        keys.native_opener = native_opener
+    if native != python:
+        raise AssertionError("the native TLS 1.3 path and the Python one disagree")
+
+
+TARGETS["tls_native_agrees"] = t_tls_native_agrees
 
 
 def t_relay(data: bytes, rng: random.Random) -> None:

@@ -107,3 +107,14 @@ def test_dump_log_reads_mutated_index_and_state_files(seed, rnd):
     target = fuzzlib.TARGETS["state" if kw["kind"] in ("producer-snapshot", "txn-index") else "index"]
     bug = fuzzlib.run_one(target, fuzzlib.mutate(rnd, data), rnd, **kw)
     assert bug is None, bug
+
+
+@fuzz(60)
+@given(seed=st.sampled_from(fuzzlib.seeds_for("tls_native_agrees")), rnd=st.randoms(use_true_random=False))
+def test_mutated_tls_captures_read_the_same_with_the_native_tls13_path_or_without(seed, rnd):
+    """The TLS 1.3 records opened through OpenSSL's libcrypto (tls/_records13.c) and through
+    cryptography: the same frames, damage, notes and stats on mutated TLS recordings."""
+    data, kw = seed
+    bug = fuzzlib.run_one(fuzzlib.TARGETS["tls_native_agrees"], fuzzlib.mutate(rnd, data, rounds=rnd.choice((1, 3))),
+                          rnd, **kw)
+    assert bug is None, bug
