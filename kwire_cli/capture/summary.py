@@ -403,16 +403,22 @@ class Summary:
         self._what_if(None, key, version, size, r["body"])
 
     def _what_if(self, shape: list[Any] | None, key: Any, version: Any, size: Any, body: Any) -> None:
-        totals = _WHAT_IF_TOTALS.get("f")
-        if totals is None:
-            from kwire_cli.whatif import what_if_totals  # (imports the records encoder: only when needed)
-            totals = _WHAT_IF_TOTALS["f"] = what_if_totals
         reg = registry()
         try:
             spec = reg.api(key).response
-            w = totals(spec, version, body, size=size)
         except KwireError:
             return
+        if size is not None and not spec.flexible(version):  # (what_if_totals' answer: not applicable)
+            w = None
+        else:
+            totals = _WHAT_IF_TOTALS.get("f")
+            if totals is None:
+                from kwire_cli.whatif import what_if_totals  # (imports the records encoder: only when needed)
+                totals = _WHAT_IF_TOTALS["f"] = what_if_totals
+            try:
+                w = totals(spec, version, body, size=size)
+            except KwireError:
+                return
         if w is None and not spec.flexible(version):
             _NOT_FLEXIBLE.add((reg.folder, key, version))
             if shape is not None:

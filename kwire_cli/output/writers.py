@@ -240,7 +240,7 @@ class SummaryWriter(RowWriter):
 
 
 def _jsonable(value: Any) -> Any:
-    from kwire_cli.render.json import to_jsonable  # imports yaml: only when needed
+    from kwire_cli.render.jsonable import to_jsonable
     return to_jsonable(value)
 
 
