@@ -159,6 +159,11 @@ def test_bad_opener_arguments():
     with pytest.raises(ValueError):
         NATIVE("aes-128-gcm", b"k" * 16, b"i" * 8)
     assert "k" not in repr(NATIVE("aes-128-gcm", b"k" * 16, b"i" * 12))
+    unkeyed = NATIVE.__new__(NATIVE)
+    with pytest.raises(ValueError):
+        unkeyed.open(0, b"x" * 20, b"\x17\x03\x03\x00\x14")
+    with pytest.raises(ValueError):
+        unkeyed.records(b"", 0, 0, 0, 0, [], Plaintext)
 
 
 TLS13 = [n for n, f in manifest()["fixtures"].items()

@@ -155,6 +155,10 @@ static PyObject *opener_records(Opener *self, PyObject *args) {
     Py_ssize_t p, pos;
     PyObject *seq_obj, *out, *ptype;
     int d;
+    if (self->ctx == NULL) {
+        PyErr_SetString(PyExc_ValueError, "the opener has no key");
+        return NULL;
+    }
     if (!PyArg_ParseTuple(args, "y*nOniO!O!", &buf, &p, &seq_obj, &pos, &d, &PyList_Type, &out, &PyType_Type,
                           &ptype))
         return NULL;
@@ -241,6 +245,10 @@ error:
 static PyObject *opener_open(Opener *self, PyObject *args) {
     Py_buffer body, header;
     PyObject *seq_obj;
+    if (self->ctx == NULL) {
+        PyErr_SetString(PyExc_ValueError, "the opener has no key");
+        return NULL;
+    }
     if (!PyArg_ParseTuple(args, "Oy*y*", &seq_obj, &body, &header))
         return NULL;
     PyObject *pt = NULL;
