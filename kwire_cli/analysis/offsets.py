@@ -74,9 +74,12 @@ class Offsets:
                 got.append((name, part, hw))
         return r.get("client_id"), r.get("ts"), got
 
-    def fetch_apply(self, pos: Any, asked: Any, ext: Any) -> None:
+    def fetch_apply(self, pos: Any, asked: Any, ext: Any) -> list[tuple[Any, int, int]]:
+        """A Fetch answer met its request: its lag samples counted; returned as ((client id,
+        topic, partition), lag, high watermark) for the series (``Series.fetch``)."""
+        samples: list[tuple[Any, int, int]] = []
         if ext is None or not asked:
-            return
+            return samples
         cid, ts, got = ext
         for name, part, hw in got:
             off = asked.get((name, part))
@@ -84,6 +87,7 @@ class Offsets:
                 continue
             lag = hw - off
             k = (cid, name, part)
+            samples.append((k, lag, hw))
             e = self.lag.get(k)
             if e is None:
                 self.lag[k] = [1, lag, pos, lag, off, hw, ts]
@@ -93,6 +97,7 @@ class Offsets:
                     e[1] = lag
                 if pos >= e[2]:
                     e[2:] = [pos, lag, off, hw, ts]
+        return samples
 
     def _hw(self, tp: tuple[Any, ...], pos: Any, hw: int) -> None:
         m = self.hw.get(tp)

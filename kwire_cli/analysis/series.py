@@ -256,27 +256,21 @@ class Series:
         """The record batches of one topic of a Produce request or Fetch answer (``_batches``' sums)."""
         self._put("throughput", (direction, topic), ts, [size, records])
 
-    def fetch(self, pos: Any, asked: Any, ext: Any) -> None:
-        """A Fetch answer met its request (``Offsets.fetch_request``/``fetch_extract``'s data)."""
-        if ext is None or not asked:
-            return
-        cid, ts, got = ext
+    def fetch(self, pos: Any, ts: Any, samples: list[tuple[Any, int, int]]) -> None:
+        """A Fetch answer (at ``ts``) met its request: its lag samples (``Offsets.fetch_apply``'s
+        ((client id, topic, partition), lag, high watermark))."""
         lags = self.data["lag"] if isinstance(ts, (int, float)) and math.isfinite(ts) else None
-        for name, part, hw in got:
-            off = asked.get((name, part))
-            if isinstance(off, int):
-                lag = hw - off
-                key = (cid, name, part)
-                grid = lags.get(key) if lags is not None else None
-                old = grid.get(math.floor(ts / (BASE_S * (1 << self.k)))) if grid is not None else None
-                if old is None:
-                    self._put("lag", key, ts, [pos, lag, hw, lag])
-                    continue
-                # (_last_combine with [pos, lag, hw, lag], in place)
-                top = max(old[3], lag)
-                if pos >= old[0]:
-                    old[0], old[1], old[2] = pos, lag, hw
-                old[3] = top
+        for key, lag, hw in samples:
+            grid = lags.get(key) if lags is not None else None
+            old = grid.get(math.floor(ts / (BASE_S * (1 << self.k)))) if grid is not None else None
+            if old is None:
+                self._put("lag", key, ts, [pos, lag, hw, lag])
+                continue
+            # (_last_combine with [pos, lag, hw, lag], in place)
+            top = max(old[3], lag)
+            if pos >= old[0]:
+                old[0], old[1], old[2] = pos, lag, hw
+            old[3] = top
 
     def commit(self, pos: Any, req: Any, ext: Any) -> None:
         """An OffsetCommit answer met its request (``Offsets.commit_request``/``commit_extract``'s data)."""

@@ -134,8 +134,9 @@ class Analysis:
         if ext is None:
             return
         if key == FETCH:
-            self.offsets.fetch_apply(pos, keep, ext)
-            self.series.fetch(pos, keep, ext)
+            samples = self.offsets.fetch_apply(pos, keep, ext)
+            if samples:
+                self.series.fetch(pos, ext[1], samples)
         elif key == PRODUCE:
             self.producers.apply(pos, keep, ext)
         elif key in GROUP_APIS:
