@@ -5,7 +5,7 @@ there:
 
 * kwire_cli/codec/_speedups.c (the plan interpreter), kwire_cli/records/_native.c (the records
   fast path), kwire_cli/proxy/_pcapsum.c (kwire proxy --write-pcap's checksums),
-  kwire_cli/proxy/_arenas.c (kwire proxy's processes keep the object arenas they free) and
+  kwire_cli/proxy/_arenas.c (kwire proxy's decoding process keeps the object arenas it frees) and
   kwire_cli/capture/_headerscan.c (spark-decode's connection pre-pass) and kwire_cli/tls/_records13.c
   (TLS 1.3 application records over OpenSSL's libcrypto, found at run time) are *optional*
   extensions: when one cannot be compiled (no compiler, no Python

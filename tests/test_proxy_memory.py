@@ -1,4 +1,4 @@
-"""The proxy's processes keep the object arenas they free for reuse (kwire_cli/proxy/memory.py,
+"""The proxy's decoding process keeps the object arenas it frees for reuse (kwire_cli/proxy/memory.py,
 _arenas.c): building and dropping a frame's tree again and again maps no fresh arenas."""
 from __future__ import annotations
 

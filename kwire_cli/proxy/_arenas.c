@@ -1,7 +1,7 @@
-/* kwire proxy: the interpreter's object arenas kept for reuse instead of given back to the system.
+/* kwire proxy: the decoding process keeps the interpreter's object arenas for reuse instead of giving them back.
  *
  * CPython takes its small objects from arenas it maps from the system and unmaps each arena as soon
- * as it is empty. The proxy's processes build and drop a frame's worth of objects at a time (a
+ * as it is empty. The proxy's decoding process builds and drops a frame's worth of objects at a time (a
  * Produce request of 7,000 records is a tree of some MB), so arenas come and go all the time, and
  * every page of a fresh mapping is a page fault (on a VM, memory given back may have to come back
  * from the host). keep(n) installs an arena allocator that keeps up to n freed arenas and hands them

@@ -47,6 +47,7 @@ from typing import Any, Protocol
 
 from kwire_cli.capture.events import KafkaFrame
 from kwire_cli.capture.summary import Summary
+from kwire_cli.proxy.memory import keep_arenas
 from kwire_cli.proxy.spool import Spool
 
 _HEAD = struct.Struct(">II")
@@ -225,6 +226,7 @@ def _child(sock: socket.socket, other: socket.socket, sink: FrameSink, low: bool
         idle_priority()
     gc.freeze()  # what the proxy made before the fork: never collected, never looked at again
     gc.set_threshold(*GC_THRESHOLDS)
+    keep_arenas()
     consume(sock, sink)
 
 

@@ -1,7 +1,9 @@
-"""The proxy's processes keep the object arenas they free, for reuse (``_arenas.c``): they build and
-drop a frame's worth of objects at a time, and the interpreter would give each empty arena back to
-the system and map a fresh one soon after, a page fault per page (costly on a VM). Optional: not
-built, or KWIRE_NO_SPEEDUPS=1, and nothing changes."""
+"""The proxy's decoding process keeps the object arenas it frees, for reuse (``_arenas.c``): it
+builds and drops a frame's worth of objects at a time, and the interpreter would give each empty
+arena back to the system and map a fresh one soon after, a page fault per page (costly on a VM).
+(The forwarding process, whose objects are few and small, keeps the interpreter's own way: its
+peak memory stays what it was.) Optional: not built, or KWIRE_NO_SPEEDUPS=1, and nothing
+changes."""
 from __future__ import annotations
 
 import importlib
@@ -11,7 +13,7 @@ KEEP = 128  # arenas (1 MiB each on CPython 3.10 and later): at most what the pr
 
 
 def keep_arenas(n: int = KEEP) -> bool:
-    """Freed arenas kept for reuse in this process (and in what it forks after); whether they are."""
+    """Freed arenas kept for reuse in this process; whether they are."""
     if os.environ.get("KWIRE_NO_SPEEDUPS", "") not in ("", "0"):
         return False
     try:

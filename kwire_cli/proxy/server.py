@@ -33,7 +33,6 @@ from kwire_cli.capture.events import endpoint
 from kwire_cli.capture.kafka import produce_acks
 from kwire_cli.errors import KwireError
 from kwire_cli.proxy.decoding import DecodeChannel, FrameSink
-from kwire_cli.proxy.memory import keep_arenas
 from kwire_cli.proxy.pcapout import PcapConnection, PcapOut
 from kwire_cli.proxy.relay import FrameRelay, RelayError
 from kwire_cli.proxy.rewrite import AddressBook, CannotRewrite, may_rewrite, rewrite_response
@@ -120,7 +119,6 @@ class Proxy:
     # ------------------------------------------------------------------ listeners
     async def start(self) -> None:
         _more_files()
-        keep_arenas()  # (before the fork: the decoding process keeps its arenas too)
         self.loop = asyncio.get_running_loop()
         self.decoder.start(self.loop)  # first: the decoding process inherits no listener
         self._lag_timer = self.loop.call_later(LAG_CHECK, self._watch_lag)
