@@ -104,6 +104,8 @@ class TlsConnection:
     no secrets in ``keys``; ``label``: how messages name the connection (default none).
     """
 
+    __slots__ = ("keys", "_sides", "_hs", "_recovery", "_finished")
+
     def __init__(self, keys: KeyLog, label: str = ""):
         self.keys = keys
         self._sides = (Side(0), Side(1))

@@ -79,6 +79,10 @@ class Handshake:
     ``label``: how messages name the connection.
     """
 
+    __slots__ = ("keys", "sides", "label", "client_direction", "info", "no_key", "ch", "sh", "suite", "version",
+                 "_hello_retry", "_transcript", "_session_hash", "_enc_pms", "_ticket12", "_master", "_master_tried",
+                 "_kb", "_unsupported")
+
     def __init__(self, keys: KeyLog, sides: tuple[Side, Side], label: str = ""):
         self.keys = keys
         self.sides = sides

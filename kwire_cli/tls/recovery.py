@@ -48,6 +48,8 @@ class Recovery:
     """Finds records again for the sides of one connection (``hs``: its handshake, for the
     keys and for naming the connection)."""
 
+    __slots__ = ("hs",)
+
     def __init__(self, hs: Handshake):
         self.hs = hs
 
