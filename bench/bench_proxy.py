@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"127.0.0.1:{kport}", "--node-ports", f"{kport + 1}-{kport + 20}", "--format", "jsonl",
                     "--write-pcap", os.path.join(tmp, "proxy.pcap"), "--decode-spool", a.decode_spool,
                     "--decode-priority", a.decode_priority], kport,
-                   "kwire proxy", env=env,
+                   "kwire proxy", env=env, cwd=str(ROOT),  # (python -m imports from the current directory first)
                    stderr=open(os.path.join(tmp, "proxy.err"), "wb"))  # noqa: SIM115 (the proxy's life)
         procs.append(kw)
         turl = f"tcp://127.0.0.1:{tport}"
