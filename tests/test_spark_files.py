@@ -140,6 +140,36 @@ def test_daemon_preloads_without_threads():
     assert r.stdout.split() == ["1", "False", "False", "True"]
 
 
+def test_daemon_imports_pyspark_from_the_installed_package_not_its_zip(tmp_path):
+    """Spark puts python/lib/pyspark.zip first on the workers' path: the daemon takes PySpark from
+    the pip-installed package that zip belongs to (byte code cached, the zip's compiled again by
+    every daemon); a Spark home of its own keeps its zip."""
+    pytest.importorskip("pyspark")
+    import subprocess
+    import sys
+
+    import pyspark
+
+    from kwire_cli.spark.daemon import prefer_installed
+    site = os.path.dirname(os.path.dirname(pyspark.__file__))
+    lib = os.path.join(site, "pyspark", "python", "lib")
+    zips = sorted(os.path.join(lib, z) for z in os.listdir(lib) if z.endswith(".zip"))
+    assert any(z.endswith("pyspark.zip") for z in zips)
+    assert prefer_installed([*zips, str(ROOT), site]) == [str(ROOT), site]
+    assert prefer_installed(zips) == zips  # the package is not on the path: nothing to import instead
+    home = tmp_path / "spark" / "python" / "lib"
+    home.mkdir(parents=True)
+    (home / "pyspark.zip").write_bytes(Path(zips[-1]).read_bytes())
+    assert prefer_installed([str(home / "pyspark.zip"), site]) == [str(home / "pyspark.zip"), site]
+    # the daemon's preload with Spark's path for the workers: PySpark from the package
+    code = ("import sys; from kwire_cli.spark.daemon import prefer_installed, preload; "
+            "sys.path[:] = prefer_installed(sys.path); preload(); import pyspark.worker; print(pyspark.worker.__file__)")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*zips, str(ROOT)]))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == os.path.join(site, "pyspark", "worker.py")
+
+
 # ---------------------------------------------------------------- --out and --overwrite: nothing lost
 def _inputs_dir(tmp_path: Path) -> Path:
     d = tmp_path / "captures"

@@ -8,10 +8,38 @@ paired runs). pyarrow and pandas are not imported here: importing pyarrow starts
 threads (jemalloc's background thread), and a process should not fork with threads running
 (PySpark imports them after the fork for that reason).
 
+Spark puts ``python/lib/pyspark.zip`` (and py4j's source zip) first on the workers' path. When
+those are the copies a pip-installed PySpark carries inside its own package, the daemon imports
+PySpark from the package instead (``prefer_installed``): the same files, with the byte code Python
+cached at install, where a zip without byte code is compiled again by every daemon (``import
+pyspark.worker``: 0.50 s -> 0.07 s of CPU, before the job's first Python task can start).
+
 Only for local masters: on a cluster the executors' Python may not have kwire installed (the job
 ships it as a zip that only workers see).
 """
 from __future__ import annotations
+
+import os
+import sys
+
+
+def prefer_installed(path: list[str]) -> list[str]:
+    """``path`` without the zips of ``SPARK_HOME/python/lib`` that a pip-installed PySpark carries
+    in its own package (``.../site-packages/pyspark/python/lib/*.zip``) when that package's
+    directory (``.../site-packages``) is on ``path`` too: the modules are then imported from the
+    package, the same version by construction. A Spark home of its own keeps its zips."""
+    keep: list[str] = []
+    dirs = {os.path.abspath(p) for p in path if p and not p.endswith(".zip")}
+    for p in path:
+        if p.endswith(".zip"):
+            lib = os.path.dirname(os.path.abspath(p))
+            package = os.path.dirname(os.path.dirname(lib))  # .../site-packages/pyspark
+            if (os.path.basename(package) == "pyspark" and lib == os.path.join(package, "python", "lib")
+                    and os.path.dirname(package) in dirs
+                    and os.path.isfile(os.path.join(package, "__init__.py"))):
+                continue
+        keep.append(p)
+    return keep
 
 
 def preload() -> None:
@@ -26,6 +54,7 @@ def preload() -> None:
 
 
 if __name__ == "__main__":
+    sys.path[:] = prefer_installed(sys.path)
     preload()
     from pyspark.daemon import manager
     manager()
