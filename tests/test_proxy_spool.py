@@ -212,3 +212,37 @@ def test_the_proxy_decodes_the_spool_before_its_summary_and_says_so():
     got = [json.loads(x) for x in out.getvalue().splitlines()]
     assert [(g["kind"], g["correlation_id"]) for g in got] == \
         [(k, i) for i in range(600) for k in ("request", "response")]
+
+
+def test_yield_holds_the_decoding_while_the_traffic_is_busy_and_feeds_it_when_the_traffic_pauses():
+    """--decode-priority yield: 6 MB handed over at once (busy: past 256 KiB within 20 ms) go to the
+    spool and none reaches the decoding side while the traffic is busy, though the backlog would
+    take them all; once nothing came for 20 ms the spool is written to the decoding side, and
+    every frame is decoded, in order. ("low" sends the same frames straight to it.)"""
+    from kwire_cli.proxy.decoding import QUIET
+    for priority in ("yield", "low"):
+        loop = asyncio.new_event_loop()
+        sink = SlowSink(0)
+        try:
+            ch = DecodeChannel(sink, backlog=64 << 20, process=False, spool=1 << 30, priority=priority)
+            ch.start(loop)
+            assert _put(ch, 0, 200, 30_000) == 200
+            assert ch.spool is not None
+            if priority == "low":
+                assert ch.spool.frames_in == 0
+            else:
+                assert ch.spool.frames_in > 190  # all but the first 256 KiB's
+                loop.run_until_complete(asyncio.sleep(QUIET / 4))  # (the loop turns: the first frames go)
+                _put(ch, 200, 40, 30_000)  # still busy
+                time.sleep(0.2)
+                assert ch.spool.bytes_out == 0 and len(sink.got) < 10  # held: nothing from the spool
+            deadline = time.monotonic() + 30
+            while len(sink.got) < (240 if priority == "yield" else 200) and time.monotonic() < deadline:
+                loop.run_until_complete(asyncio.sleep(0.02))
+            ch.flush()
+            ch.detach()
+            ch.close()
+        finally:
+            loop.close()
+        n = 240 if priority == "yield" else 200
+        assert ch.not_shown == 0 and ch.result == [(i, 8 + 30_000 + i % 7) for i in range(n)]

@@ -13,7 +13,9 @@ never waited for: a slow decoder never stalls a client. The decoding
 process runs at the idle scheduling class (nice 19 where that is not allowed), so that it only
 gets a CPU nothing else wants: the clients, the brokers and forwarding come first, and under load
 it falls behind and counts frames as not shown rather than competing (when the proxy stops, it
-goes to nice 19 for the frames it has left). It reads the frames, hands
+goes to nice 19 for the frames it has left). With ``priority`` "yield" it is, besides, not fed at
+all while the traffic is busy (past ``BUSY`` bytes within ``QUIET`` seconds): the frames go to the
+spool, which writes them to it once the traffic pauses (or the spool is half full). It reads the frames, hands
 each to the ``FrameSink`` (which makes and writes the output rows), and when the proxy stops,
 after the last frame, sends back ``sink.result()`` (the summary) and the errors the sink raised.
 
@@ -64,6 +66,11 @@ IOV = 512  # parts per sendmsg (within IOV_MAX, 1024 on Linux)
 # none of them cyclic: at 700 the collector ran some 30 times a frame, about a sixth of the
 # decoding's CPU), the older generations in proportion
 GC_THRESHOLDS = (100_000, 20, 100)
+# --decode-priority yield: the traffic is busy while BUSY bytes or more are handed over within
+# QUIET seconds; the decoding is fed again after QUIET seconds with less (or with the spool past
+# half its cap)
+BUSY = 256 << 10
+QUIET = 0.02
 
 
 class FrameSink(Protocol):
@@ -234,9 +241,17 @@ class DecodeChannel:
     def __init__(self, sink: FrameSink, backlog: int = 64 << 20, process: bool | None = None,
                  spool: int = 0, priority: str = "low") -> None:
         """``priority``: "low", the decoding process at the idle scheduling class (nice 19 where
-        that is not allowed) while the proxy forwards; "normal", as the forwarding process."""
+        that is not allowed) while the proxy forwards; "normal", as the forwarding process;
+        "yield", at the idle class and, while the traffic is busy, not fed at all: the frames go to
+        the spool and are decoded when the traffic pauses (without a spool, as "low")."""
         self.sink = sink
-        self.low = priority == "low"
+        self.low = priority in ("low", "yield")
+        self.yielding = priority == "yield" and spool > 0
+        self._held = False                   # (yield) the traffic is busy: frames go to the spool
+        self._recent = 0                     # bytes handed over since _since
+        self._since = 0.0
+        self._at_tick = 0                    # taken_bytes at the last _tick
+        self._tick_handle: asyncio.TimerHandle | None = None
         self.limit = backlog
         self.spool_cap = spool              # bytes the spool may hold (0: no spool)
         self.spool: Spool | None = None
@@ -344,7 +359,10 @@ class DecodeChannel:
         meta = pickle.dumps((fields, notes), protocol=pickle.HIGHEST_PROTOCOL)
         size = _HEAD.size + len(meta) + n
         spool = self.spool
-        if spool is not None and (spool.active or (self._pending and self._pending + size > self.limit)):
+        if self.yielding:
+            self._traffic(size)
+        if spool is not None and (spool.active or self._held
+                                  or (self._pending and self._pending + size > self.limit)):
             # (its pieces as they are: views of the chunks it came in, kept until the spool's thread
             # has written them, within the spool's MEMORY)
             if not spool.add([_HEAD.pack(len(meta), n) + meta, *pieces], size):
@@ -368,6 +386,37 @@ class DecodeChannel:
         if self._flushing is None and self._loop is not None:
             self._flushing = self._loop.call_soon(self.flush)
         return True
+
+    def _traffic(self, size: int) -> None:
+        """(yield) ``size`` bytes handed over now: past BUSY within QUIET seconds the decoding is
+        held (the spool fills, its socket not written) until a QUIET stretch with less."""
+        now = time.monotonic()
+        if now - self._since > QUIET:
+            self._since, self._recent = now, 0
+        self._recent += size
+        if not self._held and self._recent >= BUSY and self._loop is not None and self.spool is not None \
+                and self._spool_room():
+            self._held = True
+            self.spool.hold(True)
+            self._at_tick = self.taken_bytes
+            self._tick_handle = self._loop.call_later(QUIET, self._tick)
+
+    def _spool_room(self) -> bool:
+        """The spool is under half its cap (past it, the decoding is fed whatever the traffic)."""
+        return self.spool is not None and self.spool.waiting()[1] < self.spool_cap // 2
+
+    def _tick(self) -> None:
+        """(yield, on the loop, every QUIET seconds while held) still busy, or fed again."""
+        self._tick_handle = None
+        if self.spool is None or self.sock is None:
+            return
+        busy = self.taken_bytes - self._at_tick >= BUSY
+        self._at_tick = self.taken_bytes
+        if busy and self._spool_room() and self._loop is not None:
+            self._tick_handle = self._loop.call_later(QUIET, self._tick)
+            return
+        self._held = False
+        self.spool.hold(False)
 
     def flush(self) -> None:
         """On the event loop: the frames put since the last flush, written in as few ``sendmsg`` as
@@ -532,6 +581,7 @@ class DecodeChannel:
             self._flushing = None
         self._backlog.extend(self._batch)
         self._batch = []
+        self._held = False  # (the spool's hold ends with its finish)
         if self.process and self.low:
             _normal_class(self._worker.pid)
         sock.setblocking(True)
