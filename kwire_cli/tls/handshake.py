@@ -95,7 +95,9 @@ class Handshake:
         self.suite: Suite | None = None
         self.version = 0
         self._hello_retry = False
-        self._transcript: dict[str, hashlib._Hash] | None = None
+        # the handshake so far for the extended master secret's session hash (a TLS 1.2 pre-master):
+        # its messages as they came until the ServerHello names the hash (``_hashes``), then the hash
+        self._transcript: list[bytes] | dict[str, hashlib._Hash] | None = None
         self._session_hash: bytes | None = None
         self._enc_pms: bytes | None = None
         self._ticket12: bytes | None = None
@@ -181,9 +183,15 @@ class Handshake:
 
     def _message(self, s: Side, mtype: int, msg: bytes, start: int, out: list[Item]) -> None:
         body = msg[4:]
-        if self._transcript is not None and self._session_hash is None and mtype != 0:
-            for h in self._transcript.values():
-                h.update(msg)
+        tr = self._transcript
+        if tr is not None and self._session_hash is None and mtype != 0:
+            if tr.__class__ is list:
+                tr.append(msg)
+                if len(tr) > 8:     # bounded: hashed from here
+                    self._hashes()
+            else:
+                for h in tr.values():   # type: ignore[union-attr]
+                    h.update(msg)
         try:
             if mtype == CLIENT_HELLO:
                 self._client_hello(s, body, start, out)
@@ -232,9 +240,7 @@ class Handshake:
             # no master secret logged: a pre-master (RSA, PMS_CLIENT_RANDOM lines) may need the
             # extended master secret's session hash, the hash of the handshake up to the
             # ClientKeyExchange (RFC 7627 3)
-            self._transcript = {"sha256": hashlib.sha256(), "sha384": hashlib.sha384()}
-            for h in self._transcript.values():
-                h.update(b"\x01" + len(body).to_bytes(3, "big") + body)
+            self._transcript = [b"\x01" + len(body).to_bytes(3, "big") + body]
 
     def _server_hello(self, s: Side, body: bytes, start: int, out: list[Item]) -> None:
         sh = parse_server_hello(body)
@@ -270,7 +276,7 @@ class Handshake:
         if self._transcript is not None:
             if version == TLS12 and suite is not None:
                 # only the PRF hash's transcript is needed from here (extended master secret)
-                self._transcript = {suite.prf: self._transcript[suite.prf]}
+                self._transcript = {suite.prf: self._hashes()[suite.prf]}
             else:
                 self._transcript = None
         if not decryptable:
@@ -319,9 +325,24 @@ class Handshake:
             n = body[0] << 8 | body[1]
             if n == len(body) - 2:
                 self._enc_pms = body[2:]
-        if self._transcript is not None and suite is not None and suite.prf in self._transcript:
-            self._session_hash = self._transcript[suite.prf].digest()
-            self._transcript = None
+        if self._transcript is not None and suite is not None:
+            tr = self._hashes()
+            if suite.prf in tr:
+                self._session_hash = tr[suite.prf].digest()
+                self._transcript = None
+
+    def _hashes(self) -> dict[str, hashlib._Hash]:
+        """The transcript as hashes (SHA-256 and SHA-384 while the hash is not known yet), made
+        from the messages kept so far the first time."""
+        tr = self._transcript
+        if tr.__class__ is list:
+            hashes = {"sha256": hashlib.sha256(), "sha384": hashlib.sha384()}
+            for h in hashes.values():
+                for msg in tr:
+                    h.update(msg)
+            self._transcript = tr = hashes
+        assert isinstance(tr, dict)
+        return tr
 
     def _resolve_master(self) -> Secret | None:
         if self._master_tried:
