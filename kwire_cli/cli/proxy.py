@@ -76,14 +76,15 @@ def _hostport(value: str, option: str) -> tuple[str, int]:
               help="Frames the decoding falls behind on wait in a file in the temporary directory (TMPDIR) up "
               "to SIZE, and are shown late; past it they are counted as not shown. 0: no file. SIZE is bytes, "
               "or a number with K, M or G.")
-@click.option("--decode-priority", "decode_priority", type=click.Choice(["low", "yield", "normal"]), default="low",
-              show_default=True, help="The decoding process's share of the CPU while the proxy forwards. low: the "
-              "idle scheduling class, a CPU only when nothing else wants one (the clients and brokers on the "
-              "same machine come first; under load the decoding falls behind into the spool and catches up "
-              "later). yield: as low, and while the traffic is busy (256 KiB or more forwarded within 20 ms) the "
+@click.option("--decode-priority", "decode_priority", type=click.Choice(["yield", "low", "normal"]), default="yield",
+              show_default=True, help="The decoding process's share of the CPU while the proxy forwards. yield: the "
+              "idle scheduling class, and while the traffic is busy (256 KiB or more forwarded within 20 ms) the "
               "decoding is not fed at all: the frames go to the spool file and are decoded once the traffic "
-              "pauses for 20 ms (or the spool is half full). normal: the same as the forwarding process (it "
-              "keeps up, taking CPU from them).")
+              "pauses for 20 ms (or the spool is half full), so the rows of a burst come after it (with "
+              "--decode-spool 0, as low). low: the idle class only, a CPU when nothing else wants one (the "
+              "clients and brokers on the same machine come first; under load the decoding falls behind into the "
+              "spool and catches up later). normal: the "
+              "same as the forwarding process (it keeps up, taking CPU from them).")
 @limit_options(capture=True)
 @show_secrets_option()
 @values_options

@@ -71,6 +71,8 @@ GC_THRESHOLDS = (100_000, 20, 100)
 # half its cap)
 BUSY = 256 << 10
 QUIET = 0.02
+HELD_MOST = 16 << 20  # (yield) a frame bigger goes the ordinary way when the spool is empty (the spool
+                      # takes at most spool.MEMORY bytes not on disk yet)
 
 
 class FrameSink(Protocol):
@@ -361,7 +363,7 @@ class DecodeChannel:
         spool = self.spool
         if self.yielding:
             self._traffic(size)
-        if spool is not None and (spool.active or self._held
+        if spool is not None and (spool.active or (self._held and size <= HELD_MOST)
                                   or (self._pending and self._pending + size > self.limit)):
             # (its pieces as they are: views of the chunks it came in, kept until the spool's thread
             # has written them, within the spool's MEMORY)

@@ -68,7 +68,7 @@ class ProxyConfig:
     decode_backlog: int = BACKLOG
     decode_spool: int = SPOOL               # bytes of frames on disk past the backlog (0: none)
     decode_process: bool | None = None      # None: a process on Linux, a thread elsewhere
-    decode_priority: str = "low"            # the decoding process: "low" (the idle class), "yield" or "normal"
+    decode_priority: str = "yield"          # the decoding process: "yield", "low" or "normal"
 
 
 @dataclass
