@@ -25,6 +25,7 @@ the secrets type and data.
 """
 from __future__ import annotations
 
+import binascii
 import re
 import struct
 from collections.abc import Iterable
@@ -52,6 +53,7 @@ _HEX = re.compile(rb"[0-9a-fA-F]+\Z")
 _PLAIN_LINE = re.compile(rb"(%s) ([0-9a-fA-F]{64}) ((?:[0-9a-fA-F]{32}){2,4})\Z" % b"|".join(
     label.encode() for label in ("CLIENT_RANDOM",) + TLS13_LABELS)).match
 _LABEL_TEXT = {label.encode(): label for label in KNOWN_LABELS}
+_unhex = binascii.unhexlify
 _LABEL = re.compile(rb"[A-Z][A-Z0-9_]{0,63}\Z")
 
 
@@ -95,6 +97,9 @@ class KeyLogProblem(NamedTuple):
         if self.line:
             return "%s line %d: %s" % (self.source, self.line, self.reason)
         return "%s: %s" % (self.source, self.reason)
+
+
+_snew = object.__new__   # a Secret without its __init__'s copy (the key log's own bytes)
 
 
 def _printable_label(label: bytes) -> str | None:
@@ -162,14 +167,20 @@ class KeyLog:
                 lines[0] = tail + lines[0]
             last = lines.pop()
             plain_line = _PLAIN_LINE
+            by_label, counts, unhex, snew = self._by_label, self.counts, _unhex, _snew
             for line in lines:
                 no += 1
                 m = plain_line(line)
                 if m is not None and not long_line and (m[1] != b"CLIENT_RANDOM" or len(m[3]) == 96):
+                    # as add_line, inline (the regular expression has checked the fields)
                     label = _LABEL_TEXT[m[1]]
-                    self._by_label.setdefault(label, {})[bytes.fromhex(m[2].decode())] = Secret(
-                        bytes.fromhex(m[3].decode()))
-                    self.counts[label] = self.counts.get(label, 0) + 1
+                    secret = snew(Secret)
+                    secret._b = unhex(m[3])
+                    d = by_label.get(label)
+                    if d is None:
+                        d = by_label[label] = {}
+                    d[unhex(m[2])] = secret
+                    counts[label] = counts.get(label, 0) + 1
                     continue
                 if long_line:
                     long_line = False

@@ -384,14 +384,19 @@ def cipher12(suite: Suite, kb: KeyBlock12, client: bool, etm: bool) -> RecordCip
     return Cbc12(suite, key, kb.client_mac if client else kb.server_mac, etm)
 
 
+_NATIVE13: dict[int, tuple[Any, ...]] = {}   # suite id -> derive's arguments but the secret; () without
+
+
 def cipher13(suite: Suite, secret: bytes) -> RecordCipher:
     """The record cipher of a TLS 1.3 traffic secret: with ``native_opener``, key and IV derived
     and the opener keyed in one native call (``_records13.derive``, the same HMACs through
     OpenSSL's EVP_MAC), else ``traffic_keys13`` and ``Aead13``."""
     if native_opener is not None:
-        name = _NATIVE_NAMES.get((suite.cipher, suite.key_len, suite.tag_len))
-        if name is not None:
-            ik, iv_info = _infos13(suite.key_len)
-            return Aead13.of_opener(suite, *_native.derive(name, suite.prf, secret, ik, iv_info))
+        args = _NATIVE13.get(suite.id)
+        if args is None:
+            name = _NATIVE_NAMES.get((suite.cipher, suite.key_len, suite.tag_len))
+            args = _NATIVE13[suite.id] = (name, suite.prf) + _infos13(suite.key_len) if name is not None else ()
+        if args:
+            return Aead13.of_opener(suite, *_native.derive(args[0], args[1], secret, args[2], args[3]))
     key, iv = traffic_keys13(suite, secret)
     return Aead13(suite, key, iv)
