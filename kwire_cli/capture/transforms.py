@@ -54,14 +54,14 @@ class TlsStage:
         items: list[Any] = self.tls.feed(0 if d.is_request else 1, data)
         if not items:
             return
-        # as _items, inline: the usual answer is one Plaintext or a few (tuples: direction, data, ...);
-        # ``next`` read each time (a SASL token stage may leave the stack on the way)
+        # as _items, inline: the usual answer is one Plaintext or a few (tuples: direction, data, ...),
+        # each of the direction fed, ``d``; ``next`` read each time (a SASL token stage may leave the
+        # stack on the way)
         for it in items:
             if it.__class__ is Plaintext:
                 pt = it[1]
                 st.tls_plaintext += len(pt)
-                self.next.data(conn, conn.frames[1 - conn.broker] if it[0] == 0 else conn.frames[conn.broker], pt,
-                               file, packet, ts)
+                self.next.data(conn, d, pt, file, packet, ts)
             else:
                 self._event(conn, it, file, packet, ts)
 
