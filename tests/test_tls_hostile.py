@@ -508,3 +508,26 @@ def test_server_hellos_of_any_bytes_read_field_by_field():
         assert p + 3 <= n
         assert (sh.legacy_version, sh.random, sh.session_id, sh.cipher_suite) == (
             body[0] << 8 | body[1], body[2:34], body[35:p], body[p] << 8 | body[p + 1])
+
+
+@pytest.mark.parametrize("version,cipher,opts", SUITES, ids=IDS)
+def test_a_false_header_running_past_the_end_hides_no_record(version, cipher, opts):
+    """After a gap, ciphertext that happens to read as a record header claiming more bytes than the
+    stream has left is no record: the records after it, to the end, are still found (a candidate
+    waited for at the end is searched inside)."""
+    segments, keys, _ = _gen(version, cipher, **opts)
+    ref = replay(segments, keys)
+    st = stream_of(segments, S2C)
+    app = records(st)[len(records(st)) // 4:]
+    big = next(x for x in app if x[1] - x[0] > 1000)
+    assert len(st) - (big[0] + 100) < 18436      # the false header below runs past the end
+    at, n = big[0] + 2, 3
+    fake_at = big[0] + 100
+    fake = bytes((0x17, 3, 3, 0x47, 0xFF))       # application data of 18431 bytes
+    edits = [(S2C, at, "gap", n)] + [(S2C, fake_at + i, "flip", st[fake_at + i] ^ fake[i]) for i in range(5)]
+    run = replay(segments, keys, edits)
+    after = [p for p in ref.plain(S2C) if p[1] >= at + n]
+    assert after
+    assert run.plain(S2C) == [p for p in ref.plain(S2C) if p[2] <= at] + after
+    (res,) = run.events(RESYNC)
+    assert res.offset == big[1] and "records found again" in res.message

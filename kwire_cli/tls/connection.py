@@ -213,6 +213,18 @@ class TlsConnection:
             return out
         self._finished = True
         for s in self._sides:
+            while s.scanning and s.scan_wait and s.buf and not s.skip:
+                # a candidate record found while scanning waited for bytes that will not come: it
+                # is none, and real records may start inside it (the search goes on there)
+                data = bytes(s.buf)
+                s.buf = bytearray()
+                s.scan_wait = 0
+                mv = memoryview(data)
+                p = self._recovery.scan(s, mv, 0, out, True)
+                if p < len(data):
+                    self._walk(s, data, mv, p, out)
+                if s.scan_wait and len(s.buf) >= len(data):
+                    break       # a candidate only the next header could confirm: as before
             where = self._hs.where(s)
             if s.scanning and (s.buf or s.scan_lost):
                 n = len(s.buf)

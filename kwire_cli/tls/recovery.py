@@ -158,10 +158,11 @@ class Recovery:
             i = j + 1
         return -1
 
-    def scan(self, s: Side, buf: memoryview, p: int, out: list[Item]) -> int:
+    def scan(self, s: Side, buf: memoryview, p: int, out: list[Item], at_end: bool = False) -> int:
         """Look for the next record in ``buf[p:]`` (``buf[p]`` at stream offset ``s.pos``): where
         the record found starts (``s.scanning`` is then False), or ``len(buf)`` with the bytes that
-        may still start one (at most a record) kept in ``s.buf``."""
+        may still start one (at most a record) kept in ``s.buf``. ``at_end``: the stream ends with
+        ``buf``, so a candidate running past its end is no record (the search goes on inside it)."""
         n = len(buf)
         while True:
             found = self._find_header(s, buf, p)
@@ -179,6 +180,12 @@ class Recovery:
                 s.hole_bytes += found - p
                 p = found
             total = 5 + (buf[p + 3] << 8 | buf[p + 4])
+            if n - p < total and at_end:
+                s.c.skipped += 1
+                s.pos += 1
+                s.hole_bytes += 1
+                p += 1
+                continue
             if n - p < total:
                 # wait for the whole candidate record (at most one record buffered)
                 s.buf = bytearray(buf[p:])
