@@ -32,13 +32,7 @@ class Dist:
         self.values: list[tuple[Any, float]] = []
 
     def add(self, pos: Any, v: float) -> None:
-        self.count += 1
-        if self.min is None or v < self.min:
-            self.min = v
-        if self.max is None or v > self.max:
-            self.max = v
-        if len(self.values) < RESERVOIR:
-            self.values.append((pos, v))
+        self.add_pair((pos, v))
 
     def add_pair(self, pv: tuple[Any, float]) -> None:
         """``add`` of a (position, value) pair made elsewhere (the summary's: one tuple for both)."""

@@ -174,13 +174,7 @@ def _step(nodes: list[Any], name: str, out: list[Any]) -> None:
             if v is not None:
                 out.append(v)
         elif isinstance(n, list):
-            for x in n:
-                if isinstance(x, dict):
-                    v = x.get(name)
-                    if v is not None:
-                        out.append(v)
-                elif isinstance(x, list):
-                    _step(x, name, out)
+            _step(n, name, out)
 
 
 def _percentile(sorted_values: list[float], q: float) -> float | None:

@@ -164,33 +164,7 @@ class TlsConnection:
             elif s.tls13_phase == "app" and data.__class__ is bytes and s.mode == ENC and not s.scanning \
                     and not s.skip and s.cipher.__class__ is Aead13:
                 # TLS 1.3 application data: whole records straight from ``data``, the rest below
-                native = s.cipher.native
-                if native is not None and s.rec_version is not None:
-                    # as _app13's native call, inline (the usual segment: whole records only)
-                    seq0 = s.seq
-                    pos0 = s.pos
-                    p, seq, pos, plain, pt = native.records(data, 0, seq0, pos0, direction, out, Plaintext)
-                    if pt is None:
-                        if seq != seq0:
-                            c = s.c
-                            k = seq - seq0
-                            s.seq = seq
-                            c.records += k
-                            c.decrypted += pos - pos0
-                            s.enc_records += k
-                            s.fails = 0
-                            if plain:
-                                s.broken = False
-                                c.plaintext += plain
-                            s.pos = pos
-                        if p == n:
-                            return out
-                    else:
-                        total = len(pt) + 21
-                        self._app13_done(s, seq, seq0, pos + total - pos0, plain)
-                        p = self._app13_stop(s, pos, total, pt, p, out)
-                else:
-                    p = self._app13(s, data, 0, out)
+                p = self._app13(s, data, 0, out)
                 if p == n:
                     return out
                 if p:
