@@ -616,8 +616,9 @@ def test_totals_note_ids_that_answers_name_differently():
 
 def test_the_accumulator_merges_task_parts_pairwise_into_the_whole():
     """The tasks' Totals gathered as the accumulator does (a task's own, then each task's
-    accumulator into the driver's, in any order) and merged pairwise: the summary of all the rows,
-    as one part counting them all gives it."""
+    accumulator, pickled, into the driver's, in any order) and merged pairwise: the summary of all
+    the rows, as one part counting them all gives it."""
+    import pickle
     import random
 
     from kwire_cli.analysis import AnalysedSummary
@@ -638,8 +639,8 @@ def test_the_accumulator_merges_task_parts_pairwise_into_the_whole():
     param = totals_param()
     driver = param.zero(None)
     for t in parts:
-        task = param.addInPlace(param.zero(None), t)  # the task's accumulator
-        driver = param.addInPlace(driver, task)
+        task = param.addInPlace(param.zero(None), t)  # the task's accumulator, sent to the driver
+        driver = param.addInPlace(driver, pickle.loads(pickle.dumps(task, pickle.HIGHEST_PROTOCOL)))
     assert isinstance(driver, TotalsParts) and len(driver.stack) == 3  # 11 = 8 + 2 + 1
     total = driver.total()
     assert total.rows == len(rows)

@@ -6,6 +6,7 @@ import pytest
 
 from conftest import FIXTURES
 from kwire_cli.capture import CaptureStats, iter_capture
+from kwire_cli.capture.reservoir import first_by_position
 from kwire_cli.capture.session import Conversation
 from kwire_cli.capture.summary import Summary
 
@@ -93,3 +94,20 @@ def test_last_apiversions_answer_by_position_wins():
     b2.add(changed, 10)        # later by position: wins whichever side it is merged from
     a2.merge(b2)
     assert a2.advertised[av[0]["src"]] == {0: (3, 3)}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_first_by_position_keeps_what_a_stable_sort_of_both_keeps(seed):
+    # lists of (position, value) pairs, in and out of order, full or not, overlapping or in turn,
+    # with positions shared between the two: the pairs kept are those of sorted(a + b)[:n]
+    rnd = random.Random(seed)
+    for _ in range(300):
+        n = rnd.randint(1, 12)
+        lo = rnd.choice([0, 0, 20])
+        a = [(rnd.randint(0, 30), rnd.random()) for _ in range(rnd.randint(0, n))]
+        b = [(rnd.randint(lo, lo + 30), rnd.random()) for _ in range(rnd.randint(0, n))]
+        if rnd.random() < 0.5:
+            a.sort()
+        want = sorted(a + b, key=lambda pv: pv[0])[:n]
+        got = first_by_position(list(a), list(b), n)
+        assert sorted(got) == sorted(want)

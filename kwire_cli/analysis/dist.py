@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from kwire_cli.capture.reservoir import first_by_position
+
 RESERVOIR = 100_000
 
 
@@ -51,11 +53,7 @@ class Dist:
             self.min = o.min
         if o.max is not None and (self.max is None or o.max > self.max):
             self.max = o.max
-        if self.values and o.values:
-            both = sorted(self.values + o.values, key=lambda pv: pv[0])
-            self.values = both[:RESERVOIR]
-        elif o.values:
-            self.values = list(o.values)
+        self.values = first_by_position(self.values, o.values, RESERVOIR)
 
     def to_dict(self, qs: tuple[tuple[str, float], ...] = (("p50_ms", 0.5), ("p90_ms", 0.9),
                                                            ("p99_ms", 0.99))) -> dict[str, Any]:

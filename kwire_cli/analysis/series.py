@@ -36,8 +36,19 @@ Cell = list[Any]
 Grid = dict[int, Cell]
 
 
+LOG_RATIO = math.log(RATIO)
+
+
 def _bin(v: float) -> int:
-    return 0 if v <= 0 else math.ceil(math.log(v) / math.log(RATIO))
+    return 0 if v <= 0 else math.ceil(math.log(v) / LOG_RATIO)
+
+
+def _count_bins(bins: dict[int, int], values: list[float]) -> None:
+    """``values`` counted into ``bins`` (``_bin`` of each, in line: a merge bins thousands)."""
+    log, ceil, lr = math.log, math.ceil, LOG_RATIO
+    for v in values:
+        i = 0 if v <= 0 else ceil(log(v) / lr)
+        bins[i] = bins.get(i, 0) + 1
 
 
 def _lat_combine(a: Cell, b: Cell) -> Cell:
@@ -50,17 +61,13 @@ def _lat_combine(a: Cell, b: Cell) -> Cell:
         bins: dict[int, int] = a[1]
         if bins is None:
             bins = a[1] = {}
-            for v in a[0]:
-                i = _bin(v)
-                bins[i] = bins.get(i, 0) + 1
+            _count_bins(bins, a[0])
             a[0] = None
         if b[1] is not None:
             for i, n in b[1].items():
                 bins[i] = bins.get(i, 0) + n
         else:
-            for v in b[0]:
-                i = _bin(v)
-                bins[i] = bins.get(i, 0) + 1
+            _count_bins(bins, b[0])
     a[2] = count
     a[3] = max(a[3], b[3])
     return a
@@ -86,10 +93,6 @@ def _lat_points(cell: Cell) -> dict[str, Any]:
                     break
     out["max_ms"] = cell[3]
     return out
-
-
-def _copy(cell: Cell) -> Cell:
-    return [list(c) if isinstance(c, list) else dict(c) if isinstance(c, dict) else c for c in cell]
 
 
 def _sum_combine(a: Cell, b: Cell) -> Cell:
@@ -278,18 +281,22 @@ class Series:
             self._put("commits", (group, name, part), ts, [pos, off])
 
     def merge(self, o: Series) -> Series:
+        """Add another part's series; ``o`` is used up (its cells become this one's)."""
         if o.k > self.k:
             self._coarsen(o.k)
         shift = self.k - o.k
+        used = self.used
         for kind, theirs in o.data.items():
             comb = COMBINE[kind]
             for key, grid in theirs.items():
+                if not grid:
+                    continue
+                mine = self._grid(kind, key)
                 for i, cell in grid.items():
                     j = i >> shift
-                    mine = self._grid(kind, key)
                     old = mine.get(j)
-                    mine[j] = _copy(cell) if old is None else comb(old, cell)
-                    self.used.add(j)
+                    mine[j] = cell if old is None else comb(old, cell)
+                    used.add(j)
         self._coarsen(self.k)
         return self
 

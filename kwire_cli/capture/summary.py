@@ -13,6 +13,7 @@ from typing import Any
 from kwire_cli.capture.auth import SASL_AUTHENTICATE, SASL_HANDSHAKE, SASL_TOKEN, AuthSummary
 from kwire_cli.capture.bodyfields import may_hold_records, records_paths
 from kwire_cli.capture.events import Damage, Note
+from kwire_cli.capture.reservoir import first_by_position
 from kwire_cli.capture.rows import DECODE_ERROR
 from kwire_cli.errors import KwireError
 from kwire_cli.records.stats import batch_stats, count_records_field, new_batch_stats
@@ -347,11 +348,9 @@ class Summary:
             a[0] += b[0]
             a[1] += b[1]
             a[3] += b[3]
-            if a[2] and b[2]:  # the first RESERVOIR of both, by position
-                lat = sorted(a[2] + b[2], key=lambda pl: pl[0])
-                a[2][:] = lat[:self.RESERVOIR]
-            elif b[2]:
-                a[2][:] = b[2]
+            lat = first_by_position(a[2], b[2], self.RESERVOIR)  # the first RESERVOIR of both, by position
+            if lat is not a[2]:
+                a[2][:] = lat
         for name, n in o.errors.items():
             at = o.error_first[name]
             if name in self.errors:

@@ -201,6 +201,9 @@ def _key(k: Any) -> bytes:
     return json_text(json.dumps(str(k), ensure_ascii=False)).encode("utf-8", "surrogatepass")
 
 
+GC_TUNED = (100_000, 50, 100)  # the collector's thresholds in ``gc_tuned``
+
+
 @contextmanager
 def gc_tuned():
     """Fewer garbage-collector passes while decoding.
@@ -222,7 +225,7 @@ def gc_tuned():
         pass  # reported where the specs are first used
     old = gc.get_threshold()
     gc.freeze()
-    gc.set_threshold(100_000, 50, 100)
+    gc.set_threshold(*GC_TUNED)
     try:
         yield
     finally:

@@ -2,9 +2,14 @@
 damage, failures, the partial summaries, the topic names learned on every connection and their uses."""
 from __future__ import annotations
 
+import gc
+import pickle
+from typing import Any
+
 from kwire_cli.analysis import AnalysedSummary
 from kwire_cli.capture import CaptureStats
 from kwire_cli.capture.summary import Summary
+from kwire_cli.render.jsonlines import GC_TUNED
 
 MAX_DAMAGE_EVENTS = 200
 
@@ -24,6 +29,13 @@ class Totals:
         self.learned: dict = {}     # topic id -> (position, name): the earliest answer naming it
         self.topic_uses: dict = {}  # topic id -> the latest row that found no name for it
         self.renamed: set = set()   # topic ids that answers gave more than one name
+
+    def __reduce__(self) -> tuple[Any, tuple[bytes]]:
+        """Pickled as one bytes object, its contents unpickled by ``unpacked`` with the garbage
+        collector paused: a task's part is a tree of tuples, lists and dicts (0.66 MB pickled per
+        task on the 2 GB set), which the driver's accumulator thread unpickled while the collector
+        scanned the growing merged total again and again (72 parts: 0.47 s -> 0.25 s of CPU)."""
+        return unpacked, (pickle.dumps(self.__dict__, pickle.HIGHEST_PROTOCOL),)
 
     def learn(self, tid: str, pn: tuple) -> bool:
         """An answer at ``pn[0]`` named ``tid`` ``pn[1]``: the earliest answer kept (True when this
@@ -87,6 +99,24 @@ class Totals:
             if mine is None or missed > mine:
                 self.topic_uses[tid] = missed
         return self
+
+
+def unpacked(blob: bytes) -> Totals:
+    """A ``Totals`` from its pickled form (``Totals.__reduce__``), the garbage collector paused
+    meanwhile. Where the collector is tuned (``gc_tuned``, which the driver runs the job in: it has
+    frozen the specs), the part is frozen too: out of the collections' sight until the job ends (it
+    holds no cycles); elsewhere the next collections see it as usual."""
+    out = Totals.__new__(Totals)
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        out.__dict__.update(pickle.loads(blob))
+        if gc.get_threshold() == GC_TUNED:
+            gc.freeze()
+    finally:
+        if was:
+            gc.enable()
+    return out
 
 
 class TotalsParts:
