@@ -48,7 +48,7 @@ SPARK_FILES = {"test_spark.py", "test_spark_cluster.py", "test_spark_class_data.
 #   measured with `python -m pytest --durations=50`. Spark's own slow tests are listed too, so that
 #   `-m "not slow"` alone also leaves them out. tests/test_tooling.py checks that every name here
 #   still exists.
-SLOW_FILES = {"test_spark_cluster.py", "test_report_browser.py"}
+SLOW_FILES = {"test_spark_cluster.py", "test_report_browser.py", "test_big_fetch.py"}
 SLOW_TESTS = {
     "test_records_speedups.py": {
         "test_generated_sections_give_the_same_result",

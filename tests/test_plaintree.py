@@ -122,3 +122,45 @@ def test_color_option(how, styled):
         by_env = subprocess.run([sys.executable, "-m", "kwire_cli", "decode", hx], capture_output=True,
                                 env={**env, "KWIRE_COLOR": how[1]})
         assert by_env.stdout == p.stdout
+
+
+def _printed(tree: Node, monkeypatch) -> list[str]:
+    """What ``print_tree`` writes for ``tree`` to a file (not a terminal)."""
+    from kwire_cli.render.plaintree import print_tree
+    raw = io.BytesIO()
+    out = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
+    monkeypatch.setattr(sys, "stdout", out)
+    print_tree(tree)
+    out.flush()
+    return raw.getvalue().decode().split("\n")[:-1]
+
+
+@pytest.mark.parametrize("width", [200, 60, 30])
+def test_printed_trees_are_rich_lines_also_where_labels_fold(width, monkeypatch):
+    """``print_tree`` writes a tree as it walks it and hands only a label too wide for its line to
+    Rich: every tree of a capture at three page widths (at 60 and 30 many labels fold) prints what
+    Rich prints for the whole tree."""
+    monkeypatch.setenv("COLUMNS", str(width))
+    folded = 0
+    for tree in _trees(CAPTURES[0]):
+        assert _printed(tree, monkeypatch) == _rich_lines(tree, width)
+        folded += plain_lines(tree) is None
+    assert folded if width < 200 else not folded
+
+
+def test_a_tree_is_made_as_it_prints():
+    """A node's ``fill`` makes its children when the walk reaches them, after the children added,
+    and again for each walk: nothing of a big array's items is kept."""
+    made = []
+
+    def kids():
+        for i in range(3):
+            made.append(i)
+            yield Node(Label(f"[{i}]"))
+    root = Node(Label("root"))
+    root.add(Label("first"))
+    big = root.add(Label("items"))
+    big.fill = kids
+    assert made == [] and big.children == []
+    assert plain_lines(root) == ["root", "├── first", "└── items", "    ├── [0]", "    ├── [1]", "    └── [2]"]
+    assert plain_lines(root) == _rich_lines(root, 200) and made == [0, 1, 2] * 3

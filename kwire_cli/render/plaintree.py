@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 from kwire_cli.render.page import color_mode, page_width
@@ -57,18 +58,27 @@ class Label:
 
 
 class Node:
-    """A tree node: a label and its children, in order."""
+    """A tree node: a label and its children, in order: those added (``add``), then those ``fill``
+    makes when the tree is printed (a big array's items are made one at a time as they print, and
+    let go of after, so that a tree of millions of lines never exists whole)."""
 
-    __slots__ = ("label", "children")
+    __slots__ = ("label", "children", "fill")
 
-    def __init__(self, label: Label) -> None:
+    def __init__(self, label: Label, fill: Callable[[], Iterable[Node]] | None = None) -> None:
         self.label = label
         self.children: list[Node] = []
+        self.fill = fill
 
     def add(self, label: Label) -> Node:
         node = Node(label)
         self.children.append(node)
         return node
+
+    def kids(self) -> Iterator[Node]:
+        """The children: those added, then those ``fill`` makes (made again on each call)."""
+        yield from self.children
+        if self.fill is not None:
+            yield from self.fill()
 
     def to_rich(self) -> Any:
         from rich.tree import Tree
@@ -76,9 +86,33 @@ class Node:
         todo = [(root, self)]
         while todo:
             rich_node, node = todo.pop()
-            for child in node.children:
+            for child in node.kids():
                 todo.append((rich_node.add(child.label.to_rich()), child))
         return root
+
+
+def walk(root: Node) -> Iterator[tuple[str, str, Label]]:
+    """Each label of the tree in print order, with the guides before its first line and before its
+    other lines (Rich's layout); children are made (``Node.fill``) as the walk reaches them."""
+    yield "", "", root.label
+    # per level: the children left (one looked at ahead, to know the last one) and their guides
+    todo: list[tuple[Iterator[Node], Node | None, str]] = [(root.kids(), None, "")]
+    while todo:
+        it, ahead, inner = todo[-1]
+        node = ahead if ahead is not None else next(it, None)
+        if node is None:
+            todo.pop()
+            continue
+        following = next(it, None)
+        todo[-1] = (it, following, inner)
+        last = following is None
+        yield inner + (END if last else FORK), inner + (SPACE if last else CONTINUE), node.label
+        if node.children or node.fill is not None:
+            todo.append((node.kids(), None, inner + (SPACE if last else CONTINUE)))
+
+
+def _fits(text: str, room: int) -> bool:
+    return len(text) <= room and (text.isascii() or len(text) * 2 <= room or cells(text) <= room)
 
 
 def plain_lines(root: Node) -> list[str] | None:
@@ -86,21 +120,26 @@ def plain_lines(root: Node) -> list[str] | None:
     label would not fit its line (Rich would fold it) and Rich must lay the tree out."""
     width = page_width()
     out: list[str] = []
-    # (node, the guides before its label, the guides before its children's labels)
-    todo: list[tuple[Node, str, str]] = [(root, "", "")]
-    while todo:
-        node, lead, inner = todo.pop()
-        for i, text in enumerate(node.label.plain.split("\n")):
+    for lead, inner, label in walk(root):
+        for i, text in enumerate(label.plain.split("\n")):
             guides = inner if i else lead
-            room = width - len(guides)
-            if len(text) > room or (not text.isascii() and len(text) * 2 > room and cells(text) > room):
+            if not _fits(text, width - len(guides)):
                 return None
             out.append(guides + text)
-        kids = node.children
-        for i in range(len(kids) - 1, -1, -1):
-            last = i == len(kids) - 1
-            todo.append((kids[i], inner + (END if last else FORK), inner + (SPACE if last else CONTINUE)))
     return out
+
+
+def _folded(label: Label, lead: str, inner: str, width: int) -> list[str]:
+    """The lines Rich prints for a label that does not fit its line: laid out by Rich (folded) on
+    the room the guides leave, the first line after ``lead``, the others after ``inner``, as Rich's
+    ``Tree`` does."""
+    from kwire_cli.render.console import make_console
+    console = make_console()
+    room = width - len(inner)
+    lines = console.render_lines(label.to_rich(), console.options.update(width=room, highlight=False, height=None),
+                                 pad=False)
+    return [(inner if i else lead) + "".join(seg.text for seg in line if not seg.control)
+            for i, line in enumerate(lines)]
 
 
 def cells(text: str) -> int:
@@ -121,13 +160,35 @@ def plain_ok(stream: IO[str]) -> bool:
 
 
 def print_tree(root: Node | Label, stderr: bool = False) -> None:
-    """Print a tree (or one label) as Rich would, without Rich where it would print no styles."""
+    """Print a tree (or one label) as Rich would, without Rich where it would print no styles.
+
+    Off a terminal the lines are written as the tree is walked, 64 KB at a time, so that a tree of
+    millions of lines (a Fetch answer of 400,000 partitions) costs what one line does; a label too
+    wide for its line is laid out by Rich alone, as Rich's tree would."""
     stream = sys.stderr if stderr else sys.stdout
+    node = root if isinstance(root, Node) else Node(root)
     if plain_ok(stream):
-        lines = plain_lines(root if isinstance(root, Node) else Node(root))
-        if lines is not None:
-            stream.write("\n".join(lines) + "\n")
-            stream.flush()  # as Rich does after each print: a tree shows before the next frame decodes
-            return
+        width = page_width()
+        buf: list[str] = []
+        size = 0
+        for lead, inner, label in walk(node):
+            texts = label.plain.split("\n")
+            if all(_fits(text, width - len(inner if i else lead)) for i, text in enumerate(texts)):
+                for i, text in enumerate(texts):
+                    line = (inner if i else lead) + text
+                    buf.append(line)
+                    size += len(line) + 1
+            else:
+                for line in _folded(label, lead, inner, width):
+                    buf.append(line)
+                    size += len(line) + 1
+            if size >= 65536:
+                stream.write("\n".join(buf) + "\n")
+                buf.clear()
+                size = 0
+        if buf:
+            stream.write("\n".join(buf) + "\n")
+        stream.flush()  # as Rich does after each print: a tree shows before the next frame decodes
+        return
     from kwire_cli.render.console import print_renderable  # imports Rich: only when it prints
-    print_renderable(root.to_rich(), stderr=stderr)
+    print_renderable(node.to_rich(), stderr=stderr)

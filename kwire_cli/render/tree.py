@@ -11,8 +11,9 @@ or their hex.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
+from functools import partial
 from typing import Any
 
 from kwire_cli.render.plaintree import Label, Node
@@ -123,8 +124,18 @@ def _label(name: str, value: Label | None, typ: str | None) -> Label:
     return t
 
 
+def _filled(label: Label, fill: Callable[[], Iterable[Node]]) -> Node:
+    return Node(label, fill)
+
+
 def add_struct(node: Node, value: dict, struct: StructSpec | None, version: int) -> None:
-    """Children of `node`: one per field of `value`, in spec order, then any extra keys."""
+    """Children of `node`: one per field of `value`, in spec order, then any extra keys; made when
+    the tree prints (``Node.fill``)."""
+    node.fill = partial(struct_kids, value, struct, version)
+
+
+def struct_kids(value: dict, struct: StructSpec | None, version: int) -> Iterator[Node]:
+    """The nodes of `value`'s fields, in spec order, then any extra keys."""
     specs = {f.name: f for f in struct.fields} if struct is not None else {}
     explicit = value.get("_explicit_tags") or ()
     unsent = []
@@ -136,16 +147,17 @@ def add_struct(node: Node, value: dict, struct: StructSpec | None, version: int)
             unsent.append(key)  # a tagged field that was not on the wire
             continue
         if key == "_unknown_tags":
-            sub = node.add(_label("unknown tagged fields", None, f"{len(v)}"))
+            sub = Node(_label("unknown tagged fields", None, f"{len(v)}"))
             for tag, h in v.items():
                 sub.add(_label(f"tag {tag}", _hex_text(h), None))
+            yield sub
             continue
         if f is None:
-            add_value(node, key, v)
+            yield value_node(key, v)
         else:
-            add_field(node, f, v, version, struct.name if struct is not None else None)
+            yield field_node(f, v, version, struct.name if struct is not None else None)
     if unsent:
-        node.add(Label(escape(f"(not sent, at their defaults: {', '.join(unsent)})"), style=S_TYPE))
+        yield Node(Label(escape(f"(not sent, at their defaults: {', '.join(unsent)})"), style=S_TYPE))
 
 
 def _is_default(f: FieldSpec, v: Any, version: int) -> bool:
@@ -170,13 +182,18 @@ def _reading(f: FieldSpec, value: Any) -> Label | None:
 
 def add_field(node: Node, f: FieldSpec, v: Any, version: int, within: str | None = None) -> None:
     """A field's line (and subtree); ``within`` names the struct it is in (what its values mean)."""
+    node.children.append(field_node(f, v, version, within))
+
+
+def field_node(f: FieldSpec, v: Any, version: int, within: str | None = None) -> Node:
+    """A field's node, its subtree made when it prints; ``within`` names the struct it is in."""
     ft = f.type
     typ = type_text(f, version)
     if v is None:
-        node.add(_label(f.name, Label("null", style=S_NULL), typ))
-    elif ft.kind == "struct" and isinstance(v, dict):
-        add_struct(node.add(_label(f.name, _reading(f, v), typ)), v, f.struct, version)
-    elif ft.kind == "array" and isinstance(v, list):
+        return Node(_label(f.name, Label("null", style=S_NULL), typ))
+    if ft.kind == "struct" and isinstance(v, dict):
+        return _filled(_label(f.name, _reading(f, v), typ), partial(struct_kids, v, f.struct, version))
+    if ft.kind == "array" and isinstance(v, list):
         el = ft.element
         assert el is not None  # an array type has an element type
         if el.kind != "struct" and len(v) <= MAX_INLINE_SCALARS:
@@ -186,42 +203,45 @@ def add_field(node: Node, f: FieldSpec, v: Any, version: int, within: str | None
                     inner.append(", ")
                 inner.append_text(_meant(scalar_text(x, el, f.name), within, f.name, x))
             inner.append("]")
-            node.add(_label(f.name, inner, typ))
-            return
-        sub = node.add(_label(f.name, Label(f"{len(v)} item" + ("" if len(v) == 1 else "s"), style=S_TYPE), typ))
-        for i, x in enumerate(v):
-            if el.kind == "struct" and isinstance(x, dict):
-                item = Label(f"[{i}]", style=S_NAME)
-                reading = _reading(f, x)
-                if reading is not None:
-                    item.append("  ")
-                    item.append_text(reading)
-                add_struct(sub.add(item), x, f.struct, version)
-            else:
-                sub.add(_label(f"[{i}]", _meant(scalar_text(x, el, f.name), within, f.name, x), None))
-    elif ft.kind == "records" and isinstance(v, dict):
-        add_records(node, f.name, v, typ)
-    else:
-        node.add(_label(f.name, _meant(scalar_text(v, ft, f.name), within, f.name, v), typ))
+            return Node(_label(f.name, inner, typ))
+        return _filled(_label(f.name, Label(f"{len(v)} item" + ("" if len(v) == 1 else "s"), style=S_TYPE), typ),
+                       partial(_item_kids, f, el, v, version, within))
+    if ft.kind == "records" and isinstance(v, dict):
+        return records_node(f.name, v, typ)
+    return Node(_label(f.name, _meant(scalar_text(v, ft, f.name), within, f.name, v), typ))
+
+
+def _item_kids(f: FieldSpec, el: FieldType, v: list, version: int, within: str | None) -> Iterator[Node]:
+    for i, x in enumerate(v):
+        if el.kind == "struct" and isinstance(x, dict):
+            item = Label(f"[{i}]", style=S_NAME)
+            reading = _reading(f, x)
+            if reading is not None:
+                item.append("  ")
+                item.append_text(reading)
+            yield _filled(item, partial(struct_kids, x, f.struct, version))
+        else:
+            yield Node(_label(f"[{i}]", _meant(scalar_text(x, el, f.name), within, f.name, x), None))
 
 
 def add_value(node: Node, name: str, v: Any, typ: str | None = None) -> None:
     """A value without a spec (records batches, extra keys): dicts and lists as subtrees."""
+    node.children.append(value_node(name, v, typ))
+
+
+def value_node(name: str, v: Any, typ: str | None = None) -> Node:
+    """The node of a value without a spec, its subtree made when it prints."""
     if isinstance(v, dict):
         red = redacted_text(v)
         if red is not None:
-            node.add(_label(name, red, typ))
-            return
+            return Node(_label(name, red, typ))
         if set(v) == {"text"} and isinstance(v["text"], str):
-            node.add(_label(name, Label(quoted(v["text"])), typ))
-            return
+            return Node(_label(name, Label(quoted(v["text"])), typ))
         if set(v) == {"hex"} and isinstance(v["hex"], str):
-            node.add(_label(name, _hex_text(v["hex"]), typ))
-            return
-        sub = node.add(_label(name, None if v else Label("{}", style=S_TYPE), typ))
-        for k, x in v.items():
-            add_value(sub, str(k), x)
-    elif isinstance(v, list):
+            return Node(_label(name, _hex_text(v["hex"]), typ))
+        return _filled(_label(name, None if v else Label("{}", style=S_TYPE), typ),
+                       partial(_dict_kids, v))
+    if isinstance(v, list):
         if all(not isinstance(x, (dict, list)) for x in v) and len(v) <= MAX_INLINE_SCALARS:
             inner = Label("[")
             for i, x in enumerate(v):
@@ -229,13 +249,20 @@ def add_value(node: Node, name: str, v: Any, typ: str | None = None) -> None:
                     inner.append(", ")
                 inner.append_text(scalar_text(x))
             inner.append("]")
-            node.add(_label(name, inner, typ))
-            return
-        sub = node.add(_label(name, Label(f"{len(v)} item" + ("" if len(v) == 1 else "s"), style=S_TYPE), typ))
-        for i, x in enumerate(v):
-            add_value(sub, f"[{i}]", x)
-    else:
-        node.add(_label(name, scalar_text(v, None, name), typ))
+            return Node(_label(name, inner, typ))
+        return _filled(_label(name, Label(f"{len(v)} item" + ("" if len(v) == 1 else "s"), style=S_TYPE), typ),
+                       partial(_list_kids, v))
+    return Node(_label(name, scalar_text(v, None, name), typ))
+
+
+def _dict_kids(v: dict) -> Iterator[Node]:
+    for k, x in v.items():
+        yield value_node(str(k), x)
+
+
+def _list_kids(v: list) -> Iterator[Node]:
+    for i, x in enumerate(v):
+        yield value_node(f"[{i}]", x)
 
 
 def message_tree(api_name: str, api_key: int, version: int, kind: str, header: dict | None,
@@ -362,50 +389,64 @@ def _not_shown(node: Node, recs: list) -> None:
 def add_records(node: Node, name: str, v: dict, typ: str | None = None) -> None:
     """A decoded records field (kwire_cli.records' shape) as batches and one line per record;
     anything else falls back to the generic rendering."""
+    node.children.append(records_node(name, v, typ))
+
+
+def records_node(name: str, v: dict, typ: str | None = None) -> Node:
+    """The node of a records field, its batches and records made when it prints (the tree's budget
+    of record lines is spent then, in print order)."""
     batches = v.get("batches")
     if not isinstance(batches, list):
-        add_value(node, name, v, typ)
-        return
+        return value_node(name, v, typ)
     nrec = sum(len(b["Records"]) for b in batches if isinstance(b, dict) and isinstance(b.get("Records"), list))
     summary = Label(f"{len(batches)} batch{'es' if len(batches) != 1 else ''}, {nrec} record{'s' if nrec != 1 else ''}",
                    style=S_TYPE)
-    sub = node.add(_label(name, summary, typ))
+    return _filled(_label(name, summary, typ), partial(_records_kids, v, batches))
+
+
+def _records_kids(v: dict, batches: list) -> Iterator[Node]:
     left = lines.get() or [MAX_RECORD_LINES]
     for i, b in enumerate(batches):
         if left[0] <= 0:
-            sub.add(Label(f"… {len(batches) - i} more batches not shown: a tree shows {MAX_RECORD_LINES} "
-                         "batch, record and header lines (--format json shows all)", style=S_NOTE))
+            yield Node(Label(f"… {len(batches) - i} more batches not shown: a tree shows {MAX_RECORD_LINES} "
+                             "batch, record and header lines (--format json shows all)", style=S_NOTE))
             break
         left[0] -= 1
         if not isinstance(b, dict):
-            add_value(sub, f"[{i}]", b)
+            yield value_node(f"[{i}]", b)
             continue
-        bn = sub.add(_batch_label(i, b))
-        if "RawHex" in b:
-            bn.add(_label("RawHex", _hex_text(b["RawHex"]), None))
-        recs = b.get("Records") if b.get("Magic") == 2 else b.get("Messages", [b] if "Value" in b else [])
-        recs = recs if isinstance(recs, list) else []
-        for j, r in enumerate(recs):
-            if left[0] <= 0:
-                _not_shown(bn, recs[j:])
-                break
-            left[0] -= 1
-            if not isinstance(r, dict):
-                add_value(bn, f"[{j}]", r)
-                continue
-            rn = bn.add(_record_label(j, r))
-            hs = r.get("Headers") or []
-            for hi, h in enumerate(hs):
-                if left[0] <= 0:
-                    rn.add(Label(f"… {len(hs) - hi} more headers not shown (--format json shows all)", style=S_NOTE))
-                    break
-                left[0] -= 1
-                if isinstance(h, dict):
-                    k = h.get("Key")
-                    ht = Label("header ", style=S_TYPE) + Label(quoted(k) if isinstance(k, str)
-                                                              else escape(k)) + Label(": ") + _kv_text(h.get("Value"))
-                    rn.add(ht)
+        bn = Node(_batch_label(i, b))
+        _batch_kids(bn, b, left)
+        yield bn
     tail = v.get("partial_trailing_batch")
     if tail:
-        sub.add(Label(f"partial trailing batch at byte {tail.get('offset')}, {tail.get('bytes')} bytes "
-                     f"(cut by the fetch size limit)", style=S_NOTE))
+        yield Node(Label(f"partial trailing batch at byte {tail.get('offset')}, {tail.get('bytes')} bytes "
+                         f"(cut by the fetch size limit)", style=S_NOTE))
+
+
+def _batch_kids(bn: Node, b: dict, left: list[int]) -> None:
+    """A batch's records and headers, as many as the tree's budget of record lines ``left`` allows."""
+    if "RawHex" in b:
+        bn.add(_label("RawHex", _hex_text(b["RawHex"]), None))
+    recs = b.get("Records") if b.get("Magic") == 2 else b.get("Messages", [b] if "Value" in b else [])
+    recs = recs if isinstance(recs, list) else []
+    for j, r in enumerate(recs):
+        if left[0] <= 0:
+            _not_shown(bn, recs[j:])
+            break
+        left[0] -= 1
+        if not isinstance(r, dict):
+            add_value(bn, f"[{j}]", r)
+            continue
+        rn = bn.add(_record_label(j, r))
+        hs = r.get("Headers") or []
+        for hi, h in enumerate(hs):
+            if left[0] <= 0:
+                rn.add(Label(f"… {len(hs) - hi} more headers not shown (--format json shows all)", style=S_NOTE))
+                break
+            left[0] -= 1
+            if isinstance(h, dict):
+                k = h.get("Key")
+                ht = Label("header ", style=S_TYPE) + Label(quoted(k) if isinstance(k, str)
+                                                          else escape(k)) + Label(": ") + _kv_text(h.get("Value"))
+                rn.add(ht)
