@@ -17,7 +17,7 @@ from kwire_cli.codec import decode_response, encode_response
 from kwire_cli.inputs.dump import parse_hex
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from memory_bombs import answer_pcap  # noqa: E402
+from memory_bombs import answer_pcap
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTITIONS = 100_000
