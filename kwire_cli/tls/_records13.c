@@ -150,23 +150,33 @@ static int open_one(Opener *self, unsigned long long seq, const unsigned char *h
     return p_decrypt_final(ctx, out + (m > 0 ? m : 0), &len) == 1;
 }
 
-static PyObject *opener_records(Opener *self, PyObject *args) {
+static PyObject *opener_records(Opener *self, PyObject *const *args, Py_ssize_t nargs) {
     Py_buffer buf;
     Py_ssize_t p, pos;
-    PyObject *seq_obj, *out, *ptype;
+    PyObject *out, *ptype;
     int d;
     if (self->ctx == NULL) {
         PyErr_SetString(PyExc_ValueError, "the opener has no key");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "y*nOniO!O!", &buf, &p, &seq_obj, &pos, &d, &PyList_Type, &out, &PyType_Type,
-                          &ptype))
-        return NULL;
-    unsigned long long seq = PyLong_AsUnsignedLongLong(seq_obj);
-    if (seq == (unsigned long long)-1 && PyErr_Occurred()) {
-        PyBuffer_Release(&buf);
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "records(data, p, seq, pos, d, out, plaintext_type) takes 7 arguments");
         return NULL;
     }
+    out = args[5];
+    ptype = args[6];
+    if (!PyList_Check(out) || !PyType_Check(ptype)) {
+        PyErr_SetString(PyExc_TypeError, "records: out must be a list and plaintext_type a type");
+        return NULL;
+    }
+    p = PyLong_AsSsize_t(args[1]);
+    pos = PyLong_AsSsize_t(args[3]);
+    d = PyLong_AsLong(args[4]);
+    unsigned long long seq = PyLong_AsUnsignedLongLong(args[2]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (PyObject_GetBuffer(args[0], &buf, PyBUF_SIMPLE) < 0)
+        return NULL;
     const unsigned char *data = (const unsigned char *)buf.buf;
     Py_ssize_t n = buf.len;
     Py_ssize_t plain = 0;
@@ -235,9 +245,83 @@ static PyObject *opener_records(Opener *self, PyObject *args) {
         stop = Py_None;
         Py_INCREF(stop);
     }
-    return Py_BuildValue("nKnnN", p, seq, pos, plain, stop);
+    PyObject *res = PyTuple_New(5);
+    PyObject *v0 = PyLong_FromSsize_t(p), *v1 = PyLong_FromUnsignedLongLong(seq), *v2 = PyLong_FromSsize_t(pos),
+             *v3 = PyLong_FromSsize_t(plain);
+    if (res == NULL || v0 == NULL || v1 == NULL || v2 == NULL || v3 == NULL) {
+        Py_XDECREF(res);
+        Py_XDECREF(v0);
+        Py_XDECREF(v1);
+        Py_XDECREF(v2);
+        Py_XDECREF(v3);
+        Py_DECREF(stop);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(res, 0, v0);
+    PyTuple_SET_ITEM(res, 1, v1);
+    PyTuple_SET_ITEM(res, 2, v2);
+    PyTuple_SET_ITEM(res, 3, v3);
+    PyTuple_SET_ITEM(res, 4, stop);
+    return res;
 error:
     Py_XDECREF(dobj);
+    PyBuffer_Release(&buf);
+    return NULL;
+}
+
+/* opens(data, p, seq): the inner plaintexts of the whole application_data records of ``data``
+ * from ``p`` that authenticate under this key at ``seq``, ``seq + 1``, ... whatever is inside
+ * (the handshake phase's records: handshake messages). It stops where ``records`` stops for
+ * anything but the content (another content type, a record cut short, too long or over
+ * ``max_len``, one that does not authenticate: no state changes for it). Returns (p, seq, list
+ * of inner plaintexts); each record was len(plaintext) + 21 bytes (header, tag). */
+static PyObject *opener_opens(Opener *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (self->ctx == NULL) {
+        PyErr_SetString(PyExc_ValueError, "the opener has no key");
+        return NULL;
+    }
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "opens(data, p, seq) takes 3 arguments");
+        return NULL;
+    }
+    Py_buffer buf;
+    if (PyObject_GetBuffer(args[0], &buf, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Py_ssize_t p = PyLong_AsSsize_t(args[1]);
+    unsigned long long seq = PyLong_AsUnsignedLongLong(args[2]);
+    PyObject *list = NULL;
+    if (PyErr_Occurred())
+        goto error;
+    list = PyList_New(0);
+    if (list == NULL)
+        goto error;
+    const unsigned char *data = (const unsigned char *)buf.buf;
+    Py_ssize_t n = buf.len;
+    if (p < 0)
+        p = n;
+    while (n - p >= 5 && data[p] == APPLICATION_DATA && data[p + 1] == 3 && data[p + 2] <= 4) {
+        Py_ssize_t ln = data[p + 3] << 8 | data[p + 4];
+        Py_ssize_t end = p + 5 + ln;
+        if (end > n || ln > MAX_RECORD || ln > self->max_len || ln < TAG_LEN)
+            break;
+        PyObject *pt = PyBytes_FromStringAndSize(NULL, ln - TAG_LEN);
+        if (pt == NULL)
+            goto error;
+        if (!open_one(self, seq, data + p, data + p + 5, (int)ln, (unsigned char *)PyBytes_AS_STRING(pt))) {
+            Py_DECREF(pt);
+            break;
+        }
+        int r = PyList_Append(list, pt);
+        Py_DECREF(pt);
+        if (r < 0)
+            goto error;
+        seq++;
+        p = end;
+    }
+    PyBuffer_Release(&buf);
+    return Py_BuildValue("nKN", p, seq, list);
+error:
+    Py_XDECREF(list);
     PyBuffer_Release(&buf);
     return NULL;
 }
@@ -345,7 +429,9 @@ static PyMethodDef module_methods[] = {
 static PyMethodDef opener_methods[] = {
     {"open", (PyCFunction)opener_open, METH_VARARGS,
      "open(seq, body, header) -> the plaintext, or None when the record does not authenticate"},
-    {"records", (PyCFunction)opener_records, METH_VARARGS,
+    {"opens", (PyCFunction)(void (*)(void))opener_opens, METH_FASTCALL,
+     "opens(data, p, seq) -> (p, seq, [inner plaintext, ...]) of the records that authenticate"},
+    {"records", (PyCFunction)(void (*)(void))opener_records, METH_FASTCALL,
      "records(data, p, seq, pos, d, out, plaintext_type) -> (p, seq, pos, plaintext_bytes, stop_plaintext)"},
     {NULL, NULL, 0, NULL},
 };

@@ -256,15 +256,19 @@ class TlsConnection:
         record = self._record
         while n - p >= 5:
             ctype = data[p]
-            if ctype == APPLICATION_DATA and s.tls13_phase == "app" and s.mode == ENC \
-                    and s.cipher.__class__ is Aead13:
-                p = self._app13(s, data, p, out)
+            while ctype == APPLICATION_DATA and s.tls13_phase and s.mode == ENC and s.cipher.__class__ is Aead13:
+                # TLS 1.3 records under an AEAD: runs of them in one native call each where it can
+                q = self._app13(s, data, p, out) if s.tls13_phase == "app" else self._hs13(s, data, p, out)
                 if s.scanning or s.skip:
-                    self._walk(s, data, mv, p, out)
+                    self._walk(s, data, mv, q, out)
                     return
-                if n - p < 5:
+                if q == p or n - q < 5:
+                    p = q
                     break
+                p = q
                 ctype = data[p]
+            if n - p < 5:
+                break
             ln = data[p + 3] << 8 | data[p + 4]
             if ctype not in TYPES or data[p + 1] != 3 or data[p + 2] > 4 or ln > MAX_RECORD:
                 self._walk(s, data, mv, p, out)
@@ -423,6 +427,44 @@ class TlsConnection:
             return self._app13_stop(s, pos, total, pt, p, out)
         self._app13_done(s, seq, seq0, pos - pos0, plain)
         s.pos = pos
+        return p
+
+    def _hs13(self, s: Side, data: bytes | memoryview, p: int, out: list[Item]) -> int:
+        """TLS 1.3 records under ``s``'s handshake keys (an ``Aead13`` with a native opener)
+        wholly inside ``data`` from ``p``: the run that authenticates opened in one native call
+        (``opens``), then each read as ``_fast`` reads it; stops after a record that changed the
+        keys or the state (the records after it, if any, are read again by the general path), or
+        where the run stopped: where the next record starts."""
+        cipher = s.cipher
+        assert isinstance(cipher, Aead13)
+        native = cipher.native
+        if native is None or s.rec_version is None:
+            return p
+        pts = native.opens(data, p, s.seq)[2]
+        c = s.c
+        start = s.pos
+        for pt in pts:
+            total = len(pt) + 21        # header, inner plaintext and the 16-byte tag
+            s.seq += 1
+            c.records += 1
+            c.decrypted += total
+            s.enc_records += 1
+            s.fails = 0
+            if pt and pt[-1] == APPLICATION_DATA:
+                pt = pt[:-1]
+                if pt:
+                    s.broken = False
+                    c.plaintext += len(pt)
+                    out.append(_tnew(Plaintext, (s.d, pt, start, start + total)))
+            else:
+                self._content(s, APPLICATION_DATA, pt, start, start + total, out)
+                if s.pending:
+                    self._hs.key_change(s, out)
+            start += total
+            s.pos = start
+            p += total
+            if s.cipher is not cipher or s.mode != ENC or s.scanning or s.skip or s.tls13_phase != "hs":
+                break
         return p
 
     def _app13_stop(self, s: Side, pos: int, total: int, pt: bytes, p: int, out: list[Item]) -> int:
