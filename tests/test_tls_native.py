@@ -28,7 +28,7 @@ def record(aead, iv: int, seq: int, inner: bytes, ctype: int = 23, version: byte
 
 
 def reference(cipher: tuple, data: bytes, p: int, seq: int, pos: int, d: int, out: list):
-    """The contract of ``Opener.records``, in Python (as connection.py's ``_app13`` loop, which
+    """The contract of ``Opener.records``, in Python (as fast.py's ``_app13`` loop, which
     does not stop before records over ``max_len``); ``cipher``: (AEAD, IV, max_len)."""
     aead, iv, max_len = cipher
     plain = 0
@@ -52,6 +52,26 @@ def reference(cipher: tuple, data: bytes, p: int, seq: int, pos: int, d: int, ou
             continue
         return p, seq, pos, plain, pt
     return p, seq, pos, plain, None
+
+
+def reference_opens(cipher: tuple, data: bytes, p: int, seq: int):
+    """The contract of ``Opener.opens``, in Python: every record of the run that authenticates,
+    whatever its inner plaintext holds."""
+    aead, iv, max_len = cipher
+    n = len(data)
+    pts = []
+    while n - p >= 5 and data[p] == 23 and data[p + 1] == 3 and data[p + 2] <= 4:
+        end = p + 5 + (data[p + 3] << 8 | data[p + 4])
+        if end > n or end - p > MAX_RECORD + 5 or end - p > max_len + 5:
+            break
+        try:
+            pt = aead.decrypt((iv ^ seq).to_bytes(12, "big"), data[p + 5:end], data[p:p + 5])
+        except Exception:
+            break
+        pts.append(pt)
+        seq += 1
+        p = end
+    return p, seq, pts
 
 
 @pytest.mark.parametrize("name", sorted(CIPHERS))
@@ -99,6 +119,10 @@ def test_records_of_every_kind_open_as_in_python(name):
         # a memoryview of the same bytes reads the same
         again: list = []
         assert opener.records(memoryview(data), p, seq0, 1000, trial & 1, again, Plaintext) == want and again == ref
+        # the handshake phase's call: every record of the run, whatever is inside
+        runs = reference_opens((aead, iv, opener.max_len), data, p, seq0)
+        assert opener.opens(data, p, seq0) == runs, trial
+        assert opener.opens(memoryview(data), p, seq0) == runs, trial
 
 
 @pytest.mark.parametrize("name", sorted(CIPHERS))

@@ -1,11 +1,11 @@
 /* TLS 1.3 records decrypted through OpenSSL's libcrypto (used by kwire_cli/tls/keys.py and
- * connection.py when built; the Python path gives the same results: tests/test_tls_native.py).
+ * fast.py when built; the Python path gives the same results: tests/test_tls_native.py).
  *
  * ``Opener(cipher, key, iv)`` keeps one OpenSSL EVP context keyed once (AES-128-GCM, AES-256-GCM
  * or ChaCha20-Poly1305); ``opener.open(seq, body, header)`` decrypts one record body (None when it
  * does not authenticate); ``opener.records(data, p, seq, pos, d, out, plaintext_type)`` walks the
  * whole TLS 1.3 application_data records of ``data`` from ``p`` exactly as the record layer's
- * Python loop does (connection.py ``_app13``): the nonce is the IV XOR the sequence number
+ * Python loop does (fast.py ``_app13``): the nonce is the IV XOR the sequence number
  * (RFC 8446 5.3), the additional data the record header as it came; each record whose inner
  * plaintext is application data without padding becomes a ``plaintext_type`` tuple (d, data,
  * start, end) appended to ``out``. It stops at the first record it does not complete: another
@@ -13,6 +13,8 @@
  * records over 2 KiB: faster in the Python path), one that does not authenticate (no state
  * changes for it), or one whose inner plaintext is anything else (that plaintext is handed back
  * for the Python path to read). Returns (p, seq, pos, plaintext bytes, that plaintext or None).
+ * ``opener.opens(data, p, seq)`` opens such a run whatever the inner plaintexts hold (the
+ * handshake keys' records: fast.py ``_hs13`` reads each) and returns (p, seq, their list).
  *
  * ``derive(cipher, hash, secret, key_info, iv_info)`` gives the Opener of a TLS 1.3 traffic
  * secret with its key and IV: each is an HKDF-Expand-Label output of at most one hash length, so
