@@ -202,10 +202,15 @@ def run(inputs: Iterable[str], out: str, *, fmt: str = "parquet", master: str | 
         if created:
             class_data = class_data_status(spark)
             local_fs = local_fs_status(spark)
+    from kwire_cli.render.jsonlines import gc_tuned
     try:
-        return _run(spark, paths, out, fmt, tuple(ports), partitions, split_size,
-                    "hex" if raw_records else None, t0, time.monotonic() - t0, ship, tuple(limits),
-                    show_secrets, keylog, strict, filter_expr, class_data, local_fs, summary)
+        # the collector tuned: the accumulator's thread unpickles and merges a partial summary per
+        # task (a large tree, frozen out of the collections' sight), then the summary is made of the
+        # merged total: at the default thresholds, full collections scanned it all again
+        with gc_tuned():
+            return _run(spark, paths, out, fmt, tuple(ports), partitions, split_size,
+                        "hex" if raw_records else None, t0, time.monotonic() - t0, ship, tuple(limits),
+                        show_secrets, keylog, strict, filter_expr, class_data, local_fs, summary)
     finally:
         if created:
             spark.stop()
@@ -279,11 +284,9 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
     passes = 0
     paths_used: dict = {}
     if tasks:
-        from kwire_cli.render.jsonlines import gc_tuned
-        with gc_tuned():  # the accumulator's thread unpickles a partial summary per task (a large tree)
-            tot, passes = _decode_and_write(paths_used, spark, good, tasks, labels, out, fmt, ports, nparts,
-                                            records_mode, specs_name, limits, show_secrets, keylog, strict, filter_expr,
-                                            counted)
+        tot, passes = _decode_and_write(paths_used, spark, good, tasks, labels, out, fmt, ports, nparts,
+                                        records_mode, specs_name, limits, show_secrets, keylog, strict, filter_expr,
+                                        counted)
         totals.merge(tot)
         rows_written = totals.rows
     else:
@@ -309,8 +312,7 @@ def _run(spark, paths, out, fmt, ports, partitions, split_size, records_mode, t0
             json.dump(to_jsonable(summary), f, ensure_ascii=False, allow_nan=False, indent=2)
             f.write("\n")
     with create_nofollow(os.path.join(out, "_kwire_result.json")) as f:
-        d = dataclasses.asdict(result)
-        d.pop("summary")
+        d = {f.name: getattr(result, f.name) for f in dataclasses.fields(result) if f.name != "summary"}
         json.dump(d, f, indent=2)
         f.write("\n")
     return result

@@ -140,12 +140,13 @@ class TotalsParts:
         stack.append((level, part))
 
     def total(self) -> Totals:
-        """Every part merged into one (the smallest first)."""
+        """Every part merged into one (the smallest first), taken out: the parts are left empty.
+        (PySpark keeps every accumulator, and so its value, until the interpreter exits, whose
+        clean-up of a merged total left there cost the driver 1.0 s of CPU on the 2 GB set.)"""
         out: Totals | None = None
         while self.stack:
             _, part = self.stack.pop()
             out = part if out is None else part.merge(out)
-        self.stack = [(0, out)] if out is not None else []
         return out if out is not None else Totals()
 
 
