@@ -659,3 +659,30 @@ def test_the_whole_frame_entry_reads_arrays_under_the_item_budget_and_hands_back
     assert native.decode_response_frame(big, 3, 12, None, "hex") is None
     with pytest.raises(DecodeError, match="more than 400,000 array items in one frame"):
         decode_response(big, 3, 12, records="hex")
+
+
+@pytest.mark.parametrize("records_mode", ["hex", "decode"])
+def test_a_tagged_structs_default_is_one_dict_in_both_decoders(records_mode):
+    """A tagged struct field absent from the bytes (a Fetch answer's DivergingEpoch, CurrentLeader,
+    SnapshotId) holds one dict shared by every partition of every tree, in the native and the
+    generated Python decoder alike: the same tree, the same bytes again on encode, and a third of
+    the memory of a Fetch answer of many partitions."""
+    from kwire_cli.codec import encode_response
+    from kwire_cli.inputs.dump import parse_hex
+    one = decode_response(parse_hex((FIXTURES / "hex" / "fetch-response-v13.hex").read_text()), "Fetch", 13)
+    part = one.body["Responses"][0]["Partitions"][0]
+    one.body["Responses"][0]["Partitions"] = [{**part, "PartitionIndex": i, "Records": None} for i in range(3)]
+    data = encode_response("Fetch", 13, one.header, one.body)
+    plan = body_plan(registry().api("Fetch"), 13, "response", records_mode)
+    start = 4 + 4 + 1  # size prefix, correlation id, the header's tag section
+    decoders = [plan.decode] + ([plan.py_decode] if plan.py_decode not in (None, plan.decode) else [])
+    assert len(decoders) == (2 if NATIVE and records_mode == "hex" else 1)  # records decoded: Python's
+    trees = [fn(data, start, len(data))[0] for fn in decoders]
+    assert all(t == trees[0] for t in trees)
+    for tree in trees:
+        parts = tree["Responses"][0]["Partitions"]
+        assert parts[0]["DivergingEpoch"] == {"Epoch": -1, "EndOffset": -1}
+        assert parts[0]["DivergingEpoch"] is parts[2]["DivergingEpoch"] is trees[-1]["Responses"][0]["Partitions"][1][
+            "DivergingEpoch"]
+        assert parts[0]["CurrentLeader"] is not parts[1]["CurrentLeader"]  # on the wire: each its own
+        assert encode_response("Fetch", 13, one.header, tree) == data

@@ -71,6 +71,7 @@ class _Gen(ReadEmitter, WriteEmitter):
         src = "\n".join(self.lines)
         code = compile(src, f"<kwire {self.spec.name} v{self.v}>", "exec")
         exec(code, self.ns)
+        self.make_shared_defaults()
         for var, fn, default in self.tag_defaults:
             b = bytearray()
             self.ns[fn](default() if callable(default) else default, b)

@@ -16,7 +16,8 @@ class ReadEmitter(Emitter):
 
         Regular fields go to locals (unique names, so a body can be inlined into an enclosing
         decoder's element loop); the dict is built once, by one literal, in spec order (tagged
-        fields hold their defaults there until the tag section overwrites them)."""
+        fields hold their defaults there until the tag section overwrites them; a struct's default is one
+        dict shared by every tree: ``decoded_default``)."""
         v = self.v
         present = [f for f in s.fields if v in f.versions]
         tagged = [f for f in present if f.tagged_in(v)]
@@ -26,7 +27,7 @@ class ReadEmitter(Emitter):
             if f.tagged_in(v):
                 self.flush_group(group, ind, exprs)
                 group = []
-                exprs[f.name] = self.default_expr(f)
+                exprs[f.name] = self.decoded_default(f)
             elif f.type.kind in R.FMT:
                 group.append(f)
             else:

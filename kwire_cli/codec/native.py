@@ -93,6 +93,7 @@ class PlanSource(Protocol):
 
     def compact(self, f: FieldSpec) -> bool: ...
     def default_expr(self, f: FieldSpec) -> str: ...
+    def decoded_default(self, f: FieldSpec) -> str: ...
     def tag_names(self, f: FieldSpec) -> tuple[str, str]: ...
     def leaf_struct(self, s: StructSpec) -> bool: ...
 
@@ -125,13 +126,11 @@ def describe(gen: PlanSource) -> Description | None:
             t = _type(gen, f.type, f.nullable_in(v), gen.compact(f), f, tagged)
             value = factory = tagdef = None
             if tagged:
-                expr = gen.default_expr(f)
+                expr = gen.decoded_default(f)
                 if expr == "[]":
                     factory = list  # a fresh one each time, as the literal
-                elif expr.startswith("dflt"):
-                    factory = eval(f"lambda: {expr}", gen.ns)
                 else:
-                    value = eval(expr, gen.ns)
+                    value = eval(expr, gen.ns)  # a struct's: the one dict the Python decoder shares too
                 tagdef = gen.ns[gen.tag_names(f)[1]]
             fields.append((sys.intern(f.name), t, tagged, f.tag if tagged else 0, value, factory, tagdef))
         structs.append(tuple(fields))
