@@ -49,8 +49,9 @@ CAPTURE_MAX_FRAME_DECOMPRESSED = 128 * 1024 * 1024
 DEFAULT_MAX_FRAME_ITEMS = 400_000
 # The message codec's own budget of array items per decoded message (FrameLimits.array_items) is
 # this default or the cap set, if higher: a Metadata answer of 50,000 partitions with three replicas
-# is 350,010 of them; a tree holds at most ~1.2 KB an item (a Fetch answer's partition, its
-# tagged structs' defaults included), ApiVersions ~190 B, Metadata ~90 B (tracemalloc).
+# is 350,010 of them; a tree holds at most ~0.8 KB an item (a Fetch answer's partition with its
+# leader sent; ~0.6 KB without: absent tagged structs share one default dict), ApiVersions ~190 B,
+# Metadata ~90 B.
 BATCH_ITEMS = 2
 
 # the command-line options that set the limits below (named in the messages of a limit reached)
