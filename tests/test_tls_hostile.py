@@ -531,3 +531,34 @@ def test_a_false_header_running_past_the_end_hides_no_record(version, cipher, op
     assert run.plain(S2C) == [p for p in ref.plain(S2C) if p[2] <= at] + after
     (res,) = run.events(RESYNC)
     assert res.offset == big[1] and "records found again" in res.message
+
+
+@pytest.mark.parametrize("version,cipher,opts", SUITES, ids=IDS)
+def test_a_false_header_cut_by_a_second_gap_hides_no_record(version, cipher, opts):
+    """After a gap, ciphertext that reads as a record header claiming 18 KB is still waited for
+    when a second gap comes, inside the run of small records its claimed length covers: the bytes it
+    waits for will never follow, so it is no record, and the real records between it and the second
+    gap are found (the search goes on inside it), as are those after the second gap."""
+    segments, keys, _ = _gen(version, cipher, **opts)
+    ref = replay(segments, keys)
+    st = stream_of(segments, S2C)
+    recs = records(st)
+    big = [r for r in recs[:-3] if r[1] - r[0] > 1000][-1]   # the last big record before the small ones
+    at, n = big[0] + 2, 3
+    fake_at = big[0] + 100
+    fake = bytes((0x17, 3, 3, 0x47, 0xFF))       # application data of 18431 bytes
+    inside = [r for r in recs if r[0] >= big[1] and r[1] <= fake_at + 5 + 18431]
+    assert len(inside) >= 20 and inside[-1][1] < len(st) - 1000
+    second = inside[len(inside) // 2]
+    at2, n2 = second[0] + 1, 2                   # the second gap, in a record the false one covers
+    edits = [(S2C, at, "gap", n)] + [(S2C, fake_at + i, "flip", st[fake_at + i] ^ fake[i]) for i in range(5)]
+    run = replay(segments, keys, [*edits, (S2C, at2, "gap", n2)])
+    plain = ref.plain(S2C)
+    between = [p for p in plain if p[1] >= at + n and p[2] <= at2]
+    assert len(between) >= 10
+    assert run.plain(S2C) == [p for p in plain if p[2] <= at] + between + [p for p in plain if p[1] >= at2 + n2]
+    assert run.plain(C2S) == ref.plain(C2S)
+    assert [e.offset for e in run.events(GAP)] == [at, at2]
+    found = run.events(RESYNC)
+    assert [e.offset for e in found] == [big[1], second[1]] and all("records found again" in e.message for e in found)
+    assert not run.events(DECRYPT_FAILED) and not run.events(NOT_DECRYPTED)

@@ -176,8 +176,25 @@ class TlsConnection(FastRecords):
         s = self._side(direction)
         out: list[Item] = []
         if nbytes > 0:
+            self._candidate_ends(s, out)
             self._recovery.gap(s, nbytes, out)
         return out
+
+    def _candidate_ends(self, s: Side, out: list[Item]) -> None:
+        """The stream of ``s`` ends, or breaks at a gap, while the search after a gap waits for a
+        candidate record (bytes that read as a header claiming more than is there): the bytes it
+        waits for will not come after what is buffered, so it is none, and real records may start
+        inside it: the search goes on there."""
+        while s.scanning and s.scan_wait and s.buf and not s.skip:
+            data = bytes(s.buf)
+            s.buf = bytearray()
+            s.scan_wait = 0
+            mv = memoryview(data)
+            p = self._recovery.scan(s, mv, 0, out, True)
+            if p < len(data):
+                self._walk(s, data, mv, p, out)
+            if s.scan_wait and len(s.buf) >= len(data):
+                break       # a candidate only the next header could confirm: as before
 
     def finish(self) -> list[Item]:
         """The stream ended: report a record cut short, bytes not decrypted and missing keys."""
@@ -186,18 +203,7 @@ class TlsConnection(FastRecords):
             return out
         self._finished = True
         for s in self._sides:
-            while s.scanning and s.scan_wait and s.buf and not s.skip:
-                # a candidate record found while scanning waited for bytes that will not come: it
-                # is none, and real records may start inside it (the search goes on there)
-                data = bytes(s.buf)
-                s.buf = bytearray()
-                s.scan_wait = 0
-                mv = memoryview(data)
-                p = self._recovery.scan(s, mv, 0, out, True)
-                if p < len(data):
-                    self._walk(s, data, mv, p, out)
-                if s.scan_wait and len(s.buf) >= len(data):
-                    break       # a candidate only the next header could confirm: as before
+            self._candidate_ends(s, out)
             where = self._hs.where(s)
             if s.scanning and (s.buf or s.scan_lost):
                 n = len(s.buf)
