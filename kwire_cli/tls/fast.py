@@ -15,6 +15,7 @@ from .handshake import Handshake
 from .keys import Aead13, DecryptFailed
 from .side import ENC, MAX_RECORD, Item, Side
 from .suites import APPLICATION_DATA
+from .suites import HANDSHAKE as CT_HANDSHAKE
 
 _tnew = tuple.__new__
 
@@ -126,7 +127,10 @@ class FastRecords:
                     c.plaintext += len(pt)
                     out.append(_tnew(Plaintext, (s.d, pt, start, start + total)))
             else:
-                self._content(s, APPLICATION_DATA, pt, start, start + total, out)
+                if pt and pt[-1] == CT_HANDSHAKE:
+                    self._hs.data(s, pt[:-1], start, out)     # as _content reads it: no padding
+                else:
+                    self._content(s, APPLICATION_DATA, pt, start, start + total, out)
                 if s.pending:
                     self._hs.key_change(s, out)
             start += total
@@ -141,7 +145,10 @@ class FastRecords:
         its data; the counters counted it) whose inner plaintext ``pt`` is padded, or a handshake
         message or an alert: the general path reads it."""
         s.pos = pos
-        self._content(s, APPLICATION_DATA, pt, pos, pos + total, out)
+        if pt and pt[-1] == CT_HANDSHAKE:
+            self._hs.data(s, pt[:-1], pos, out)     # as _content reads it: no padding (the usual case)
+        else:
+            self._content(s, APPLICATION_DATA, pt, pos, pos + total, out)
         if s.pending:
             self._hs.key_change(s, out)
         s.pos = pos + total
