@@ -39,8 +39,7 @@ class FastRecords:
         the general path; or after a record whose content changed the state. With the native
         opener (``keys.native_opener``: the same loop in C over OpenSSL's libcrypto) the loop is
         one call; tests/test_tls_native.py holds the two to the same results."""
-        cipher = s.cipher
-        assert isinstance(cipher, Aead13)
+        cipher: Aead13 = s.cipher     # type: ignore[assignment]  # (the caller checked its class)
         if s.rec_version is None:
             return p        # the general path notes the record version first
         seq0 = s.seq
@@ -105,8 +104,7 @@ class FastRecords:
         (``opens``), then each read as ``_fast`` reads it; stops after a record that changed the
         keys or the state (the records after it, if any, are read again by the general path), or
         where the run stopped: where the next record starts."""
-        cipher = s.cipher
-        assert isinstance(cipher, Aead13)
+        cipher: Aead13 = s.cipher     # type: ignore[assignment]  # (the caller checked its class)
         native = cipher.native
         if native is None or s.rec_version is None:
             return p
