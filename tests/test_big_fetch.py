@@ -94,3 +94,16 @@ def test_pcap_decodes_it_in_bounded_memory(frame, tmp_path):
     assert len(rows) == 2 and rows[1]["api_name"] == "Fetch" and rows[1]["error"] is None
     assert len(rows[1]["body"]["Responses"][0]["Partitions"]) == PARTITIONS
     assert mb < 250, f"pcap: {mb} MB"  # measured ~130 MB
+
+
+def test_a_row_with_a_long_list_is_written_an_item_at_a_time():
+    """A row of a big frame whose list holds more than LONG_LIST items is written a piece at a
+    time, the same bytes as one line_encoder call (a 400,000-partition answer's line is 120 MB)."""
+    from kwire_cli.render.jsonlines import LONG_LIST, line_encoder, line_writer
+    data = big_fetch_answer(2 * LONG_LIST)
+    m = decode_response(data, "Fetch", 13)
+    row = {"frame": 1, "api_key": 1, "size": len(data) - 4, **m.to_json()}
+    pieces: list[bytes] = []
+    line_writer()(row, pieces.append)
+    assert b"".join(pieces) == line_encoder()(row)
+    assert len(pieces) > 100 and max(len(p) for p in pieces) < 64 * 1024

@@ -107,14 +107,19 @@ def string_pieces(s: str) -> Iterator[bytes]:
     yield b'"'
 
 
+LONG_LIST = 10_000  # items of a list that a row of a big frame writes one at a time
+
+
 def long_holders(value: Any, records: bool = True) -> set[int]:
     """The ids of the dicts and lists in ``value`` that hold (at any depth) a string of
-    ``LONG_TEXT`` characters or more; ``records=False``: not looking into decoded records fields
-    (``{"batches": ..., "partial_trailing_batch": ...}``, where most of a big frame's tree is)."""
+    ``LONG_TEXT`` characters or more, or that are or hold a list of more than ``LONG_LIST`` items
+    (a Fetch answer's 400,000 partitions: 120 MB of text as one line); ``records=False``: not
+    looking into decoded records fields (``{"batches": ..., "partial_trailing_batch": ...}``,
+    where most of a big frame's tree is)."""
     held: set[int] = set()
 
     def visit(x: Any) -> bool:
-        found = False
+        found = type(x) is list and len(x) > LONG_LIST
         if not records and type(x) is dict and "batches" in x and "partial_trailing_batch" in x:
             return False
         for y in (x.values() if type(x) is dict else x):
@@ -139,8 +144,9 @@ def line_writer() -> Callable[[dict, Callable[[bytes], Any]], None]:
     written a piece at a time, each long string a megabyte at a time, so the line is never made
     whole next to the tree (a 256 MiB value would be 512 MiB of hex twice over). So is a row
     of a frame of half a megabyte or more (``size``), whose other strings may be that long (the
-    hex of a bytes field: twice the bytes), its records fields not looked into unless the count
-    moved. Any other row is one ``line_encoder`` call."""
+    hex of a bytes field: twice the bytes) and whose lists may be long (each item of a list of
+    more than ``LONG_LIST`` is written apart), its records fields not looked into unless the
+    count moved. Any other row is one ``line_encoder`` call."""
     from kwire_cli.records.forms import long_forms
     encode = line_encoder()
     seen = [long_forms()]
