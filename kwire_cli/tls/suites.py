@@ -18,7 +18,8 @@ VERSION_NAMES = {0x0300: "SSLv3", TLS10: "TLSv1.0", TLS11: "TLSv1.1", TLS12: "TL
 
 def version_name(v: int) -> str:
     """``TLSv1.2`` as OpenSSL and the fixtures' manifest write it; ``0x7f1c`` for the unknown."""
-    return VERSION_NAMES.get(v, "0x%04x" % v)
+    name = VERSION_NAMES.get(v)
+    return name if name is not None else "0x%04x" % v
 
 
 # content types (RFC 8446 5.1)
@@ -173,4 +174,5 @@ def suite_name(sid: int) -> str:
     s = SUITES.get(sid)
     if s is not None:
         return s.name
-    return _OTHER_NAMES.get(sid, "0x%04x" % sid)
+    name = _OTHER_NAMES.get(sid)
+    return name if name is not None else "0x%04x" % sid
