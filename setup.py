@@ -5,7 +5,8 @@ there:
 
 * kwire_cli/codec/_speedups.c (the plan interpreter), kwire_cli/records/_native.c (the records
   fast path), kwire_cli/proxy/_pcapsum.c (kwire proxy --write-pcap's checksums),
-  kwire_cli/proxy/_arenas.c (kwire proxy's decoding process keeps the object arenas it frees) and
+  kwire_cli/memory/_arenas.c (freed memory kept for reuse: the proxy's decoding process,
+  spark-decode's Python workers) and
   kwire_cli/capture/_headerscan.c (spark-decode's connection pre-pass) and kwire_cli/tls/_records13.c
   (TLS 1.3 application records over OpenSSL's libcrypto, found at run time) are *optional*
   extensions: when one cannot be compiled (no compiler, no Python
@@ -69,7 +70,7 @@ if os.environ.get("KWIRE_NO_EXTENSION", "") in ("", "0"):
     ext_modules.append(Extension("kwire_cli.codec._speedups", ["kwire_cli/codec/_speedups.c"], depends=common))
     ext_modules.append(Extension("kwire_cli.records._native", ["kwire_cli/records/_native.c"], depends=common))
     ext_modules.append(Extension("kwire_cli.proxy._pcapsum", ["kwire_cli/proxy/_pcapsum.c"]))
-    ext_modules.append(Extension("kwire_cli.proxy._arenas", ["kwire_cli/proxy/_arenas.c"]))
+    ext_modules.append(Extension("kwire_cli.memory._arenas", ["kwire_cli/memory/_arenas.c"]))
     ext_modules.append(Extension("kwire_cli.capture._headerscan", ["kwire_cli/capture/_headerscan.c"]))
     ext_modules.append(Extension("kwire_cli.tls._records13", ["kwire_cli/tls/_records13.c"]))
 

@@ -49,7 +49,7 @@ from typing import Any, Protocol
 
 from kwire_cli.capture.events import KafkaFrame
 from kwire_cli.capture.summary import Summary
-from kwire_cli.proxy.memory import keep_arenas
+from kwire_cli.memory import keep_arenas
 from kwire_cli.proxy.spool import Spool
 
 _HEAD = struct.Struct(">II")

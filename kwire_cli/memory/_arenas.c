@@ -1,4 +1,5 @@
-/* kwire proxy: the decoding process keeps the interpreter's object arenas for reuse instead of giving them back.
+/* kwire: a process keeps the memory it frees for reuse instead of giving it back (the proxy's
+ * decoding process, spark-decode's Python workers).
  *
  * CPython takes its small objects from arenas it maps from the system and unmaps each arena as soon
  * as it is empty. The proxy's decoding process builds and drops a frame's worth of objects at a time (a
@@ -6,10 +7,16 @@
  * every page of a fresh mapping is a page fault (on a VM, memory given back may have to come back
  * from the host). keep(n) installs an arena allocator that keeps up to n freed arenas and hands them
  * out again before mapping new ones: the process keeps the memory it needed at its peak, no more.
- * Optional: without it the proxy runs the same, with the faults. */
+ * keep_malloc() does the same for glibc's malloc (large buffers: a file's read chunk, a Kafka
+ * frame's bytes, output text): no mapping of its own for a large block, no trimming of the heap's
+ * top, up to 256 MiB each (mallopt; does nothing with another C library).
+ * Optional: without it kwire runs the same, with the faults. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <sys/mman.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #define MAX_KEEP 4096
 
@@ -63,6 +70,18 @@ static PyObject *keep(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+static PyObject *keep_malloc(PyObject *self, PyObject *noargs) {
+    (void)self;
+    (void)noargs;
+#ifdef __GLIBC__
+    /* fixed thresholds (glibc's own grow only after a large block was freed, one at a time) */
+    if (mallopt(M_MMAP_THRESHOLD, 256 << 20) && mallopt(M_TRIM_THRESHOLD, 256 << 20) &&
+        mallopt(M_TOP_PAD, 16 << 20))
+        Py_RETURN_TRUE;
+#endif
+    Py_RETURN_FALSE;
+}
+
 static PyObject *stats(PyObject *self, PyObject *noargs) {
     (void)self;
     (void)noargs;
@@ -71,12 +90,14 @@ static PyObject *stats(PyObject *self, PyObject *noargs) {
 
 static PyMethodDef methods[] = {
     {"keep", keep, METH_O, "keep(n): up to n freed arenas kept for reuse (0: none; the allocator stays)."},
+    {"keep_malloc", keep_malloc, METH_NOARGS,
+     "keep_malloc() -> bool: glibc's malloc keeps freed blocks and the heap's top for reuse (False: not glibc)."},
     {"stats", stats, METH_NOARGS, "stats() -> (arenas kept now, arenas handed out again, arenas mapped)"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "_arenas", "kwire proxy: object arenas kept for reuse.", -1, methods,
+    PyModuleDef_HEAD_INIT, "_arenas", "kwire: freed memory kept for reuse.", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__arenas(void) { return PyModule_Create(&module_def); }

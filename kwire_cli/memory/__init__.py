@@ -1,0 +1,39 @@
+"""A process that builds and drops many objects keeps the memory it frees, for reuse
+(``_arenas.c``): the proxy's decoding process (a frame's worth of objects at a time) and
+spark-decode's Python workers (a capture's connections, a task at a time). The interpreter would
+give each empty object arena back to the system and map a fresh one soon after, and glibc's
+malloc would do the same with large blocks and the heap's top: a page fault per page of each
+fresh mapping (costly on a VM). Kept, a process holds the memory it needed at its peak, no more.
+Optional: not built, or KWIRE_NO_SPEEDUPS=1, and nothing changes."""
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+
+KEEP = 128  # arenas (1 MiB each on CPython 3.10 and later): at most what the process held at its peak
+
+
+def _native() -> ModuleType | None:
+    if os.environ.get("KWIRE_NO_SPEEDUPS", "") not in ("", "0"):
+        return None
+    try:
+        return importlib.import_module("kwire_cli.memory._arenas")
+    except ImportError:
+        return None
+
+
+def keep_arenas(n: int = KEEP) -> bool:
+    """Freed object arenas (up to ``n``) kept for reuse in this process; whether they are."""
+    arenas = _native()
+    if arenas is None:
+        return False
+    arenas.keep(n)
+    return True
+
+
+def keep_malloc() -> bool:
+    """glibc's malloc keeps freed large blocks and the heap's top for reuse in this process (and the
+    processes it forks); whether it does (not with another C library)."""
+    arenas = _native()
+    return bool(arenas is not None and arenas.keep_malloc())
