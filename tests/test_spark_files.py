@@ -140,6 +140,38 @@ def test_daemon_preloads_without_threads():
     assert r.stdout.split() == ["1", "False", "False", "True"]
 
 
+FORKED_WORKER = """
+import os
+from kwire_cli.spark.daemon import keep_freed_memory
+from kwire_cli.memory import _arenas
+keep_freed_memory()
+pid = os.fork()
+if pid == 0:  # a worker: a task's trees built and dropped, then the next task's
+    for _ in range(10):
+        t = [{"Offset": i, "Value": "x" * 100, "Headers": []} for i in range(20000)]
+        del t
+    kept, reused, mapped = _arenas.stats()
+    os._exit(0 if kept > 0 and reused >= 9 * 3 else 1)
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_daemon_workers_keep_the_memory_they_free():
+    """The daemon sets kwire_cli.memory's keeping before it forks: a forked worker's trees take the
+    arenas of the trees before them, not fresh ones."""
+    import subprocess
+    import sys
+    env = dict(os.environ, KWIRE_NO_SPEEDUPS="0")
+    r = subprocess.run([sys.executable, "-c", "import kwire_cli.memory._arenas"], capture_output=True, env=env)
+    if r.returncode != 0:
+        pytest.skip("kwire_cli/memory/_arenas.c is not built")
+    r = subprocess.run([sys.executable, "-c", FORKED_WORKER], capture_output=True, text=True, cwd=ROOT,
+                       env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0"]
+
+
 def test_daemon_imports_pyspark_from_the_installed_package_not_its_zip(tmp_path):
     """Spark puts python/lib/pyspark.zip first on the workers' path: the daemon takes PySpark from
     the pip-installed package that zip belongs to (byte code cached, the zip's compiled again by
