@@ -5,6 +5,7 @@ shorter than the tag, not authenticating, cut short, over the limit) and on the 
 captures, whole and damaged (bytes flipped, lost, inserted, cut), fed in pieces of every size."""
 from __future__ import annotations
 
+import importlib
 import random
 
 import pytest
@@ -188,6 +189,27 @@ def test_bad_opener_arguments():
         unkeyed.open(0, b"x" * 20, b"\x17\x03\x03\x00\x14")
     with pytest.raises(ValueError):
         unkeyed.records(b"", 0, 0, 0, 0, [], Plaintext)
+
+
+def test_a_build_older_than_the_sources_is_not_used():
+    """A ``_records13`` built before a call the record layer makes was added (a checkout not
+    rebuilt) is left aside for the Python path, not used until that call fails."""
+    import types
+
+    built = importlib.import_module("kwire_cli.tls._records13")
+    assert keys.native_complete(built)
+
+    class OlderOpener:       # the calls of a build from before ``opens``
+        open = NATIVE.open
+        records = NATIVE.records
+
+    older = types.ModuleType("_records13")
+    older.Opener = OlderOpener
+    older.derive = built.derive
+    assert not keys.native_complete(older)
+    no_derive = types.ModuleType("_records13")
+    no_derive.Opener = NATIVE
+    assert not keys.native_complete(no_derive)
 
 
 TLS13 = [n for n, f in manifest()["fixtures"].items()

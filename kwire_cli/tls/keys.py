@@ -187,9 +187,18 @@ def _load_native() -> Any:
     if os.environ.get("KWIRE_NO_SPEEDUPS", "") not in ("", "0"):
         return None
     try:
-        return importlib.import_module("kwire_cli.tls._records13")
+        mod = importlib.import_module("kwire_cli.tls._records13")
     except ImportError:
         return None
+    return mod if native_complete(mod) else None
+
+
+def native_complete(mod: Any) -> bool:
+    """``mod`` (a build of ``_records13``) has every call the record layer makes: a build older
+    than the sources (one not rebuilt after an update) is not used, the Python path is."""
+    opener = getattr(mod, "Opener", None)
+    return callable(getattr(mod, "derive", None)) and all(
+        callable(getattr(opener, name, None)) for name in ("open", "opens", "records"))
 
 
 _native = _load_native()
