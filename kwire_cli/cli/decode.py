@@ -227,7 +227,8 @@ def _warn_caps(stats: dict) -> None:
 
 
 def _print_heading(i: int, n: int, d) -> None:
-    from kwire_cli.render.plaintree import Label, print_tree
+    from kwire_cli.render.plaintree import Label
+    from kwire_cli.render.printtree import print_tree
 
     head = f"── frame {i} of {n}: {d.frame.where()}"
     if d.request is not None:
@@ -261,7 +262,7 @@ def _print_message(m, error: str | None = None) -> None:
 def _print_tree(api_key, api_name, version, kind, header, body, size, error: str | None = None,
                 layout_version: int | None = None, notes=(), violations=()) -> None:
     from kwire_cli.codec.headers import request_header_version, response_header_version
-    from kwire_cli.render.plaintree import print_tree
+    from kwire_cli.render.printtree import print_tree
     from kwire_cli.render.tree import message_tree
     from kwire_cli.spec.registry import registry
 

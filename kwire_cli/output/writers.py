@@ -189,7 +189,8 @@ class TreeWriter(RowWriter):
 
     def row(self, row: Row, _t0: float | None) -> None:
         from kwire_cli.codec.headers import request_header_version, response_header_version
-        from kwire_cli.render.plaintree import Label, print_tree
+        from kwire_cli.render.plaintree import Label
+        from kwire_cli.render.printtree import print_tree
         from kwire_cli.render.tree import message_tree
         from kwire_cli.spec.registry import registry
         head = f"frame {row.get('frame')}  {row.get('src')} -> {row.get('dst')}"

@@ -1,19 +1,19 @@
-"""Labels and trees as plain data, printed without Rich when the output is not a terminal.
+"""Labels and trees as plain data, and their lines as Rich lays them out with no styles.
 
 ``kwire decode`` prints one tree per message. Building it from Rich's ``Text`` and ``Tree`` costs
 Rich's import (about a fifth of a one-message decode's start-up) and about 250 us and 3 KB per line
-when printed. Here a tree is a ``Node`` of ``Label`` s (text in styled spans, the subset of
-``rich.text.Text`` the tree code uses). Written to a pipe or a file, where Rich prints no styles,
-``print_tree`` writes the lines itself, exactly as Rich lays them out (its guides, ``├── ``,
-``│   ``, ``└── ``); on a terminal, or when a line would not fit the page and Rich would fold it, or
-when Rich is asked to behave as a terminal (FORCE_COLOR, TTY_COMPATIBLE), the tree is converted to
-Rich's classes and Rich prints it, so the output never depends on which path was taken
-(tests/test_plaintree.py compares the two on real messages).
+when printed, and Rich holds the whole page until it is printed. Here a tree is a ``Node`` of
+``Label`` s (text in styled spans, the subset of ``rich.text.Text`` the tree code uses), walked a
+line at a time (``walk``: the guides Rich draws, ``├── ``, ``│   ``, ``└── ``, before each
+label). ``stream_lines`` gives the lines Rich prints where it prints no styles (a pipe or a file),
+without Rich but for a label too wide for its line, which Rich alone lays out (folds);
+render/styledtree.py gives them with styles, render/printtree.py prints either. The output never
+depends on which path was taken (tests/test_plaintree.py and tests/test_styledtree.py compare them
+with Rich's own on real messages).
 """
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
@@ -111,7 +111,7 @@ def walk(root: Node) -> Iterator[tuple[str, str, Label]]:
             todo.append((node.kids(), None, inner + (SPACE if last else CONTINUE)))
 
 
-def _fits(text: str, room: int) -> bool:
+def fits(text: str, room: int) -> bool:
     return len(text) <= room and (text.isascii() or len(text) * 2 <= room or cells(text) <= room)
 
 
@@ -123,7 +123,7 @@ def plain_lines(root: Node) -> list[str] | None:
     for lead, inner, label in walk(root):
         for i, text in enumerate(label.plain.split("\n")):
             guides = inner if i else lead
-            if not _fits(text, width - len(guides)):
+            if not fits(text, width - len(guides)):
                 return None
             out.append(guides + text)
     return out
@@ -159,36 +159,12 @@ def plain_ok(stream: IO[str]) -> bool:
     return enc.startswith("utf")
 
 
-def print_tree(root: Node | Label, stderr: bool = False) -> None:
-    """Print a tree (or one label) as Rich would, without Rich where it would print no styles.
-
-    Off a terminal the lines are written as the tree is walked, 64 KB at a time, so that a tree of
-    millions of lines (a Fetch answer of 400,000 partitions) costs what one line does; a label too
-    wide for its line is laid out by Rich alone, as Rich's tree would."""
-    stream = sys.stderr if stderr else sys.stdout
-    node = root if isinstance(root, Node) else Node(root)
-    if plain_ok(stream):
-        width = page_width()
-        buf: list[str] = []
-        size = 0
-        for lead, inner, label in walk(node):
-            texts = label.plain.split("\n")
-            if all(_fits(text, width - len(inner if i else lead)) for i, text in enumerate(texts)):
-                for i, text in enumerate(texts):
-                    line = (inner if i else lead) + text
-                    buf.append(line)
-                    size += len(line) + 1
-            else:
-                for line in _folded(label, lead, inner, width):
-                    buf.append(line)
-                    size += len(line) + 1
-            if size >= 65536:
-                stream.write("\n".join(buf) + "\n")
-                buf.clear()
-                size = 0
-        if buf:
-            stream.write("\n".join(buf) + "\n")
-        stream.flush()  # as Rich does after each print: a tree shows before the next frame decodes
-        return
-    from kwire_cli.render.console import print_renderable  # imports Rich: only when it prints
-    print_renderable(node.to_rich(), stderr=stderr)
+def stream_lines(root: Node, width: int) -> Iterator[str]:
+    """The lines Rich prints for ``root`` with no styles, made as the tree is walked."""
+    for lead, inner, label in walk(root):
+        texts = label.plain.split("\n")
+        if all(fits(text, width - len(inner if i else lead)) for i, text in enumerate(texts)):
+            for i, text in enumerate(texts):
+                yield (inner if i else lead) + text
+        else:
+            yield from _folded(label, lead, inner, width)

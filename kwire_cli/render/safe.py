@@ -66,6 +66,8 @@ def escape(text: object) -> str:
     lone surrogates written as visible escapes (the module docstring). Text without any is
     returned unchanged."""
     s = text if isinstance(text, str) else str(text)
+    if s.isascii() and s.isprintable() and "\\" not in s:  # the common text, at a tenth of the regex's cost
+        return s
     return _ESCAPE.sub(_one, s)
 
 
