@@ -47,7 +47,7 @@ class Label:
 
     @property
     def plain(self) -> str:
-        return "".join(t for t, _ in self.spans)
+        return "".join([t for t, _ in self.spans])
 
     def to_rich(self) -> Any:
         from rich.text import Text
@@ -162,7 +162,11 @@ def plain_ok(stream: IO[str]) -> bool:
 def stream_lines(root: Node, width: int) -> Iterator[str]:
     """The lines Rich prints for ``root`` with no styles, made as the tree is walked."""
     for lead, inner, label in walk(root):
-        texts = label.plain.split("\n")
+        plain = "".join([t for t, _ in label.spans])
+        if "\n" not in plain and fits(plain, width - len(lead)):  # the common label: one line that fits
+            yield lead + plain
+            continue
+        texts = plain.split("\n")
         if all(fits(text, width - len(inner if i else lead)) for i, text in enumerate(texts)):
             for i, text in enumerate(texts):
                 yield (inner if i else lead) + text

@@ -134,16 +134,45 @@ def add_struct(node: Node, value: dict, struct: StructSpec | None, version: int)
     node.fill = partial(struct_kids, value, struct, version)
 
 
+class _Fields:
+    """A struct's fields at one version, looked up once for every value of it (a big array's
+    items): by name, their type texts and the defaults of the tagged ones."""
+
+    __slots__ = ("struct", "specs", "types", "defaults")
+
+    def __init__(self, struct: StructSpec | None, version: int) -> None:
+        from kwire_cli.codec.partial import default_value
+        fields = struct.fields if struct is not None else []
+        self.struct = struct  # held: its id stays its own while it is a key of _FIELDS
+        self.specs = {f.name: f for f in fields}
+        self.types = {f.name: type_text(f, version) for f in fields}
+        self.defaults = {f.name: default_value(f, version) for f in fields if f.tagged_in(version)}
+
+
+_FIELDS: dict[tuple[int, int], _Fields] = {}
+
+
+def _fields(struct: StructSpec | None, version: int) -> _Fields:
+    key = (id(struct), version)
+    got = _FIELDS.get(key)
+    if got is None or got.struct is not struct:
+        if len(_FIELDS) >= 4096:  # spec sets loaded one after another (--specs): bounded
+            _FIELDS.clear()
+        got = _FIELDS[key] = _Fields(struct, version)
+    return got
+
+
 def struct_kids(value: dict, struct: StructSpec | None, version: int) -> Iterator[Node]:
     """The nodes of `value`'s fields, in spec order, then any extra keys."""
-    specs = {f.name: f for f in struct.fields} if struct is not None else {}
+    known = _fields(struct, version)
+    specs, types, defaults = known.specs, known.types, known.defaults
     explicit = value.get("_explicit_tags") or ()
     unsent = []
     for key, v in value.items():
         if key == "_explicit_tags":
             continue  # bookkeeping for byte-exact re-encoding, not a field
         f = specs.get(key)
-        if f is not None and f.tagged_in(version) and f.tag not in explicit and _is_default(f, v, version):
+        if f is not None and key in defaults and f.tag not in explicit and v == defaults[key]:
             unsent.append(key)  # a tagged field that was not on the wire
             continue
         if key == "_unknown_tags":
@@ -155,14 +184,9 @@ def struct_kids(value: dict, struct: StructSpec | None, version: int) -> Iterato
         if f is None:
             yield value_node(key, v)
         else:
-            yield field_node(f, v, version, struct.name if struct is not None else None)
+            yield field_node(f, v, version, struct.name if struct is not None else None, types[key])
     if unsent:
         yield Node(Label(escape(f"(not sent, at their defaults: {', '.join(unsent)})"), style=S_TYPE))
-
-
-def _is_default(f: FieldSpec, v: Any, version: int) -> bool:
-    from kwire_cli.codec.partial import default_value
-    return v == default_value(f, version)
 
 
 def _meant(t: Label, within: str | None, name: str, value: Any) -> Label:
@@ -185,10 +209,12 @@ def add_field(node: Node, f: FieldSpec, v: Any, version: int, within: str | None
     node.children.append(field_node(f, v, version, within))
 
 
-def field_node(f: FieldSpec, v: Any, version: int, within: str | None = None) -> Node:
-    """A field's node, its subtree made when it prints; ``within`` names the struct it is in."""
+def field_node(f: FieldSpec, v: Any, version: int, within: str | None = None, typ: str | None = None) -> Node:
+    """A field's node, its subtree made when it prints; ``within`` names the struct it is in,
+    ``typ`` is its type text (``type_text``) when known."""
     ft = f.type
-    typ = type_text(f, version)
+    if typ is None:
+        typ = type_text(f, version)
     if v is None:
         return Node(_label(f.name, Label("null", style=S_NULL), typ))
     if ft.kind == "struct" and isinstance(v, dict):
