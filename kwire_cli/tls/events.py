@@ -38,7 +38,7 @@ class Plaintext(NamedTuple):
     end: int
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True)
 class HandshakeInfo:
     """What the hellos said (nothing secret: the client random is public)."""
 
@@ -56,27 +56,6 @@ class HandshakeInfo:
     hello_retry: bool = False
     decryptable: bool = True  # kwire can decrypt this version and suite
 
-    def __init__(self, version: str, version_id: int, cipher_suite: str, cipher_suite_id: int, resumed: bool,  # noqa: PLR0913
-                 client_random: str, key_exchange: str, sni: str | None = None, alpn: tuple[str, ...] = (),
-                 extended_master_secret: bool = False, encrypt_then_mac: bool = False, hello_retry: bool = False,
-                 decryptable: bool = True) -> None:
-        # the generated __init__'s work (a frozen class: the fields go straight into its __dict__)
-        # at a quarter of its cost: one per connection
-        d = self.__dict__
-        d["version"] = version
-        d["version_id"] = version_id
-        d["cipher_suite"] = cipher_suite
-        d["cipher_suite_id"] = cipher_suite_id
-        d["resumed"] = resumed
-        d["client_random"] = client_random
-        d["key_exchange"] = key_exchange
-        d["sni"] = sni
-        d["alpn"] = alpn
-        d["extended_master_secret"] = extended_master_secret
-        d["encrypt_then_mac"] = encrypt_then_mac
-        d["hello_retry"] = hello_retry
-        d["decryptable"] = decryptable
-
     def describe(self) -> str:
         out = "%s %s" % (self.version, self.cipher_suite)
         if self.resumed:
@@ -86,7 +65,7 @@ class HandshakeInfo:
         return out
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True)
 class TlsEvent:
     """Something the caller should know: one line in ``message`` (no key material, no raw control
     characters). ``direction``/``offset``: where in which stream (None: the connection); ``nbytes``:
@@ -100,18 +79,6 @@ class TlsEvent:
     nbytes: int = 0
     breaks_stream: bool = False
     handshake: HandshakeInfo | None = None
-
-    def __init__(self, kind: str, message: str, direction: int | None = None, offset: int | None = None,
-                 nbytes: int = 0, breaks_stream: bool = False, handshake: HandshakeInfo | None = None) -> None:
-        # as HandshakeInfo's: the generated __init__'s work at a fraction of its cost
-        d = self.__dict__
-        d["kind"] = kind
-        d["message"] = message
-        d["direction"] = direction
-        d["offset"] = offset
-        d["nbytes"] = nbytes
-        d["breaks_stream"] = breaks_stream
-        d["handshake"] = handshake
 
     def __str__(self) -> str:
         return self.message
