@@ -11,7 +11,7 @@ or their hex.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from functools import partial
 from typing import Any
@@ -124,10 +124,6 @@ def _label(name: str, value: Label | None, typ: str | None) -> Label:
     return t
 
 
-def _filled(label: Label, fill: Callable[[], Iterable[Node]]) -> Node:
-    return Node(label, fill)
-
-
 def add_struct(node: Node, value: dict, struct: StructSpec | None, version: int) -> None:
     """Children of `node`: one per field of `value`, in spec order, then any extra keys; made when
     the tree prints (``Node.fill``)."""
@@ -218,7 +214,7 @@ def field_node(f: FieldSpec, v: Any, version: int, within: str | None = None, ty
     if v is None:
         return Node(_label(f.name, Label("null", style=S_NULL), typ))
     if ft.kind == "struct" and isinstance(v, dict):
-        return _filled(_label(f.name, _reading(f, v), typ), partial(struct_kids, v, f.struct, version))
+        return Node(_label(f.name, _reading(f, v), typ), partial(struct_kids, v, f.struct, version))
     if ft.kind == "array" and isinstance(v, list):
         el = ft.element
         assert el is not None  # an array type has an element type
@@ -230,7 +226,7 @@ def field_node(f: FieldSpec, v: Any, version: int, within: str | None = None, ty
                 inner.append_text(_meant(scalar_text(x, el, f.name), within, f.name, x))
             inner.append("]")
             return Node(_label(f.name, inner, typ))
-        return _filled(_label(f.name, Label(f"{len(v)} item" + ("" if len(v) == 1 else "s"), style=S_TYPE), typ),
+        return Node(_label(f.name, Label(f"{len(v)} item" + ("" if len(v) == 1 else "s"), style=S_TYPE), typ),
                        partial(_item_kids, f, el, v, version, within))
     if ft.kind == "records" and isinstance(v, dict):
         return records_node(f.name, v, typ)
@@ -245,7 +241,7 @@ def _item_kids(f: FieldSpec, el: FieldType, v: list, version: int, within: str |
             if reading is not None:
                 item.append("  ")
                 item.append_text(reading)
-            yield _filled(item, partial(struct_kids, x, f.struct, version))
+            yield Node(item, partial(struct_kids, x, f.struct, version))
         else:
             yield Node(_label(f"[{i}]", _meant(scalar_text(x, el, f.name), within, f.name, x), None))
 
@@ -265,7 +261,7 @@ def value_node(name: str, v: Any, typ: str | None = None) -> Node:
             return Node(_label(name, Label(quoted(v["text"])), typ))
         if set(v) == {"hex"} and isinstance(v["hex"], str):
             return Node(_label(name, _hex_text(v["hex"]), typ))
-        return _filled(_label(name, None if v else Label("{}", style=S_TYPE), typ),
+        return Node(_label(name, None if v else Label("{}", style=S_TYPE), typ),
                        partial(_dict_kids, v))
     if isinstance(v, list):
         if all(not isinstance(x, (dict, list)) for x in v) and len(v) <= MAX_INLINE_SCALARS:
@@ -276,7 +272,7 @@ def value_node(name: str, v: Any, typ: str | None = None) -> Node:
                 inner.append_text(scalar_text(x))
             inner.append("]")
             return Node(_label(name, inner, typ))
-        return _filled(_label(name, Label(f"{len(v)} item" + ("" if len(v) == 1 else "s"), style=S_TYPE), typ),
+        return Node(_label(name, Label(f"{len(v)} item" + ("" if len(v) == 1 else "s"), style=S_TYPE), typ),
                        partial(_list_kids, v))
     return Node(_label(name, scalar_text(v, None, name), typ))
 
@@ -427,7 +423,7 @@ def records_node(name: str, v: dict, typ: str | None = None) -> Node:
     nrec = sum(len(b["Records"]) for b in batches if isinstance(b, dict) and isinstance(b.get("Records"), list))
     summary = Label(f"{len(batches)} batch{'es' if len(batches) != 1 else ''}, {nrec} record{'s' if nrec != 1 else ''}",
                    style=S_TYPE)
-    return _filled(_label(name, summary, typ), partial(_records_kids, v, batches))
+    return Node(_label(name, summary, typ), partial(_records_kids, v, batches))
 
 
 def _records_kids(v: dict, batches: list) -> Iterator[Node]:
