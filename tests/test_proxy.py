@@ -532,7 +532,8 @@ def check_through_proxy(rows: list[dict], summary: dict, px: Running) -> None:
     assert rows and all(r["error"] is None for r in rows), [r["error"] for r in rows if r["error"]][:3]
     assert summary["reconciled"] and summary["proxy"]["upstream_failures"] == 0
     (real, local), = summary["proxy"]["brokers"].items()
-    assert local.endswith(f":{px.port + 1}")
+    node_port = int(local.rsplit(":", 1)[1])
+    assert px.port < node_port <= px.port + 50  # --node-ports' range: the first free port of it
     # every Metadata answer the client got named the proxy, and its connections came through it
     md = [r for r in rows if r["api_name"] == "Metadata" and r["kind"] == "response"]
     assert md and all(any("broker addresses rewritten" in n for n in r.get("notes") or []) for r in md)
@@ -540,7 +541,7 @@ def check_through_proxy(rows: list[dict], summary: dict, px: Running) -> None:
     assert summary["proxy"]["connections"] >= 2
     # the pcap it wrote is the client's side of the same conversations: kwire pcap reads the same frames
     r = subprocess.run([sys.executable, "-m", "kwire_cli", "pcap", str(px.pcap), "--port", str(px.port),
-                        "--port", str(px.port + 1), "--format", "jsonl"], capture_output=True, text=True,
+                        "--port", str(node_port), "--format", "jsonl"], capture_output=True, text=True,
                        env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=ROOT, timeout=120)
     assert r.returncode == 0, r.stderr
     again = [json.loads(x) for x in r.stdout.splitlines()]
@@ -552,7 +553,7 @@ def check_through_proxy(rows: list[dict], summary: dict, px: Running) -> None:
     assert all(x["error"] is None for x in again)
     # the proxy's answers (lag, commits, producers) are kwire pcap's over the pcap it wrote
     r = subprocess.run([sys.executable, "-m", "kwire_cli", "pcap", str(px.pcap), "--port", str(px.port),
-                        "--port", str(px.port + 1), "--summary", "--format", "json"], capture_output=True,
+                        "--port", str(node_port), "--summary", "--format", "json"], capture_output=True,
                        text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=ROOT, timeout=120)
     seen = json.loads(r.stdout)
 
