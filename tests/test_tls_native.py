@@ -28,20 +28,30 @@ def record(aead, iv: int, seq: int, inner: bytes, ctype: int = 23, version: byte
     return header + aead.encrypt((iv ^ seq).to_bytes(12, "big"), inner, header)
 
 
-def reference(cipher: tuple, data: bytes, p: int, seq: int, pos: int, d: int, out: list):
-    """The contract of ``Opener.records``, in Python (as fast.py's ``_app13`` loop, which
-    does not stop before records over ``max_len``); ``cipher``: (AEAD, IV, max_len)."""
+def opened(cipher: tuple, data: bytes, p: int, seq: int):
+    """The records of a run from ``p`` that authenticate under ``cipher`` ((AEAD, IV, max_len)), as
+    (end, their inner plaintext), record sequence numbers from ``seq``: where both contracts below
+    stop reading."""
     aead, iv, max_len = cipher
-    plain = 0
     n = len(data)
     while n - p >= 5 and data[p] == 23 and data[p + 1] == 3 and data[p + 2] <= 4:
         end = p + 5 + (data[p + 3] << 8 | data[p + 4])
         if end > n or end - p > MAX_RECORD + 5 or end - p > max_len + 5:
-            break
+            return
         try:
             pt = aead.decrypt((iv ^ seq).to_bytes(12, "big"), data[p + 5:end], data[p:p + 5])
         except Exception:
-            break
+            return
+        yield end, pt
+        seq += 1
+        p = end
+
+
+def reference(cipher: tuple, data: bytes, p: int, seq: int, pos: int, d: int, out: list):
+    """The contract of ``Opener.records``, in Python (as fast.py's ``_app13`` loop, which
+    does not stop before records over ``max_len``); ``cipher``: (AEAD, IV, max_len)."""
+    plain = 0
+    for end, pt in opened(cipher, data, p, seq):
         seq += 1
         total = end - p
         p = end
@@ -58,17 +68,8 @@ def reference(cipher: tuple, data: bytes, p: int, seq: int, pos: int, d: int, ou
 def reference_opens(cipher: tuple, data: bytes, p: int, seq: int):
     """The contract of ``Opener.opens``, in Python: every record of the run that authenticates,
     whatever its inner plaintext holds."""
-    aead, iv, max_len = cipher
-    n = len(data)
     pts = []
-    while n - p >= 5 and data[p] == 23 and data[p + 1] == 3 and data[p + 2] <= 4:
-        end = p + 5 + (data[p + 3] << 8 | data[p + 4])
-        if end > n or end - p > MAX_RECORD + 5 or end - p > max_len + 5:
-            break
-        try:
-            pt = aead.decrypt((iv ^ seq).to_bytes(12, "big"), data[p + 5:end], data[p:p + 5])
-        except Exception:
-            break
+    for end, pt in opened(cipher, data, p, seq):
         pts.append(pt)
         seq += 1
         p = end
