@@ -40,12 +40,12 @@ Python walk is the reference and the fallback when it is not built (or ``KWIRE_N
 """
 from __future__ import annotations
 
-import importlib
-import os
 import socket
 import struct
 from collections.abc import Callable
 from typing import Any
+
+from kwire_cli import speedups
 
 from .formats import HARD_RECORD_LIMIT, PCAP_FILE_HEADER, PCAP_MAGICS, PCAPNG_BYTE_ORDER, PCAPNG_SHB, Data
 from .linklayer import bsd_ip_version
@@ -65,18 +65,9 @@ _VLAN_TYPES = (0x8100, 0x88A8, 0x9100, 0x9200)
 _V6_EXT = frozenset({0, 43, 60, 135, 139, 140})
 
 
-def _load_native() -> Callable[..., Any] | None:
-    if os.environ.get("KWIRE_NO_SPEEDUPS", "") not in ("", "0"):
-        return None
-    try:
-        walk: Callable[..., Any] = importlib.import_module("kwire_cli.capture._headerscan").tcp_connections
-        return walk
-    except ImportError:
-        return None
-
-
+_NATIVE = speedups.load("kwire_cli.capture._headerscan")
 #: the C walk, or None (not built, or KWIRE_NO_SPEEDUPS=1)
-native_tcp_connections = _load_native()
+native_tcp_connections: Callable[..., Any] | None = None if _NATIVE is None else _NATIVE.tcp_connections
 
 
 def tcp_connections(buf: Data, start: int, end: int, header: bytes | None = None) -> dict[RawKey, int] | None:

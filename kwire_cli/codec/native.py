@@ -11,13 +11,11 @@ turns it (and the records package's own native fast path) off at call time.
 """
 from __future__ import annotations
 
-import importlib
-import os
 import sys
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any, Protocol
 
+from kwire_cli import speedups
 from kwire_cli.codec.runtime import MAX_DEPTH, min_size
 from kwire_cli.records import native as records_native
 from kwire_cli.records.limits import watch_frame_limits
@@ -28,19 +26,9 @@ __all__ = ["NATIVE_KIND", "PlanSource", "decode_pair", "decode_request_frame", "
 
 
 
-def _load() -> ModuleType | None:
-    """The built extension, or None (not built, or turned off with KWIRE_NO_SPEEDUPS=1)."""
-    if os.environ.get("KWIRE_NO_SPEEDUPS", "") not in ("", "0"):
-        return None
-    try:
-        ext = importlib.import_module("kwire_cli.codec._speedups")
-    except ImportError:
-        return None
-    # a build older than the item budget would accept what the Python decoder refuses: not used
-    return ext if hasattr(ext, "set_max_items") else None
-
-
-extension = _load()  # the loaded plan interpreter, or None: pure Python
+# the loaded plan interpreter, or None: pure Python. A build older than the item budget would accept
+# what the Python decoder refuses: not used
+extension = speedups.load("kwire_cli.codec._speedups", lambda ext: hasattr(ext, "set_max_items"))
 if extension is not None:  # its item budget follows the limits in force, as runtime.MAX_ITEMS does
     watch_frame_limits(lambda lim: extension.set_max_items(lim.array_items))  # type: ignore[union-attr]
 

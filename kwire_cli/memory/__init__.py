@@ -7,20 +7,15 @@ fresh mapping (costly on a VM). Kept, a process holds the memory it needed at it
 Optional: not built, or KWIRE_NO_SPEEDUPS=1, and nothing changes."""
 from __future__ import annotations
 
-import importlib
-import os
 from types import ModuleType
+
+from kwire_cli import speedups
 
 KEEP = 128  # arenas (1 MiB each on CPython 3.10 and later): at most what the process held at its peak
 
 
 def _native() -> ModuleType | None:
-    if os.environ.get("KWIRE_NO_SPEEDUPS", "") not in ("", "0"):
-        return None
-    try:
-        return importlib.import_module("kwire_cli.memory._arenas")
-    except ImportError:
-        return None
+    return speedups.load("kwire_cli.memory._arenas")
 
 
 def keep_arenas(n: int = KEEP) -> bool:

@@ -7,24 +7,12 @@ calls it together with the codec's own switch.
 """
 from __future__ import annotations
 
-import importlib
-import os
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
+from kwire_cli import speedups
 
-def _load() -> ModuleType | None:
-    """The built extension, or None (not built, or turned off with KWIRE_NO_SPEEDUPS=1)."""
-    if os.environ.get("KWIRE_NO_SPEEDUPS", "") not in ("", "0"):
-        return None
-    try:
-        return importlib.import_module("kwire_cli.records._native")
-    except ImportError:
-        return None
-
-
-extension = _load()
+extension = speedups.load("kwire_cli.records._native")
 
 # v2_records(rb, count, base_offset, base_ts, room, show_bytes, header_key) -> list | None |
 # NotImplemented (see _native.c), or None without the extension
