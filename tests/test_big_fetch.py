@@ -18,17 +18,11 @@ from kwire_cli.codec import decode_response, encode_response
 from kwire_cli.inputs.dump import parse_hex
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import peak_rss
 from memory_bombs import answer_pcap
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTITIONS = 100_000
-# a child's peak RSS as it exits: VmHWM, in kB (the peak of its own memory since exec; ru_maxrss also
-# counts the forking test process's)
-MEASURED = ("import atexit, runpy, sys\n"
-            "atexit.register(lambda: print('MAXRSS', next(x.split()[1] for x in open('/proc/self/status')"
-            " if x.startswith('VmHWM')), file=sys.stderr))\n"
-            "sys.argv = ['kwire', *sys.argv[1:]]\n"
-            "runpy.run_module('kwire_cli', run_name='__main__')\n")
 
 
 def big_fetch_answer(partitions: int) -> bytes:
@@ -54,10 +48,9 @@ def run(*args: str) -> tuple[bytes, int]:
     """``kwire ARGS``' output and its peak memory in MB."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("COLUMNS", None)
-    p = subprocess.run([sys.executable, "-c", MEASURED, *args], capture_output=True, env=env)
+    p = subprocess.run(peak_rss.kwire_argv(list(args)), capture_output=True, env=env)
     assert p.returncode == 0, p.stderr.decode()
-    rss = [line for line in p.stderr.decode().splitlines() if line.startswith("MAXRSS")]
-    return p.stdout, int(rss[-1].split()[1]) // 1024
+    return p.stdout, peak_rss.split(p.stderr)[1] >> 20
 
 
 def test_the_frame_is_what_it_says(frame):

@@ -11,22 +11,14 @@ import resource
 import shutil
 import struct
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+import peak_rss
+
 ROOT = Path(__file__).resolve().parents[1]
 SEGMENT = ROOT / "fixtures" / "logs" / "kwire-produce-none-0" / "00000000000000000000.log"
-# the command in a process of its own that says its peak resident memory last, on stderr
-# (VmHWM: its own peak since exec; ru_maxrss keeps the forking parent's)
-RUN = ("import atexit, sys\n"
-       "def peak():\n"
-       "    hwm = [x for x in open('/proc/self/status') if x.startswith('VmHWM:')][0].split()[1]\n"
-       "    sys.stderr.write(f'MAXRSS {int(hwm) >> 10}\\n')\n"
-       "atexit.register(peak)\n"
-       "from kwire_cli.cli import main\n"
-       "main(['dump-log', *sys.argv[1:]])\n")
 
 
 def dump_log(*args: str, timeout: float = 60) -> tuple[int, str, str, int, float]:
@@ -34,13 +26,12 @@ def dump_log(*args: str, timeout: float = 60) -> tuple[int, str, str, int, float
     system time: wall time on a shared machine says more about the neighbours; a hang is the
     timeout)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    p = subprocess.run([sys.executable, "-c", RUN, *args], capture_output=True, text=True, timeout=timeout,
+    p = subprocess.run(peak_rss.kwire_argv(["dump-log", *args]), capture_output=True, text=True, timeout=timeout,
                        cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT), KWIRE_NO_PROGRESS="1"))
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     seconds = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    lines = p.stderr.splitlines()
-    assert lines and lines[-1].startswith("MAXRSS "), p.stderr[-2000:]
-    return p.returncode, p.stdout, "\n".join(lines[:-1]), int(lines[-1].split()[1]), seconds
+    err, peak = peak_rss.split(p.stderr)
+    return p.returncode, p.stdout, err, peak >> 20, seconds
 
 
 @pytest.fixture
@@ -78,7 +69,7 @@ def test_a_hostile_log_directory_is_read_in_bounded_time_and_memory(hostile_dir)
 
 def test_a_fifo_or_device_named_itself_is_one_line(hostile_dir):
     code, _, err, _, _ = dump_log(str(hostile_dir / "00000000000000000100.log"))
-    assert code == 1 and err.count("\n") == 0 and "a fifo, not a regular file" in err
+    assert code == 1 and err.count("\n") == 1 and err.endswith("\n") and "a fifo, not a regular file" in err
 
 
 def test_verify_keeps_24_bytes_a_batch(tmp_path):

@@ -21,6 +21,7 @@ import time
 
 import pytest
 
+import peak_rss
 from memory_bombs import ISSUE_SIZES, bomb, pcap_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -53,28 +54,27 @@ def _limit_address_space() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT, AS_LIMIT))
 
 
-def run_limited(args: list[str], out_path, module: bool = True) -> tuple[int, int, float, bytes]:
-    """``kwire ARGS`` (``module=False``: ``python ARGS``) under the address-space limit, stdout to
-    ``out_path``: (exit code, peak RSS in bytes, seconds, stderr). The peak is the child's own
-    (os.wait4's rusage)."""
+def run_limited(args: list[str], out_path, code: str | None = None) -> tuple[int, int, float, bytes]:
+    """``kwire ARGS`` (with ``code``: ``python -c CODE``) under the address-space limit, stdout to
+    ``out_path``: (exit code, peak RSS in bytes, seconds, stderr). The peak is the child's own since
+    its exec (tests/peak_rss.py)."""
+    argv = peak_rss.kwire_argv(args) if code is None else peak_rss.python_argv(code)
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
                KWIRE_NO_PROGRESS="1", COLUMNS="200")
     err_path = f"{out_path}.err"
     t = time.monotonic()
     with open(out_path, "wb") as out, open(err_path, "wb") as errf:
-        p = subprocess.Popen([sys.executable, *(["-m", "kwire_cli"] if module else []), *args], stdout=out, stderr=errf,
-                             cwd=ROOT, env=env, preexec_fn=_limit_address_space)
+        p = subprocess.Popen(argv, stdout=out, stderr=errf, cwd=ROOT, env=env, preexec_fn=_limit_address_space)
         timer = threading.Timer(SECONDS * 4, p.kill)
         timer.start()
         try:
-            _, status, usage = os.wait4(p.pid, 0)
+            p.wait()
         finally:
             timer.cancel()
     seconds = time.monotonic() - t
-    p.returncode = os.waitstatus_to_exitcode(status)
     with open(err_path, "rb") as f:
-        err = f.read()
-    return p.returncode, usage.ru_maxrss * 1024, seconds, err
+        err, peak = peak_rss.split(f.read())
+    return p.returncode, peak, seconds, err
 
 
 def _contains(path, needle: bytes) -> bool:
@@ -232,12 +232,12 @@ def _zero_run(path) -> int:
     return best
 
 
-def _spark_frame(path: str, fmt: str) -> list[str]:
+def _spark_frame(path: str, fmt: str) -> str:
     """kwire spark-decode's decode stage (stages.decode_batches' per-connection loop: reassembly,
     pairing, decoding, rows into Arrow batches, what each executor runs on its connections) over
     the packets of the capture ``path``, without Spark: python -c arguments. Prints the bytes of
     the rows' text columns and the rows counted."""
-    code = f"""
+    return f"""
 from kwire_cli.capture import Packet, conn_key, iter_packets
 from kwire_cli.spark import stages
 class Acc:
@@ -254,7 +254,6 @@ for b in stages._decode(items(), ["x"], {fmt!r}, None, acc, (), None, (None, Non
             total += sum(len(v) for v in col.to_pylist() if v is not None)
 print(total, acc.t.rows)
 """
-    return ["-c", code]
 
 
 @pytest.mark.parametrize("command", list(BIG_COMMANDS))
@@ -338,8 +337,7 @@ def test_spark_decodes_a_big_value_frame_under_the_goal(big_bombs, tmp_path, sha
     stage) and hand Spark whole rows: under the goal for the worst shape and the biggest value."""
     d, sizes = big_bombs
     out = tmp_path / "out"
-    env_args = _spark_frame(str(d / f"{shape}.pcap"), "jsonl")
-    code, peak, seconds, err = run_limited(env_args, out, module=False)
+    code, peak, seconds, err = run_limited([], out, code=_spark_frame(str(d / f"{shape}.pcap"), "jsonl"))
     assert code == 0, err.decode()[-3000:]
     length, rows = out.read_text().split()
     assert rows == "1"
