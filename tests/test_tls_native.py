@@ -125,6 +125,18 @@ def test_records_of_every_kind_open_as_in_python(name):
         runs = reference_opens((aead, iv, opener.max_len), data, p, seq0)
         assert opener.opens(data, p, seq0) == runs, trial
         assert opener.opens(memoryview(data), p, seq0) == runs, trial
+        # the direction's state held by the opener (attach, feed, detach): the same records, up
+        # to the record ``records`` stops after, which is left for the record layer to read
+        opener.attach(seq0, 1000, trial & 1)
+        held: list = []
+        q = opener.feed(data[p:], held, Plaintext if trial % 2 else None)
+        wp, wseq, wpos, wplain, wstop = want
+        if wstop is not None:
+            wp -= len(wstop) + 21
+            wseq -= 1
+        assert q == wp - p, trial
+        assert held == (ref if trial % 2 else [x.data for x in ref]), trial
+        assert opener.detach() == (wseq, wpos, wseq - seq0, wpos - 1000, wplain, wp - p), trial
 
 
 @pytest.mark.parametrize("name", sorted(CIPHERS))
@@ -307,3 +319,40 @@ def test_a_session_of_long_and_short_records_gives_the_same_items_native_or_not(
         if trial == 0:
             got = [b"".join(x.data for x in native[0] if type(x) is Plaintext and x.direction == d) for d in (0, 1)]
             assert got == [bytes.fromhex(x) for x in conn["sent"]]
+
+
+def test_records_read_through_direct_are_those_of_feed(monkeypatch):
+    """The capture's TLS stage hands the next bytes of a direction to ``TlsConnection.direct``
+    (the record state held by the native opener) when there is one there, the rest to ``feed``:
+    the same plaintext and counters as ``feed`` alone, with the counters read at any point."""
+    monkeypatch.setattr(keys, "native_opener", NATIVE)
+    s = session("1.3", None, sizes=(300, 5, 20000, 7, 3000) + (50,) * 30 + (1,) * 5, seed=5)
+    keylog = KeyLog()
+    assert keylog.add_text(s["keylog"]) == []
+    (conn,) = s["connections"]
+    segments = [(d, bytes.fromhex(h)) for d, h in conn["segments"]]
+    whole = TlsConnection(keylog)
+    want = [b"", b""]
+    for d, data in segments:
+        want[d] += b"".join(x.data for x in whole.feed(d, data) if type(x) is Plaintext)
+    whole.finish()
+    for every in (1, 3, 1000):
+        tc = TlsConnection(keylog)
+        got = [b"", b""]
+        direct = 0
+        for i, (d, data) in enumerate(segments):
+            f = tc.direct[d]
+            if f is not None:
+                pts: list = []
+                p = f.feed(data, pts)
+                got[d] += b"".join(pts)
+                data = data[p:]
+                direct += p > 0
+            if data:
+                got[d] += b"".join(x.data for x in tc.feed(d, data) if type(x) is Plaintext)
+            if i % every == 0:
+                assert [c.records for c in tc.counters] <= [c.records for c in whole.counters]
+        tc.finish()
+        assert direct or every == 1   # (reading the counters takes the state back)
+        assert got == want == [bytes.fromhex(x) for x in conn["sent"]]
+        assert [c.as_dict() for c in tc.counters] == [c.as_dict() for c in whole.counters]

@@ -39,10 +39,11 @@ SASL_TOKEN = "sasl-token"  # the kind of a KIP-43 raw SASL token's frame
 class TlsStage:
     """TLS records in, their plaintext out (see the module docstring)."""
 
-    __slots__ = ("tls", "next", "box", "stats", "max_frame")
+    __slots__ = ("tls", "direct", "next", "box", "stats", "max_frame")
 
     def __init__(self, tls: TlsConnection, box: Outbox, max_frame: int) -> None:
         self.tls = tls
+        self.direct = tls.direct
         self.next: Any = None
         self.box = box
         self.stats = box.stats
@@ -51,7 +52,20 @@ class TlsStage:
     def data(self, conn: Any, d: Any, data: Any, file: str, packet: int | None, ts: float | None) -> None:
         st = self.stats
         st.tls_bytes += len(data)
-        items: list[Any] = self.tls.feed(0 if d.is_request else 1, data)
+        side = 0 if d.is_request else 1
+        f = self.direct[side]
+        if f is not None and data.__class__ is bytes:
+            # TLS 1.3 application data read natively (``TlsConnection.direct``): the plaintext
+            # of the whole records at the start of ``data``, the rest, if any, through ``feed``
+            pts: list[bytes] = []
+            p = f.feed(data, pts)
+            for pt in pts:
+                st.tls_plaintext += len(pt)
+                self.next.data(conn, d, pt, file, packet, ts)
+            if p == len(data):
+                return
+            data = data[p:]
+        items: list[Any] = self.tls.feed(side, data)
         if not items:
             return
         # as _items, inline: the usual answer is one Plaintext or a few (tuples: direction, data, ...),

@@ -76,6 +76,11 @@ typedef struct {
     EVP_CIPHER_CTX *ctx;
     Py_ssize_t max_len;      /* records with a longer body stop the loop (see opener_init) */
     unsigned char iv[12];
+    /* a direction's record state while it is held here (attach .. detach, see opener_feed) */
+    unsigned long long seq;  /* the next record's sequence number */
+    Py_ssize_t pos;          /* the stream offset of the next record */
+    PyObject *d;             /* the direction label of the Plaintext items */
+    Py_ssize_t records, decrypted, plain, fed;   /* counted since attach */
 } Opener;
 
 /* Up to about 2 KiB this OpenSSL's AES-GCM through one EVP context beats cryptography's own
@@ -85,6 +90,7 @@ typedef struct {
 #define GCM_NATIVE_MAX 2048
 
 static void opener_dealloc(Opener *self) {
+    Py_CLEAR(self->d);
     if (self->ctx)
         p_ctx_free(self->ctx);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -152,6 +158,89 @@ static int open_one(Opener *self, unsigned long long seq, const unsigned char *h
     return p_decrypt_final(ctx, out + (m > 0 ? m : 0), &len) == 1;
 }
 
+/* The loop of ``records`` and ``feed``: the whole application_data records of data[*pp:n] (the
+ * sequence number at *pseq, the stream offset at *ppos, all three moved on past each record read).
+ * A record whose inner plaintext is application data without padding becomes an item of ``out``:
+ * a ``ptype`` tuple (d, data, start, end), or, with ptype NULL, the plaintext bytes alone; *pplain
+ * counts their bytes. It stops at the first record it does not complete; one that decrypted to
+ * anything else is counted as read (p and seq past it, pos at its start) and its inner plaintext
+ * put in *stop (a new reference). 0 with an exception set when Python ran out of memory. */
+static int walk(Opener *self, const unsigned char *data, Py_ssize_t n, Py_ssize_t *pp, unsigned long long *pseq,
+                Py_ssize_t *ppos, PyObject *dobj, PyObject *out, PyTypeObject *ptype, Py_ssize_t *pplain,
+                PyObject **stop) {
+    Py_ssize_t p = *pp, pos = *ppos, plain = 0;
+    unsigned long long seq = *pseq;
+    int ok = 1;
+    *stop = NULL;
+    while (n - p >= 5 && data[p] == APPLICATION_DATA && data[p + 1] == 3 && data[p + 2] <= 4) {
+        Py_ssize_t ln = data[p + 3] << 8 | data[p + 4];
+        Py_ssize_t end = p + 5 + ln;
+        if (end > n || ln > MAX_RECORD || ln > self->max_len)
+            break;
+        if (ln < TAG_LEN)
+            break;  /* no room for the tag: does not authenticate */
+        PyObject *pt = PyBytes_FromStringAndSize(NULL, ln - TAG_LEN);
+        if (pt == NULL) {
+            ok = 0;
+            break;
+        }
+        if (!open_one(self, seq, data + p, data + p + 5, (int)ln, (unsigned char *)PyBytes_AS_STRING(pt))) {
+            Py_DECREF(pt);
+            break;
+        }
+        seq++;
+        Py_ssize_t total = end - p;
+        p = end;
+        Py_ssize_t m = ln - TAG_LEN;
+        if (m > 0 && (unsigned char)PyBytes_AS_STRING(pt)[m - 1] == APPLICATION_DATA) {
+            if (m > 1) {
+                if (_PyBytes_Resize(&pt, m - 1) < 0) {
+                    ok = 0;
+                    break;
+                }
+                PyObject *item = pt;
+                if (ptype != NULL) {
+                    item = ptype->tp_alloc(ptype, 4);
+                    PyObject *start = PyLong_FromSsize_t(pos), *stop_at = PyLong_FromSsize_t(pos + total);
+                    if (item == NULL || start == NULL || stop_at == NULL) {
+                        Py_XDECREF(item);
+                        Py_XDECREF(start);
+                        Py_XDECREF(stop_at);
+                        Py_DECREF(pt);
+                        ok = 0;
+                        break;
+                    }
+                    Py_INCREF(dobj);
+                    PyTuple_SET_ITEM(item, 0, dobj);
+                    PyTuple_SET_ITEM(item, 1, pt);
+                    PyTuple_SET_ITEM(item, 2, start);
+                    PyTuple_SET_ITEM(item, 3, stop_at);
+                }
+                int r = PyList_Append(out, item);
+                Py_DECREF(item);
+                if (r < 0) {
+                    ok = 0;
+                    break;
+                }
+                plain += m - 1;
+            } else {
+                Py_DECREF(pt);
+            }
+            pos += total;
+            continue;
+        }
+        /* padding, or a handshake message or an alert inside: the Python path reads it; the
+         * position given back is the record's end, ``pos`` its start */
+        *stop = pt;
+        break;
+    }
+    *pp = p;
+    *pseq = seq;
+    *ppos = pos;
+    *pplain = plain;
+    return ok;
+}
+
 static PyObject *opener_records(Opener *self, PyObject *const *args, Py_ssize_t nargs) {
     Py_buffer buf;
     Py_ssize_t p, pos;
@@ -179,68 +268,16 @@ static PyObject *opener_records(Opener *self, PyObject *const *args, Py_ssize_t 
         return NULL;
     if (PyObject_GetBuffer(args[0], &buf, PyBUF_SIMPLE) < 0)
         return NULL;
-    const unsigned char *data = (const unsigned char *)buf.buf;
-    Py_ssize_t n = buf.len;
     Py_ssize_t plain = 0;
     PyObject *stop = NULL;
     PyObject *dobj = PyLong_FromLong(d);
     if (dobj == NULL)
         goto error;
     if (p < 0)
-        p = n;
-    while (n - p >= 5 && data[p] == APPLICATION_DATA && data[p + 1] == 3 && data[p + 2] <= 4) {
-        Py_ssize_t ln = data[p + 3] << 8 | data[p + 4];
-        Py_ssize_t end = p + 5 + ln;
-        if (end > n || ln > MAX_RECORD || ln > self->max_len)
-            break;
-        if (ln < TAG_LEN)
-            break;  /* no room for the tag: does not authenticate */
-        PyObject *pt = PyBytes_FromStringAndSize(NULL, ln - TAG_LEN);
-        if (pt == NULL)
-            goto error;
-        int ok = open_one(self, seq, data + p, data + p + 5, (int)ln, (unsigned char *)PyBytes_AS_STRING(pt));
-        if (!ok) {
-            Py_DECREF(pt);
-            break;
-        }
-        seq++;
-        Py_ssize_t total = end - p;
-        p = end;
-        Py_ssize_t m = ln - TAG_LEN;
-        if (m > 0 && (unsigned char)PyBytes_AS_STRING(pt)[m - 1] == APPLICATION_DATA) {
-            if (m > 1) {
-                if (_PyBytes_Resize(&pt, m - 1) < 0)
-                    goto error;
-                PyObject *item = ((PyTypeObject *)ptype)->tp_alloc((PyTypeObject *)ptype, 4);
-                PyObject *start = PyLong_FromSsize_t(pos), *stop_at = PyLong_FromSsize_t(pos + total);
-                if (item == NULL || start == NULL || stop_at == NULL) {
-                    Py_XDECREF(item);
-                    Py_XDECREF(start);
-                    Py_XDECREF(stop_at);
-                    Py_DECREF(pt);
-                    goto error;
-                }
-                Py_INCREF(dobj);
-                PyTuple_SET_ITEM(item, 0, dobj);
-                PyTuple_SET_ITEM(item, 1, pt);
-                PyTuple_SET_ITEM(item, 2, start);
-                PyTuple_SET_ITEM(item, 3, stop_at);
-                int r = PyList_Append(out, item);
-                Py_DECREF(item);
-                if (r < 0)
-                    goto error;
-                plain += m - 1;
-            } else {
-                Py_DECREF(pt);
-            }
-            pos += total;
-            continue;
-        }
-        /* padding, or a handshake message or an alert inside: the Python path reads it; the
-         * position given back is the record's end, ``pos`` its start */
-        stop = pt;
-        break;
-    }
+        p = buf.len;
+    if (!walk(self, (const unsigned char *)buf.buf, buf.len, &p, &seq, &pos, dobj, out, (PyTypeObject *)ptype,
+              &plain, &stop))
+        goto error;
     Py_DECREF(dobj);
     PyBuffer_Release(&buf);
     if (stop == NULL) {
@@ -269,6 +306,79 @@ error:
     Py_XDECREF(dobj);
     PyBuffer_Release(&buf);
     return NULL;
+}
+
+/* attach(seq, pos, d): the opener holds a direction's record state from here (see ``feed``). */
+static PyObject *opener_attach(Opener *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "attach(seq, pos, d) takes 3 arguments");
+        return NULL;
+    }
+    unsigned long long seq = PyLong_AsUnsignedLongLong(args[0]);
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    if (PyErr_Occurred())
+        return NULL;
+    self->seq = seq;
+    self->pos = pos;
+    Py_INCREF(args[2]);
+    Py_XSETREF(self->d, args[2]);
+    self->records = self->decrypted = self->plain = self->fed = 0;
+    Py_RETURN_NONE;
+}
+
+/* feed(data, out, plaintext_type=None): the next bytes of the attached direction (``data`` a
+ * bytes object): its whole application_data records read as ``records`` reads them, from the
+ * state held here, each plaintext appended to ``out`` (a ``plaintext_type`` tuple (d, data,
+ * start, end), or without one the bytes alone). It stops before the first record it does not
+ * complete, that one included when it decrypted to something else than plain application data
+ * (the record layer reads it again). Returns where it stopped; the state and the counts move on
+ * past the records read. */
+static PyObject *opener_feed(Opener *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 && nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "feed(data, out, plaintext_type=None) takes 2 or 3 arguments");
+        return NULL;
+    }
+    PyObject *data = args[0], *out = args[1];
+    PyTypeObject *ptype = nargs == 3 && args[2] != Py_None ? (PyTypeObject *)args[2] : NULL;
+    if (self->ctx == NULL || self->d == NULL) {
+        PyErr_SetString(PyExc_ValueError, "the opener has no key or holds no direction");
+        return NULL;
+    }
+    if (!PyBytes_CheckExact(data) || !PyList_Check(out) || (ptype != NULL && !PyType_Check((PyObject *)ptype))) {
+        PyErr_SetString(PyExc_TypeError, "feed: data must be bytes, out a list, plaintext_type a type");
+        return NULL;
+    }
+    Py_ssize_t p = 0, pos = self->pos, plain = 0, p0;
+    unsigned long long seq = self->seq, seq0 = seq;
+    PyObject *stop = NULL;
+    int ok = walk(self, (const unsigned char *)PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), &p, &seq, &pos,
+                  self->d, out, ptype, &plain, &stop);
+    if (stop != NULL) {
+        /* not read here: the record layer reads it again from its start */
+        p -= PyBytes_GET_SIZE(stop) + 5 + TAG_LEN;
+        seq--;
+        Py_DECREF(stop);
+    }
+    p0 = pos - self->pos;     /* the bytes of the records read */
+    self->records += (Py_ssize_t)(seq - seq0);
+    self->decrypted += p0;
+    self->plain += plain;
+    self->fed += p;
+    self->seq = seq;
+    self->pos = pos;
+    if (!ok)
+        return NULL;
+    return PyLong_FromSsize_t(p);
+}
+
+/* detach(): (seq, pos, records, decrypted bytes, plaintext bytes, bytes fed) of the direction
+ * held since attach; the opener holds none after it. */
+static PyObject *opener_detach(Opener *self, PyObject *Py_UNUSED(ignored)) {
+    PyObject *res = Py_BuildValue("Knnnnn", self->seq, self->pos, self->records, self->decrypted, self->plain,
+                                  self->fed);
+    Py_CLEAR(self->d);
+    self->records = self->decrypted = self->plain = self->fed = 0;
+    return res;
 }
 
 /* opens(data, p, seq): the inner plaintexts of the whole application_data records of ``data``
@@ -435,6 +545,12 @@ static PyMethodDef opener_methods[] = {
      "opens(data, p, seq) -> (p, seq, [inner plaintext, ...]) of the records that authenticate"},
     {"records", (PyCFunction)(void (*)(void))opener_records, METH_FASTCALL,
      "records(data, p, seq, pos, d, out, plaintext_type) -> (p, seq, pos, plaintext_bytes, stop_plaintext)"},
+    {"attach", (PyCFunction)(void (*)(void))opener_attach, METH_FASTCALL,
+     "attach(seq, pos, d): hold a direction's record state from here"},
+    {"feed", (PyCFunction)(void (*)(void))opener_feed, METH_FASTCALL,
+     "feed(data, out, plaintext_type=None) -> where the records read from the state held stop"},
+    {"detach", (PyCFunction)opener_detach, METH_NOARGS,
+     "detach() -> (seq, pos, records, decrypted, plaintext, fed) of the direction held since attach"},
     {NULL, NULL, 0, NULL},
 };
 

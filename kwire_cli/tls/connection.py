@@ -31,6 +31,8 @@ says what was lost.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from .events import (
     BAD_RECORD,
     DECRYPT_FAILED,
@@ -101,12 +103,20 @@ class TlsConnection(FastRecords):
     event); ``client_direction``: the label whose first record was a ClientHello; ``counters``:
     a ``SideCounters`` per direction label; ``no_key``: True once the connection is known to have
     no secrets in ``keys``; ``label``: how messages name the connection (default none).
+
+    ``direct``: per direction label, the native opener (``keys.native_opener``) that holds the
+    direction's record state while it reads whole TLS 1.3 application data records under a key
+    with one (None otherwise): ``direct[d].feed(data, out)`` reads the records at the start of the
+    next bytes ``data`` (a bytes object) as ``feed`` would, their plaintexts appended to ``out``
+    as bytes, and returns where it stopped; the rest, if any, goes to ``feed``
+    (``FastRecords._detach``).
     """
 
-    __slots__ = ("keys", "_sides", "_hs", "_recovery", "_finished")
+    __slots__ = ("keys", "direct", "_sides", "_hs", "_recovery", "_finished")
 
     def __init__(self, keys: KeyLog, label: str = ""):
         self.keys = keys
+        self.direct: list[Any] = [None, None]
         self._sides = (Side(0), Side(1))
         self._hs = Handshake(keys, self._sides, label)
         self._recovery = Recovery(self._hs)
@@ -138,6 +148,9 @@ class TlsConnection(FastRecords):
 
     @property
     def counters(self) -> tuple[SideCounters, SideCounters]:
+        for s in self._sides:
+            if self.direct[s.d] is not None:
+                self._detach(s)
         return (self._sides[0].c, self._sides[1].c)
 
     def buffered(self) -> tuple[int, int]:
@@ -152,6 +165,16 @@ class TlsConnection(FastRecords):
             self._side(direction)   # raises
         s = self._sides[direction]
         out: list[Item] = []
+        f = self.direct[direction]
+        if f is not None:
+            # TLS 1.3 application data, the state held natively: whole records straight from
+            # ``data``; the rest, if any, below
+            if data.__class__ is bytes:
+                p = f.feed(data, out, Plaintext)
+                if p == len(data):
+                    return out
+                data = data[p:]
+            self._detach(s)
         n = len(data)
         if n:
             s.c.fed += n
@@ -169,12 +192,16 @@ class TlsConnection(FastRecords):
                 if p:
                     data = data[p:]
             self._consume(s, data if data.__class__ is bytes else memoryview(data).cast("B"), out)
+            if s.tls13_phase == "app" and not s.buf:
+                self._attach(s)
         return out
 
     def gap(self, direction: int, nbytes: int) -> list[Item]:
         """Say that ``nbytes`` of a direction's stream were lost (after what was fed so far)."""
         s = self._side(direction)
         out: list[Item] = []
+        if self.direct[direction] is not None:
+            self._detach(s)
         if nbytes > 0:
             self._candidate_ends(s, out)
             self._recovery.gap(s, nbytes, out)
@@ -203,6 +230,8 @@ class TlsConnection(FastRecords):
             return out
         self._finished = True
         for s in self._sides:
+            if self.direct[s.d] is not None:
+                self._detach(s)
             self._candidate_ends(s, out)
             where = self._hs.where(s)
             if s.scanning and (s.buf or s.scan_lost):

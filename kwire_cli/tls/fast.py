@@ -8,6 +8,8 @@ Python paths to the same results.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from cryptography.exceptions import InvalidTag
 
 from .events import Plaintext
@@ -26,6 +28,7 @@ class FastRecords:
 
     __slots__ = ()
     _hs: Handshake
+    direct: list[Any]
 
     def _content(self, s: Side, ctype: int, pt: bytes, start: int, end: int, out: list[Item]) -> None:
         raise NotImplementedError
@@ -151,6 +154,36 @@ class FastRecords:
             self._hs.key_change(s, out)
         s.pos = pos + total
         return p
+
+    def _attach(self, s: Side) -> None:
+        """After the general path: ``s`` reads TLS 1.3 application data under a key with a native
+        opener, no record or search under way: the opener holds its record state from here
+        (``direct``)."""
+        cipher = s.cipher
+        if s.mode == ENC and cipher.__class__ is Aead13 and not s.scanning and not s.skip and not s.pending \
+                and s.rec_version is not None:
+            native = cipher.native      # (an Aead13)
+            if native is not None:
+                native.attach(s.seq, s.pos, s.d)
+                self.direct[s.d] = native
+
+    def _detach(self, s: Side) -> None:
+        """The general path reads ``s`` from here: its record state and counters back from the
+        native opener that held them (as ``_app13_done`` counts)."""
+        seq, pos, k, nbytes, plain, fed = self.direct[s.d].detach()
+        self.direct[s.d] = None
+        c = s.c
+        c.fed += fed
+        s.pos = pos
+        if k:
+            s.seq = seq
+            c.records += k
+            c.decrypted += nbytes
+            s.enc_records += k
+            s.fails = 0
+            if plain:
+                s.broken = False
+                c.plaintext += plain
 
     @staticmethod
     def _app13_done(s: Side, seq: int, seq0: int, nbytes: int, plain: int) -> None:

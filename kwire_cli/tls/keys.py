@@ -198,7 +198,7 @@ def native_complete(mod: Any) -> bool:
     than the sources (one not rebuilt after an update) is not used, the Python path is."""
     opener = getattr(mod, "Opener", None)
     return callable(getattr(mod, "derive", None)) and all(
-        callable(getattr(opener, name, None)) for name in ("open", "opens", "records"))
+        callable(getattr(opener, name, None)) for name in ("open", "opens", "records", "attach", "feed", "detach"))
 
 
 _native = _load_native()
