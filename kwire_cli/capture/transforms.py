@@ -86,8 +86,10 @@ class TlsStage:
     def close(self, conn: Any, file: str) -> None:
         tls = self.tls
         self._items(conn, tls.finish(), file, None, conn.last_ts)
-        if tls.handshake is not None and not tls.no_key and any(c.decrypted for c in tls.counters):
-            self.stats.tls_decrypted += 1
+        if tls.handshake is not None and not tls.no_key:
+            c0, c1 = tls.counters
+            if c0.decrypted or c1.decrypted:
+                self.stats.tls_decrypted += 1
 
     def _items(self, conn: Any, items: list[Any], file: str, packet: int | None, ts: float | None) -> None:
         """What the TLS connection gave back: plaintext to the next stage, events as damage or notes."""

@@ -165,9 +165,27 @@ static int open_one(Opener *self, unsigned long long seq, const unsigned char *h
  * counts their bytes. It stops at the first record it does not complete; one that decrypted to
  * anything else is counted as read (p and seq past it, pos at its start) and its inner plaintext
  * put in *stop (a new reference). 0 with an exception set when Python ran out of memory. */
+#define HANDSHAKE 22
+#define NEW_SESSION_TICKET 4
+
+/* The inner plaintext ``pt`` (``m`` bytes, content type last) is a handshake record of whole
+ * TLS 1.3 NewSessionTicket messages, no padding: nothing in it changes the record layer's state
+ * after the handshake (the record layer reads them and does nothing; a KeyUpdate is not one). */
+static int only_tickets(const unsigned char *pt, Py_ssize_t m) {
+    if (m < 5 || pt[m - 1] != HANDSHAKE)
+        return 0;
+    Py_ssize_t p = 0, n = m - 1;
+    while (p < n) {
+        if (n - p < 4 || pt[p] != NEW_SESSION_TICKET)
+            return 0;
+        p += 4 + ((Py_ssize_t)pt[p + 1] << 16 | pt[p + 2] << 8 | pt[p + 3]);
+    }
+    return p == n;
+}
+
 static int walk(Opener *self, const unsigned char *data, Py_ssize_t n, Py_ssize_t *pp, unsigned long long *pseq,
                 Py_ssize_t *ppos, PyObject *dobj, PyObject *out, PyTypeObject *ptype, Py_ssize_t *pplain,
-                PyObject **stop) {
+                PyObject **stop, int tickets) {
     Py_ssize_t p = *pp, pos = *ppos, plain = 0;
     unsigned long long seq = *pseq;
     int ok = 1;
@@ -229,6 +247,11 @@ static int walk(Opener *self, const unsigned char *data, Py_ssize_t n, Py_ssize_
             pos += total;
             continue;
         }
+        if (tickets && only_tickets((const unsigned char *)PyBytes_AS_STRING(pt), m)) {
+            Py_DECREF(pt);
+            pos += total;
+            continue;
+        }
         /* padding, or a handshake message or an alert inside: the Python path reads it; the
          * position given back is the record's end, ``pos`` its start */
         *stop = pt;
@@ -276,7 +299,7 @@ static PyObject *opener_records(Opener *self, PyObject *const *args, Py_ssize_t 
     if (p < 0)
         p = buf.len;
     if (!walk(self, (const unsigned char *)buf.buf, buf.len, &p, &seq, &pos, dobj, out, (PyTypeObject *)ptype,
-              &plain, &stop))
+              &plain, &stop, 0))
         goto error;
     Py_DECREF(dobj);
     PyBuffer_Release(&buf);
@@ -331,8 +354,10 @@ static PyObject *opener_attach(Opener *self, PyObject *const *args, Py_ssize_t n
  * state held here, each plaintext appended to ``out`` (a ``plaintext_type`` tuple (d, data,
  * start, end), or without one the bytes alone). It stops before the first record it does not
  * complete, that one included when it decrypted to something else than plain application data
- * (the record layer reads it again). Returns where it stopped; the state and the counts move on
- * past the records read. */
+ * (the record layer reads it again), but for records of whole NewSessionTicket messages, which
+ * the record layer would read without a change (the caller attaches a direction with no
+ * handshake message under way): they are counted as read. Returns where it stopped; the state
+ * and the counts move on past the records read. */
 static PyObject *opener_feed(Opener *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2 && nargs != 3) {
         PyErr_SetString(PyExc_TypeError, "feed(data, out, plaintext_type=None) takes 2 or 3 arguments");
@@ -352,7 +377,7 @@ static PyObject *opener_feed(Opener *self, PyObject *const *args, Py_ssize_t nar
     unsigned long long seq = self->seq, seq0 = seq;
     PyObject *stop = NULL;
     int ok = walk(self, (const unsigned char *)PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), &p, &seq, &pos,
-                  self->d, out, ptype, &plain, &stop);
+                  self->d, out, ptype, &plain, &stop, 1);
     if (stop != NULL) {
         /* not read here: the record layer reads it again from its start */
         p -= PyBytes_GET_SIZE(stop) + 5 + TAG_LEN;

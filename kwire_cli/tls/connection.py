@@ -233,27 +233,26 @@ class TlsConnection(FastRecords):
             if self.direct[s.d] is not None:
                 self._detach(s)
             self._candidate_ends(s, out)
-            where = self._hs.where(s)
             if s.scanning and (s.buf or s.scan_lost):
                 n = len(s.buf)
                 s.c.skipped += n
                 out.append(TlsEvent(RESYNC, "%s: no record found again after offset %d; %d bytes skipped to the end"
-                                    % (where, s.scan_from, s.pos + n - s.scan_from), s.d, s.scan_from, n, False))
+                                    % (self._hs.where(s), s.scan_from, s.pos + n - s.scan_from), s.d, s.scan_from, n, False))
                 s.buf = bytearray()
             elif s.buf:
                 n = len(s.buf)
                 want = 5 + (s.buf[3] << 8 | s.buf[4]) if n >= 5 else 5
                 s.c.truncated += n
                 out.append(TlsEvent(TRUNCATED, "%s: the stream ends inside a record at offset %d (%d of %d bytes)"
-                                    % (where, s.pos, n, want), s.d, s.pos, n, True))
+                                    % (self._hs.where(s), s.pos, n, want), s.d, s.pos, n, True))
                 s.buf = bytearray()
             if s.hs:
                 out.append(TlsEvent(HANDSHAKE_ERROR, "%s: the stream ends inside a handshake message (%d bytes of it)"
-                                    % (where, len(s.hs)), s.d, None, len(s.hs)))
+                                    % (self._hs.where(s), len(s.hs)), s.d, None, len(s.hs)))
                 s.hs = bytearray()
             if s.failed_records:
                 out.append(TlsEvent(NOT_DECRYPTED, "%s: %d records (%d bytes) did not decrypt"
-                                    % (where, s.failed_records, s.failed_bytes), s.d, None, s.failed_bytes))
+                                    % (self._hs.where(s), s.failed_records, s.failed_bytes), s.d, None, s.failed_bytes))
         ev = self._hs.no_key_event()
         if ev is not None:
             out.append(ev)

@@ -157,11 +157,12 @@ class FastRecords:
 
     def _attach(self, s: Side) -> None:
         """After the general path: ``s`` reads TLS 1.3 application data under a key with a native
-        opener, no record or search under way: the opener holds its record state from here
-        (``direct``)."""
+        opener, no record, handshake message or search under way: the opener holds its record
+        state from here (``direct``; it also reads the records of whole NewSessionTicket
+        messages, which change nothing here)."""
         cipher = s.cipher
         if s.mode == ENC and cipher.__class__ is Aead13 and not s.scanning and not s.skip and not s.pending \
-                and s.rec_version is not None:
+                and s.rec_version is not None and not s.hs and not s.hs_skip:
             native = cipher.native      # (an Aead13)
             if native is not None:
                 native.attach(s.seq, s.pos, s.d)

@@ -62,6 +62,9 @@ from .suites import (
 from .suites import KEY_UPDATE as HS_KEY_UPDATE
 
 MAX_HANDSHAKE = 256 * 1024        # longest handshake message kept (certificate chains are ~2-20 KB)
+# the handshake messages ``Handshake._message`` reads (the others only join the transcript, if one is kept)
+_ACTS = frozenset((CLIENT_HELLO, SERVER_HELLO, CLIENT_KEY_EXCHANGE, NEW_SESSION_TICKET, ENCRYPTED_EXTENSIONS,
+                   FINISHED, HS_KEY_UPDATE))
 
 
 def _names(d: int, client: int | None) -> str:
@@ -176,8 +179,9 @@ class Handshake:
                 continue
             if n - p - 4 < ln:
                 break
-            self._message(s, mtype, data[p:p + 4 + ln], start, out)
-            p += 4 + ln
+            if mtype in _ACTS or self._transcript is not None:
+                self._message(s, mtype, data[p:p + 4 + ln], start, out)
+            p += 4 + ln     # (any other message changes nothing: the certificate and its proof)
         if p < n:
             s.hs = bytearray(data[p:])
 
