@@ -237,7 +237,8 @@ class TlsConnection(FastRecords):
                 n = len(s.buf)
                 s.c.skipped += n
                 out.append(TlsEvent(RESYNC, "%s: no record found again after offset %d; %d bytes skipped to the end"
-                                    % (self._hs.where(s), s.scan_from, s.pos + n - s.scan_from), s.d, s.scan_from, n, False))
+                                    % (self._hs.where(s), s.scan_from, s.pos + n - s.scan_from),
+                                    s.d, s.scan_from, n, False))
                 s.buf = bytearray()
             elif s.buf:
                 n = len(s.buf)
