@@ -504,61 +504,81 @@ static PyTypeObject OpenerType;
 
 /* derive(cipher, hash, secret, key_info, iv_info): the Opener of a TLS 1.3 traffic secret (RFC
  * 8446 7.3): key = HMAC(secret, key_info), iv = HMAC(secret, iv_info), each cut to its length
- * (HKDF-Expand of one block; the infos end with the counter byte 0x01, as keys.py builds them). */
-static PyObject *derive(PyObject *module, PyObject *args) {
-    const char *name, *hash;
-    Py_buffer secret, kinfo, ivinfo;
+ * (HKDF-Expand of one block; the infos end with the counter byte 0x01, as keys.py builds them).
+ * Returns (opener, key, iv). */
+static PyObject *derive(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (!PyArg_ParseTuple(args, "ssy*y*y*", &name, &hash, &secret, &kinfo, &ivinfo))
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "derive(cipher, hash, secret, key_info, iv_info) takes 5 arguments");
         return NULL;
-    PyObject *result = NULL;
-    EVP_MAC_CTX *tmpl = strcmp(hash, "sha256") == 0 ? hmac_sha256 : strcmp(hash, "sha384") == 0 ? hmac_sha384 : NULL;
+    }
+    if (!PyUnicode_Check(args[0]) || !PyUnicode_Check(args[1]) || !PyBytes_Check(args[2]) || !PyBytes_Check(args[3])
+        || !PyBytes_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "derive: cipher and hash are str, secret and infos bytes");
+        return NULL;
+    }
+    const EVP_CIPHER *c = NULL;
+    Py_ssize_t want = 0, max_len = GCM_NATIVE_MAX;
+    if (PyUnicode_CompareWithASCIIString(args[0], "aes-128-gcm") == 0) {
+        c = aes_128_gcm;
+        want = 16;
+    } else if (PyUnicode_CompareWithASCIIString(args[0], "aes-256-gcm") == 0) {
+        c = aes_256_gcm;
+        want = 32;
+    } else if (PyUnicode_CompareWithASCIIString(args[0], "chacha20-poly1305") == 0) {
+        c = chacha20_poly1305;
+        want = 32;
+        max_len = MAX_RECORD;
+    }
+    EVP_MAC_CTX *k = PyUnicode_CompareWithASCIIString(args[1], "sha256") == 0   ? hmac_sha256
+                     : PyUnicode_CompareWithASCIIString(args[1], "sha384") == 0 ? hmac_sha384
+                                                                                  : NULL;
+    if (c == NULL || k == NULL) {
+        PyErr_Format(PyExc_ValueError, "no native cipher %U or HMAC over %U", args[0], args[1]);
+        return NULL;
+    }
+    const unsigned char *secret = (const unsigned char *)PyBytes_AS_STRING(args[2]);
     unsigned char key[64], iv[64];
     size_t klen = 0, ivlen = 0;
-    EVP_MAC_CTX *k;
-    if (tmpl == NULL) {
-        PyErr_Format(PyExc_ValueError, "no native HMAC over %s", hash);
+    PyObject *result = NULL;
+    /* ``k`` is re-keyed at each call (the GIL is held throughout) */
+    if (p_mac_init(k, secret, (size_t)PyBytes_GET_SIZE(args[2]), NULL) != 1
+        || p_mac_update(k, (const unsigned char *)PyBytes_AS_STRING(args[3]), (size_t)PyBytes_GET_SIZE(args[3])) != 1
+        || p_mac_final(k, key, &klen, sizeof key) != 1
+        /* the same key again (EVP_MAC_init without a key restarts from the keyed state) */
+        || p_mac_init(k, NULL, 0, NULL) != 1
+        || p_mac_update(k, (const unsigned char *)PyBytes_AS_STRING(args[4]), (size_t)PyBytes_GET_SIZE(args[4])) != 1
+        || p_mac_final(k, iv, &ivlen, sizeof iv) != 1 || ivlen < 12) {
+        PyErr_SetString(PyExc_RuntimeError, "OpenSSL could not compute the HMAC");
         goto done;
     }
-    k = tmpl;   /* re-keyed at each call (the GIL is held throughout) */
-    if (p_mac_init(k, (const unsigned char *)secret.buf, (size_t)secret.len, NULL) != 1)
-        goto failed;
-    if (p_mac_update(k, (const unsigned char *)kinfo.buf, (size_t)kinfo.len) != 1
-        || p_mac_final(k, key, &klen, sizeof key) != 1)
-        goto failed;
-    /* the same key again (EVP_MAC_init without a key restarts from the keyed state) */
-    if (p_mac_init(k, NULL, 0, NULL) != 1
-        || p_mac_update(k, (const unsigned char *)ivinfo.buf, (size_t)ivinfo.len) != 1
-        || p_mac_final(k, iv, &ivlen, sizeof iv) != 1 || ivlen < 12)
-        goto failed;
+    if ((Py_ssize_t)klen < want) {
+        PyErr_SetString(PyExc_ValueError, "the hash is shorter than the key");
+        goto done;
+    }
     {
-        Py_ssize_t want = strcmp(name, "aes-128-gcm") == 0 ? 16 : 32;
-        if ((Py_ssize_t)klen < want) {
-            PyErr_SetString(PyExc_ValueError, "the hash is shorter than the key");
+        Opener *opener = (Opener *)OpenerType.tp_alloc(&OpenerType, 0);
+        if (opener == NULL)
+            goto done;
+        opener->max_len = max_len;
+        opener->ctx = p_ctx_new();
+        if (opener->ctx == NULL || p_decrypt_init(opener->ctx, c, NULL, key, NULL) != 1) {
+            Py_DECREF(opener);
+            PyErr_SetString(PyExc_RuntimeError, "OpenSSL could not set up the cipher");
             goto done;
         }
-        PyObject *init = Py_BuildValue("(sy#y#)", name, (const char *)key, want, (const char *)iv, (Py_ssize_t)12);
-        if (init != NULL) {
-            PyObject *opener = PyObject_Call((PyObject *)&OpenerType, init, NULL);
-            if (opener != NULL)
-                result = Py_BuildValue("(NOO)", opener, PyTuple_GET_ITEM(init, 1), PyTuple_GET_ITEM(init, 2));
-            Py_DECREF(init);
-        }
+        memcpy(opener->iv, iv, 12);
+        result = Py_BuildValue("(Ny#y#)", (PyObject *)opener, (const char *)key, want, (const char *)iv,
+                               (Py_ssize_t)12);
     }
-    goto done;
-failed:
-    PyErr_SetString(PyExc_RuntimeError, "OpenSSL could not compute the HMAC");
 done:
     memset(key, 0, sizeof key);
     memset(iv, 0, sizeof iv);
-    PyBuffer_Release(&secret);
-    PyBuffer_Release(&kinfo);
-    PyBuffer_Release(&ivinfo);
     return result;
 }
 
 static PyMethodDef module_methods[] = {
-    {"derive", derive, METH_VARARGS,
+    {"derive", (PyCFunction)(void (*)(void))derive, METH_FASTCALL,
      "derive(cipher, hash, secret, key_info, iv_info) -> (Opener, key, iv) of a TLS 1.3 traffic secret"},
     {NULL, NULL, 0, NULL},
 };

@@ -179,9 +179,21 @@ class Handshake:
                 continue
             if n - p - 4 < ln:
                 break
-            if mtype in _ACTS or self._transcript is not None:
-                self._message(s, mtype, data[p:p + 4 + ln], start, out)
-            p += 4 + ln     # (any other message changes nothing: the certificate and its proof)
+            if self._transcript is None:
+                # as _message reads them, inline: a TLS 1.3 Finished, EncryptedExtensions without
+                # extensions; any message _message does not read changes nothing (the certificate
+                # and its proof)
+                if mtype == FINISHED:
+                    if s.tls13_phase == "hs":
+                        s.pending = "app"
+                    p += 4 + ln
+                    continue
+                if mtype not in _ACTS or (mtype == ENCRYPTED_EXTENSIONS and ln == 2 and not data[p + 4]
+                                          and not data[p + 5]):
+                    p += 4 + ln
+                    continue
+            self._message(s, mtype, data[p:p + 4 + ln], start, out)
+            p += 4 + ln
         if p < n:
             s.hs = bytearray(data[p:])
 
