@@ -232,7 +232,8 @@ class TlsConnection(FastRecords):
         for s in self._sides:
             if self.direct[s.d] is not None:
                 self._detach(s)
-            self._candidate_ends(s, out)
+            if s.scanning:
+                self._candidate_ends(s, out)
             if s.scanning and (s.buf or s.scan_lost):
                 n = len(s.buf)
                 s.c.skipped += n

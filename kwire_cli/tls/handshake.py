@@ -48,8 +48,13 @@ from .suites import (
     CLIENT_HELLO,
     CLIENT_KEY_EXCHANGE,
     ENCRYPTED_EXTENSIONS,
+    EXT_ALPN,
+    EXT_KEY_SHARE,
+    EXT_PRE_SHARED_KEY,
+    EXT_SUPPORTED_VERSIONS,
     FINISHED,
     HANDSHAKE_NAMES,
+    HELLO_RETRY_RANDOM,
     NEW_SESSION_TICKET,
     SERVER_HELLO,
     SUITES,
@@ -62,6 +67,9 @@ from .suites import (
 from .suites import KEY_UPDATE as HS_KEY_UPDATE
 
 MAX_HANDSHAKE = 256 * 1024        # longest handshake message kept (certificate chains are ~2-20 KB)
+# the TLS 1.3 secrets a connection needs, as ``KeyLog.get_all`` looks them up
+_SECRETS13 = ("CLIENT_HANDSHAKE_TRAFFIC_SECRET", "SERVER_HANDSHAKE_TRAFFIC_SECRET", "CLIENT_TRAFFIC_SECRET_0",
+              "SERVER_TRAFFIC_SECRET_0")
 # the handshake messages ``Handshake._message`` reads (the others only join the transcript, if one is kept)
 _ACTS = frozenset((CLIENT_HELLO, SERVER_HELLO, CLIENT_KEY_EXCHANGE, NEW_SESSION_TICKET, ENCRYPTED_EXTENSIONS,
                    FINISHED, HS_KEY_UPDATE))
@@ -135,7 +143,10 @@ class Handshake:
 
     def no_key_event(self) -> TlsEvent | None:
         """At the end: the ``no-key`` event of bytes not decrypted for want of keys, if any."""
-        nokey = sum(s.c.undecrypted for s in self.sides if s.mode == NOKEY and not s.failed_records)
+        nokey = 0
+        for s in self.sides:
+            if s.mode == NOKEY and not s.failed_records:
+                nokey += s.c.undecrypted
         if self.no_key or nokey:
             ver = self.info.version.replace("v", " ") if self.info else "TLS"
             cr = self.ch.random.hex()[:16] + "..." if self.ch else "(no ClientHello seen)"
@@ -261,11 +272,13 @@ class Handshake:
     def _server_hello(self, s: Side, body: bytes, start: int, out: list[Item]) -> None:
         sh = parse_server_hello(body)
         ch = self.ch
-        if sh.hello_retry:
+        if sh.random == HELLO_RETRY_RANDOM:     # (sh.hello_retry)
             self._hello_retry = True
             return
         self.sh = sh
-        version = sh.version
+        exts = sh.extensions
+        sv = exts.get(EXT_SUPPORTED_VERSIONS)   # (sh.version, inline)
+        version = int.from_bytes(sv, "big") if sv is not None and len(sv) == 2 else sh.legacy_version
         self.version = version
         suite = SUITES.get(sh.cipher_suite)
         self.suite = suite
@@ -274,8 +287,8 @@ class Handshake:
             self.client_direction = client
         cr = ch.random if ch is not None else b""
         if version == TLS13:
-            resumed = sh.psk_accepted
-            kx = ("PSK+(EC)DHE" if sh.key_share else "PSK") if resumed else "(EC)DHE"
+            resumed = EXT_PRE_SHARED_KEY in exts        # (sh.psk_accepted, sh.key_share)
+            kx = ("PSK+(EC)DHE" if EXT_KEY_SHARE in exts else "PSK") if resumed else "(EC)DHE"
             ems = etm = False
         else:
             resumed = bool(ch is not None and ch.session_id and ch.session_id == sh.session_id)
@@ -284,11 +297,13 @@ class Handshake:
             etm = bool(ch is not None and ch.encrypt_then_mac and sh.encrypt_then_mac
                        and suite is not None and suite.cipher == CBC)
         decryptable = suite is not None and version in (TLS12, TLS13) and suite.tls13 == (version == TLS13)
-        info = HandshakeInfo(version_name(version), version, suite_name(sh.cipher_suite), sh.cipher_suite,
-                             resumed, cr.hex(), kx, ch.sni if ch else None, tuple(sh.alpn),
-                             ems, etm, self._hello_retry, decryptable)
+        info = HandshakeInfo(version_name(version), version, suite.name if suite is not None else suite_name(
+                             sh.cipher_suite), sh.cipher_suite, resumed, cr.hex(), kx, ch.sni if ch else None,
+                             tuple(sh.alpn) if EXT_ALPN in exts else (), ems, etm, self._hello_retry, decryptable)
         self.info = info
-        out.append(TlsEvent(HANDSHAKE, "%s%s" % (self.prefix(), info.describe()), s.d, start, 0, False, info))
+        label = self.label
+        out.append(TlsEvent(HANDSHAKE, label + ": " + info.describe() if label else info.describe(), s.d, start, 0,
+                            False, info))
         if self._transcript is not None:
             if version == TLS12 and suite is not None:
                 # only the PRF hash's transcript is needed from here (extended master secret)
@@ -311,13 +326,13 @@ class Handshake:
             return
         if version == TLS13:
             assert suite is not None
-            self._setup13(self.sides[client], "CLIENT", cr, suite)
-            self._setup13(self.sides[client ^ 1], "SERVER", cr, suite)
+            chs, shs, capp, sapp = self.keys.get_all(_SECRETS13, cr)
+            self._setup13(self.sides[client], chs, capp, suite)
+            self._setup13(self.sides[client ^ 1], shs, sapp, suite)
 
-    def _setup13(self, s: Side, who: str, cr: bytes, suite: Suite) -> None:
-        """TLS 1.3 after the ServerHello: the side's records are encrypted from now on."""
-        hs = self.keys.get(who + "_HANDSHAKE_TRAFFIC_SECRET", cr)
-        app = self.keys.get(who + "_TRAFFIC_SECRET_0", cr)
+    def _setup13(self, s: Side, hs: Secret | None, app: Secret | None, suite: Suite) -> None:
+        """TLS 1.3 after the ServerHello: the side's records are encrypted from now on, under its
+        handshake traffic secret ``hs``; ``app``: its application traffic secret 0."""
         s.app_secret = app
         s.tls13_phase = "hs"
         s.rec_version = TLS12

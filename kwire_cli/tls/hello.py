@@ -124,16 +124,43 @@ def _sni(data: bytes) -> str | None:
     return None
 
 
-@dataclass
 class ClientHello:
-    legacy_version: int
-    random: bytes
-    session_id: bytes
-    cipher_suites: list[int]
-    extensions: dict[int, bytes] = field(default_factory=dict)
-    supported_versions: list[int] = field(default_factory=list)
-    sni: str | None = None
-    alpn: list[str] = field(default_factory=list)
+    """A ClientHello's fields; ``cipher_suites``, ``supported_versions`` and ``alpn`` are read from
+    the message when asked (decoding needs none of them)."""
+
+    __slots__ = ("legacy_version", "random", "session_id", "extensions", "sni", "_suites")
+
+    def __init__(self, legacy_version: int, random: bytes, session_id: bytes, suites: bytes,
+                 extensions: dict[int, bytes], sni: str | None = None):
+        self.legacy_version = legacy_version
+        self.random = random
+        self.session_id = session_id
+        self._suites = suites        # the cipher_suites vector's bytes (an even number)
+        self.extensions = extensions
+        self.sni = sni
+
+    def __repr__(self) -> str:
+        return "ClientHello(legacy_version=%r, random=%r, session_id=%r, cipher_suites=%r, sni=%r)" % (
+            self.legacy_version, self.random, self.session_id, self.cipher_suites, self.sni)
+
+    @property
+    def cipher_suites(self) -> list[int]:
+        b = self._suites
+        return list(_U16S[len(b) >> 1].unpack_from(b)) if len(b) >> 1 < len(_U16S) else [
+            int.from_bytes(b[i:i + 2], "big") for i in range(0, len(b), 2)]
+
+    @property
+    def supported_versions(self) -> list[int]:
+        sv = self.extensions.get(EXT_SUPPORTED_VERSIONS)
+        if not sv:
+            return []
+        vb = sv[1:1 + sv[0]]
+        return [int.from_bytes(vb[i:i + 2], "big") for i in range(0, len(vb) - 1, 2)]
+
+    @property
+    def alpn(self) -> list[str]:
+        a = self.extensions.get(EXT_ALPN)
+        return _alpn(a) if a is not None else []
 
     @property
     def encrypt_then_mac(self) -> bool:
@@ -166,33 +193,25 @@ def parse_client_hello(body: bytes) -> ClientHello:
         legacy = r.u16("legacy_version")
         random = r.take(32, "random")
         sid = r.vec(1, "session_id")
-        suites_b = r.vec(2, "cipher_suites")
-        if len(suites_b) % 2:
-            raise HelloError("ClientHello: cipher_suites of odd length %d" % len(suites_b))
-        suites = [int.from_bytes(suites_b[i:i + 2], "big") for i in range(0, len(suites_b), 2)]
+        suites = r.vec(2, "cipher_suites")
+        if len(suites) % 2:
+            raise HelloError("ClientHello: cipher_suites of odd length %d" % len(suites))
         r.vec(1, "compression_methods")
     else:
         legacy, random, sid, suites, r.p = head
     exts = _extensions(r)
-    ch = ClientHello(legacy, random, sid, suites, exts)
-    sv = exts.get(EXT_SUPPORTED_VERSIONS)
-    if sv:
-        vb = sv[1:1 + sv[0]]
-        ch.supported_versions = [int.from_bytes(vb[i:i + 2], "big") for i in range(0, len(vb) - 1, 2)]
-    if EXT_SERVER_NAME in exts:
-        ch.sni = _sni(exts[EXT_SERVER_NAME])
-    if EXT_ALPN in exts:
-        ch.alpn = _alpn(exts[EXT_ALPN])
-    return ch
+    sn = exts.get(EXT_SERVER_NAME)
+    return ClientHello(legacy, random, sid, suites, exts, _sni(sn) if sn is not None else None)
 
 
 _U16S = [struct.Struct(">%dH" % i) for i in range(512)]   # cipher suite lists up to 511 suites
 
 
-def _client_hello_head(b: bytes) -> tuple[int, bytes, bytes, list[int], int] | None:
-    """A ClientHello's fields before its extensions (legacy version, random, session id, cipher
-    suites, where the extensions start) read by index when every length fits (the usual case);
-    None for anything else, which the reader then reads or names the field that does not fit."""
+def _client_hello_head(b: bytes) -> tuple[int, bytes, bytes, bytes, int] | None:
+    """A ClientHello's fields before its extensions (legacy version, random, session id, the
+    cipher suites' bytes, where the extensions start) read by index when every length fits (the
+    usual case); None for anything else, which the reader then reads or names the field that does
+    not fit."""
     n = len(b)
     if n < 35:
         return None
@@ -201,9 +220,9 @@ def _client_hello_head(b: bytes) -> tuple[int, bytes, bytes, list[int], int] | N
         return None
     k = b[p] << 8 | b[p + 1]
     q = p + 2 + k
-    if k & 1 or k >> 1 >= len(_U16S) or q >= n or q + 1 + b[q] > n:
+    if k & 1 or q >= n or q + 1 + b[q] > n:
         return None
-    return (b[0] << 8 | b[1], b[2:34], b[35:p], list(_U16S[k >> 1].unpack_from(b, p + 2)), q + 1 + b[q])
+    return (b[0] << 8 | b[1], b[2:34], b[35:p], b[p + 2:q], q + 1 + b[q])
 
 
 @dataclass

@@ -303,6 +303,16 @@ class KeyLog:
         d = self._by_label.get(label)
         return None if d is None else d.get(bytes(client_random))
 
+    def get_all(self, labels: tuple[str, ...], client_random: bytes) -> list[Secret | None]:
+        """``get(label, client_random)`` of each of ``labels``, in one call."""
+        by_label = self._by_label
+        cr = bytes(client_random)
+        out: list[Secret | None] = []
+        for label in labels:
+            d = by_label.get(label)
+            out.append(None if d is None else d.get(cr))
+        return out
+
     def rsa_premaster(self, encrypted_premaster: bytes) -> Secret | None:
         """The pre-master secret of an RSA key exchange, found by its encrypted form's first 8 bytes."""
         return self._rsa.get(bytes(encrypted_premaster[:8]))
