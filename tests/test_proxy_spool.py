@@ -217,9 +217,11 @@ def test_the_proxy_decodes_the_spool_before_its_summary_and_says_so():
 def test_yield_holds_the_decoding_while_the_traffic_is_busy_and_feeds_it_when_the_traffic_pauses():
     """--decode-priority yield: 6 MB handed over at once (busy: past 256 KiB within 20 ms) go to the
     spool and none reaches the decoding side while the traffic is busy, though the backlog would
-    take them all; once nothing came for 20 ms the spool is written to the decoding side, and
-    every frame is decoded, in order. ("low" sends the same frames straight to it.)"""
-    from kwire_cli.proxy.decoding import QUIET
+    take them all; nothing reaches it after one quiet stretch of 20 ms either (full-speed traffic has
+    such gaps); once nothing came for 100 ms (QUIET_TICKS of them in a row) the spool is written to
+    the decoding side, and every frame is decoded, in order. ("low" sends the same frames straight
+    to it.)"""
+    from kwire_cli.proxy.decoding import QUIET, QUIET_TICKS
     for priority in ("yield", "low"):
         loop = asyncio.new_event_loop()
         sink = SlowSink(0)
@@ -236,6 +238,9 @@ def test_yield_holds_the_decoding_while_the_traffic_is_busy_and_feeds_it_when_th
                 _put(ch, 200, 40, 30_000)  # still busy
                 time.sleep(0.2)
                 assert ch.spool.bytes_out == 0 and len(sink.got) < 10  # held: nothing from the spool
+                loop.run_until_complete(asyncio.sleep(QUIET * 2.5))  # one or two quiet ticks, not QUIET_TICKS
+                time.sleep(0.2)
+                assert ch.spool.bytes_out == 0 and len(sink.got) < 10  # still held
             deadline = time.monotonic() + 30
             while len(sink.got) < (240 if priority == "yield" else 200) and time.monotonic() < deadline:
                 loop.run_until_complete(asyncio.sleep(0.02))

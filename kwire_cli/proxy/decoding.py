@@ -15,7 +15,8 @@ gets a CPU nothing else wants: the clients, the brokers and forwarding come firs
 it falls behind and counts frames as not shown rather than competing (when the proxy stops, it
 goes to nice 19 for the frames it has left). With ``priority`` "yield" it is, besides, not fed at
 all while the traffic is busy (past ``BUSY`` bytes within ``QUIET`` seconds): the frames go to the
-spool, which writes them to it once the traffic pauses (or the spool is half full). It reads the frames, hands
+spool, which writes them to it once the traffic has stayed under that for ``QUIET_TICKS`` such
+stretches in a row (or the spool is half full). It reads the frames, hands
 each to the ``FrameSink`` (which makes and writes the output rows), and when the proxy stops,
 after the last frame, sends back ``sink.result()`` (the summary) and the errors the sink raised.
 
@@ -67,10 +68,13 @@ IOV = 512  # parts per sendmsg (within IOV_MAX, 1024 on Linux)
 # decoding's CPU), the older generations in proportion
 GC_THRESHOLDS = (100_000, 20, 100)
 # --decode-priority yield: the traffic is busy while BUSY bytes or more are handed over within
-# QUIET seconds; the decoding is fed again after QUIET seconds with less (or with the spool past
-# half its cap)
+# QUIET seconds; the decoding is fed again after QUIET_TICKS stretches of QUIET seconds in a row
+# with less (or with the spool past half its cap). One quiet stretch was not enough: librdkafka's
+# traffic at full speed has gaps of 20 ms, and each fed the decoding some 5 MB (what its socket
+# and its read hold) to decode beside the traffic, 0.2-0.45 CPU s a run of 200 MB.
 BUSY = 256 << 10
 QUIET = 0.02
+QUIET_TICKS = 5
 HELD_MOST = 16 << 20  # (yield) a frame bigger goes the ordinary way when the spool is empty (the spool
                       # takes at most spool.MEMORY bytes not on disk yet)
 
@@ -253,6 +257,7 @@ class DecodeChannel:
         self._recent = 0                     # bytes handed over since _since
         self._since = 0.0
         self._at_tick = 0                    # taken_bytes at the last _tick
+        self._quiet = 0                      # _ticks in a row with less than BUSY handed over
         self._tick_handle: asyncio.TimerHandle | None = None
         self.limit = backlog
         self.spool_cap = spool              # bytes the spool may hold (0: no spool)
@@ -391,7 +396,8 @@ class DecodeChannel:
 
     def _traffic(self, size: int) -> None:
         """(yield) ``size`` bytes handed over now: past BUSY within QUIET seconds the decoding is
-        held (the spool fills, its socket not written) until a QUIET stretch with less."""
+        held (the spool fills, its socket not written) until QUIET_TICKS QUIET stretches in a row
+        with less."""
         now = time.monotonic()
         if now - self._since > QUIET:
             self._since, self._recent = now, 0
@@ -401,6 +407,7 @@ class DecodeChannel:
             self._held = True
             self.spool.hold(True)
             self._at_tick = self.taken_bytes
+            self._quiet = 0
             self._tick_handle = self._loop.call_later(QUIET, self._tick)
 
     def _spool_room(self) -> bool:
@@ -408,13 +415,15 @@ class DecodeChannel:
         return self.spool is not None and self.spool.waiting()[1] < self.spool_cap // 2
 
     def _tick(self) -> None:
-        """(yield, on the loop, every QUIET seconds while held) still busy, or fed again."""
+        """(yield, on the loop, every QUIET seconds while held) still busy, or fed again after
+        QUIET_TICKS quiet ones in a row."""
         self._tick_handle = None
         if self.spool is None or self.sock is None:
             return
         busy = self.taken_bytes - self._at_tick >= BUSY
         self._at_tick = self.taken_bytes
-        if busy and self._spool_room() and self._loop is not None:
+        self._quiet = 0 if busy else self._quiet + 1
+        if self._quiet < QUIET_TICKS and self._spool_room() and self._loop is not None:
             self._tick_handle = self._loop.call_later(QUIET, self._tick)
             return
         self._held = False
