@@ -43,6 +43,7 @@ _HEAD = struct.Struct(">II")  # decoding.py's message head: the lengths of the p
 CHUNK = 1 << 20               # bytes read back from the file at once
 MEMORY = 64 << 20             # bytes added and not on disk yet: past it, frames are refused (a slow disk)
 SPOOL = 1 << 30               # the default cap on bytes spooled
+WAKE = 4 << 20                # (held) bytes added that wake the thread to write them to disk
 WAIT = 0.02                   # seconds between writing to disk what was added while the socket is full
 
 
@@ -87,7 +88,8 @@ class Spool:
             self.frames_in += 1
             self.bytes_in += size
             self.most = max(self.most, spooled + size)
-            self._cond.notify()
+            if not self._hold or self._queued >= WAKE:  # (held: the thread only writes to disk, WAKE at a time)
+                self._cond.notify()
         return True
 
     def go(self) -> None:
