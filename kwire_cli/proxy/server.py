@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import errno
 import socket
 import ssl
@@ -95,6 +96,26 @@ def _more_files() -> None:
         pass
 
 
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+
+
+def _reuse_freed_memory() -> None:
+    """glibc's malloc in the forwarding process keeps what it frees for reuse: each chunk read from
+    a socket is a fresh block of up to 256 KiB, freed once forwarded and written out, and glibc
+    would give the heap's top back to the system at every such free (its threshold follows the
+    largest block freed, 512 KiB here) and take it again for the next chunk: a page fault per page,
+    27,000-38,000 a run of 200 MB, about half the event loop's system time. Kept: blocks under
+    4 MiB from the heap, its top given back past 32 MiB free. Not glibc: nothing changes."""
+    try:
+        libc = ctypes.CDLL(None)
+        if not hasattr(libc, "gnu_get_libc_version") or not hasattr(libc, "mallopt"):
+            return
+        libc.mallopt(M_MMAP_THRESHOLD, 4 << 20)
+        libc.mallopt(M_TRIM_THRESHOLD, 32 << 20)
+    except (OSError, AttributeError, TypeError):  # no C library to load (not a POSIX system)
+        pass
+
+
 class Proxy:
     def __init__(self, config: ProxyConfig, sink: FrameSink, on_note: Any) -> None:
         self.config = config
@@ -121,6 +142,7 @@ class Proxy:
         _more_files()
         self.loop = asyncio.get_running_loop()
         self.decoder.start(self.loop)  # first: the decoding process inherits no listener
+        _reuse_freed_memory()  # (after the fork: the decoding process's malloc stays as it was)
         self._lag_timer = self.loop.call_later(LAG_CHECK, self._watch_lag)
         host, port = self.config.listen
         try:
