@@ -222,6 +222,7 @@ def test_yield_holds_the_decoding_while_the_traffic_is_busy_and_feeds_it_when_th
     the decoding side, and every frame is decoded, in order. ("low" sends the same frames straight
     to it.)"""
     from kwire_cli.proxy.decoding import QUIET, QUIET_TICKS
+    assert QUIET_TICKS > 3  # (the two or three quiet ticks below are not enough)
     for priority in ("yield", "low"):
         loop = asyncio.new_event_loop()
         sink = SlowSink(0)

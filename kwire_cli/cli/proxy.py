@@ -80,8 +80,8 @@ def _hostport(value: str, option: str) -> tuple[str, int]:
               show_default=True, help="The decoding process's share of the CPU while the proxy forwards. yield: the "
               "idle scheduling class, and while the traffic is busy (256 KiB or more forwarded within 20 ms) the "
               "decoding is not fed at all: the frames go to the spool file and are decoded once the traffic "
-              "has stayed under that for 100 ms (or the spool is half full), so the rows of a burst come after it (with "
-              "--decode-spool 0, as low). low: the idle class only, a CPU when nothing else wants one (the "
+              "has stayed under that for 100 ms (or the spool is half full), so the rows of a burst come after "
+              "it (with --decode-spool 0, as low). low: the idle class only, a CPU when nothing else wants one (the "
               "clients and brokers on the same machine come first; under load the decoding falls behind into the "
               "spool and catches up later). normal: the "
               "same as the forwarding process (it keeps up, taking CPU from them).")
