@@ -172,6 +172,57 @@ def test_daemon_workers_keep_the_memory_they_free():
     assert r.stdout.split() == ["0"]
 
 
+TUNED_WORKER = """
+import gc, os
+from kwire_cli.render.jsonlines import GC_TUNED, gc_tuned
+from kwire_cli.spark.daemon import preload, tune_collector
+preload()
+tune_collector()
+frozen = gc.get_freeze_count()
+pid = os.fork()
+if pid == 0:  # a worker: two tasks, each in gc_tuned, as the stages run them
+    ok = frozen > 10000
+    for _ in range(2):
+        with gc_tuned():
+            ok = ok and gc.get_threshold() == GC_TUNED
+        ok = ok and gc.get_threshold() == GC_TUNED and gc.get_freeze_count() > frozen // 2  # (not unfrozen)
+    os._exit(0 if ok else 1)
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_daemon_workers_keep_the_collector_tuned_between_tasks():
+    """The daemon freezes what it imported and tunes the collector before it forks: a worker's
+    tasks (each in gc_tuned) leave it tuned and frozen, not unfrozen for a full collection at
+    each task's end."""
+    pytest.importorskip("pyspark")
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", TUNED_WORKER], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0"]
+
+
+def test_gc_tuned_restores_the_collector():
+    """gc_tuned outside a tuned process sets the thresholds and freezes for its block, and restores
+    both after; inside another gc_tuned it changes nothing."""
+    import gc
+
+    from kwire_cli.render.jsonlines import GC_TUNED, gc_tuned
+    before = gc.get_threshold()
+    assert before != GC_TUNED
+    with gc_tuned():
+        assert gc.get_threshold() == GC_TUNED
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        with gc_tuned():
+            assert gc.get_threshold() == GC_TUNED
+        assert gc.get_freeze_count() == frozen
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
+
+
 def test_daemon_imports_pyspark_from_the_installed_package_not_its_zip(tmp_path):
     """Spark puts python/lib/pyspark.zip first on the workers' path: the daemon takes PySpark from
     the pip-installed package that zip belongs to (byte code cached, the zip's compiled again by

@@ -65,9 +65,17 @@ def keep_freed_memory() -> None:
     keep_malloc()
 
 
+def tune_collector() -> None:
+    """The workers forked from here keep the garbage collector tuned for decoding between their
+    tasks (``render.jsonlines.tune_gc``), what was imported here frozen before the fork."""
+    from kwire_cli.render.jsonlines import tune_gc
+    tune_gc()
+
+
 if __name__ == "__main__":
     sys.path[:] = prefer_installed(sys.path)
     preload()
     keep_freed_memory()
+    tune_collector()
     from pyspark.daemon import manager
     manager()

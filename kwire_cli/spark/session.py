@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -195,12 +196,29 @@ def get_session(master: str | None = None, conf: Iterable[tuple[str, str]] = (),
          .config("spark.python.worker.memory", "1g")
     for k, v in conf:
         b = b.config(k, v)
+    early = threading.Thread(target=import_udf_modules, name="kwire: imports", daemon=True)
+    early.start()
     try:
         spark = b.getOrCreate()
     except Exception as e:  # Java missing, master unreachable...: one line
         raise SparkJobError(f"cannot start Spark ({master or 'local[*]'}): {first_line(e)}") from None
+    finally:
+        early.join()
     spark.sparkContext.setLogLevel("WARN")
     return spark, True
+
+
+def import_udf_modules() -> None:
+    """Import what the job's first ``mapInArrow`` imports (PySpark's pandas UDF module, which imports
+    pandas and pyarrow to check their versions: 0.3-0.45 s), in a thread while the driver JVM
+    starts: the driver's Python only waits for the JVM then, and the job no longer does it first."""
+    try:
+        import pyspark.sql.pandas.functions  # noqa: F401
+        from pyspark.sql.pandas.utils import require_minimum_pandas_version, require_minimum_pyarrow_version
+        require_minimum_pandas_version()
+        require_minimum_pyarrow_version()
+    except Exception:  # the job's own call says what is missing, where it is needed
+        pass
 
 
 def executor_conf(master: str, conf: Iterable[tuple[str, str]] = ()) -> tuple:
