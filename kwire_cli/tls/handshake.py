@@ -191,9 +191,17 @@ class Handshake:
             if n - p - 4 < ln:
                 break
             if self._transcript is None:
-                # as _message reads them, inline: a TLS 1.3 Finished, EncryptedExtensions without
-                # extensions; any message _message does not read changes nothing (the certificate
-                # and its proof)
+                # as _message reads them, inline: a ClientHello, a TLS 1.3 Finished,
+                # EncryptedExtensions without extensions; any message _message does not read
+                # changes nothing (the certificate and its proof)
+                if mtype == CLIENT_HELLO:
+                    try:
+                        self._client_hello(s, data[p + 4:p + 4 + ln], start, out)
+                    except HelloError as e:
+                        out.append(TlsEvent(HANDSHAKE_ERROR, "%s: %s at offset %d" % (self.where(s), e, start), s.d,
+                                            start))
+                    p += 4 + ln
+                    continue
                 if mtype == FINISHED:
                     if s.tls13_phase == "hs":
                         s.pending = "app"

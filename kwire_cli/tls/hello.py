@@ -57,6 +57,30 @@ class _Reader:
 _TYPE_LEN = struct.Struct(">HH").unpack_from   # an extension's type and length
 
 
+def _extensions_at(b: bytes, p: int) -> dict[int, bytes] | None:
+    """The extensions of a hello from ``b[p:]`` when every length fits (the usual case), read by
+    index; None for anything else (``_extensions`` then names what does not fit)."""
+    n = len(b)
+    if p >= n:
+        return {}
+    if n - p < 2:
+        return None
+    end = p + 2 + (b[p] << 8 | b[p + 1])
+    if end > n:
+        return None
+    exts: dict[int, bytes] = {}
+    p += 2
+    type_len = _TYPE_LEN
+    while end - p >= 4:
+        t, ln = type_len(b, p)
+        q = p + 4 + ln
+        if q > end:
+            break
+        exts[t] = b[p + 4:q]
+        p = q
+    return exts if p == end else None
+
+
 def _extensions(r: _Reader) -> dict[int, bytes]:
     exts: dict[int, bytes] = {}
     if not r.left():
@@ -64,20 +88,10 @@ def _extensions(r: _Reader) -> dict[int, bytes]:
     b, p, n = r.b, r.p, r.end
     if n - p >= 2 and p + 2 + (b[p] << 8 | b[p + 1]) <= n:
         # every length fits (the usual case): read by index; else the reader names what does not
-        end = p + 2 + (b[p] << 8 | b[p + 1])
-        p += 2
-        type_len = _TYPE_LEN
-        while end - p >= 4:
-            t, ln = type_len(b, p)
-            q = p + 4 + ln
-            if q > end:
-                break
-            exts[t] = b[p + 4:q]
-            p = q
-        if p == end:
-            r.p = end
-            return exts
-        exts = {}
+        fast = _extensions_at(b, p)
+        if fast is not None:
+            r.p = p + 2 + (b[p] << 8 | b[p + 1])
+            return fast
     er = _Reader(r.vec(2, "extensions"), r.what + " extensions")
     while er.left():
         t = er.u16("extension type")
@@ -187,9 +201,10 @@ class ClientHello:
 def parse_client_hello(body: bytes) -> ClientHello:
     """The ClientHello of a handshake message body (``HelloError`` naming the field that does
     not parse)."""
-    r = _Reader(body, "ClientHello")
     head = _client_hello_head(body)
+    exts = None
     if head is None:
+        r = _Reader(body, "ClientHello")
         legacy = r.u16("legacy_version")
         random = r.take(32, "random")
         sid = r.vec(1, "session_id")
@@ -198,8 +213,13 @@ def parse_client_hello(body: bytes) -> ClientHello:
             raise HelloError("ClientHello: cipher_suites of odd length %d" % len(suites))
         r.vec(1, "compression_methods")
     else:
-        legacy, random, sid, suites, r.p = head
-    exts = _extensions(r)
+        legacy, random, sid, suites, p = head
+        exts = _extensions_at(body, p)
+        if exts is None:
+            r = _Reader(body, "ClientHello")
+            r.p = p
+    if exts is None:
+        exts = _extensions(r)
     sn = exts.get(EXT_SERVER_NAME)
     return ClientHello(legacy, random, sid, suites, exts, _sni(sn) if sn is not None else None)
 
@@ -268,14 +288,17 @@ class ServerHello:
 
 
 def parse_server_hello(body: bytes) -> ServerHello:
-    r = _Reader(body, "ServerHello")
     n = len(body)
     if n >= 35 and 38 + body[34] <= n:
         # every fixed field fits (the usual case): read by index, the extensions as below
         p = 35 + body[34]
-        r.p = p + 3
-        return ServerHello(body[0] << 8 | body[1], body[2:34], body[35:p], body[p] << 8 | body[p + 1],
-                           _extensions(r))
+        exts = _extensions_at(body, p + 3)
+        if exts is None:
+            r = _Reader(body, "ServerHello")
+            r.p = p + 3
+            exts = _extensions(r)
+        return ServerHello(body[0] << 8 | body[1], body[2:34], body[35:p], body[p] << 8 | body[p + 1], exts)
+    r = _Reader(body, "ServerHello")
     legacy = r.u16("legacy_version")
     random = r.take(32, "random")
     sid = r.vec(1, "session_id")
