@@ -62,4 +62,6 @@ class Connection:
         chain = [*self.stages, self.framer]
         for a, b in pairwise(chain):
             a.next = b
-        self.sink = chain[0]
+        first = chain[0]
+        entry = getattr(first, "entry", None)      # (a stage may have a faster way in: TlsStage)
+        self.sink = entry() if entry is not None else first

@@ -25,7 +25,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from kwire_cli.tls import ALERT, HANDSHAKE, KEY_UPDATE, NO_KEY, Plaintext, TlsConnection, TlsEvent
+from kwire_cli.tls import ALERT, HANDSHAKE, KEY_UPDATE, NO_KEY, Plaintext, TlsConnection, TlsEvent, native_entry
 from kwire_cli.tls import GAP as TLS_GAP
 
 from .events import TLS_NO_KEY, TLS_PREFIX, KafkaFrame, Note, endpoint
@@ -65,9 +65,14 @@ class TlsStage:
             if p == len(data):
                 return
             data = data[p:]
+        self.rest(conn, d, side, data, file, packet, ts)
+
+    def rest(self, conn: Any, d: Any, side: int, data: Any, file: str, packet: int | None, ts: float | None) -> None:
+        """``data`` through the TLS connection (its bytes counted already)."""
         items: list[Any] = self.tls.feed(side, data)
         if not items:
             return
+        st = self.stats
         # as _items, inline: the usual answer is one Plaintext or a few (tuples: direction, data, ...),
         # each of the direction fed, ``d``; ``next`` read each time (a SASL token stage may leave the
         # stack on the way)
@@ -78,6 +83,14 @@ class TlsStage:
                 self.next.data(conn, d, pt, file, packet, ts)
             else:
                 self._event(conn, it, file, packet, ts)
+
+    def entry(self) -> Any:
+        """Where reassembly hands this stage's bytes (``Connection.sink``): ``data`` in C for the
+        bytes a native opener reads (``kwire_cli.tls.native_entry``: the same calls as ``data``),
+        or the stage itself. Made anew at each call: the stage does not keep it (it keeps the
+        stage)."""
+        e = native_entry(self, self.direct, self.stats)
+        return e if e is not None else self
 
     def gap(self, conn: Any, d: Any, lost: int, file: str, packet: int | None, ts: float | None,
             snap: bool = False) -> None:  # noqa: ARG002 (a cut TLS record breaks the plaintext all the same)

@@ -38,7 +38,7 @@ from .events import (
                      TlsEvent,
 )
 from .keylog import DSB_BLOCK_TYPE, SECRETS_TLS, KeyLog, KeyLogProblem, Secret
-from .keys import hkdf_expand_label, next_traffic_secret, prf12
+from .keys import hkdf_expand_label, native_entry, next_traffic_secret, prf12
 from .suites import SUITES, Suite, suite_name, version_name
 
 __all__ = [
@@ -47,6 +47,6 @@ __all__ = [
     "HANDSHAKE", "NO_KEY", "ALERT", "KEY_UPDATE", "DECRYPT_FAILED", "GAP", "BAD_RECORD", "RESYNC",
     "TRUNCATED", "NOT_DECRYPTED", "UNSUPPORTED", "HANDSHAKE_ERROR", "KINDS",
     "KeyLog", "KeyLogProblem", "Secret", "DSB_BLOCK_TYPE", "SECRETS_TLS",
-    "hkdf_expand_label", "next_traffic_secret", "prf12",
+    "hkdf_expand_label", "native_entry", "next_traffic_secret", "prf12",
     "SUITES", "Suite", "suite_name", "version_name",
 ]

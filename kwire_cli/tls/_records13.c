@@ -358,6 +358,28 @@ static PyObject *opener_attach(Opener *self, PyObject *const *args, Py_ssize_t n
  * the record layer would read without a change (the caller attaches a direction with no
  * handshake message under way): they are counted as read. Returns where it stopped; the state
  * and the counts move on past the records read. */
+/* ``feed``'s work: where it stopped in ``data`` (a bytes object), or -1 with an exception set. */
+static Py_ssize_t feed_core(Opener *self, PyObject *data, PyObject *out, PyTypeObject *ptype) {
+    Py_ssize_t p = 0, pos = self->pos, plain = 0;
+    unsigned long long seq = self->seq, seq0 = seq;
+    PyObject *stop = NULL;
+    int ok = walk(self, (const unsigned char *)PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), &p, &seq, &pos,
+                  self->d, out, ptype, &plain, &stop, 1);
+    if (stop != NULL) {
+        /* not read here: the record layer reads it again from its start */
+        p -= PyBytes_GET_SIZE(stop) + 5 + TAG_LEN;
+        seq--;
+        Py_DECREF(stop);
+    }
+    self->records += (Py_ssize_t)(seq - seq0);
+    self->decrypted += pos - self->pos;     /* the bytes of the records read */
+    self->plain += plain;
+    self->fed += p;
+    self->seq = seq;
+    self->pos = pos;
+    return ok ? p : -1;
+}
+
 static PyObject *opener_feed(Opener *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2 && nargs != 3) {
         PyErr_SetString(PyExc_TypeError, "feed(data, out, plaintext_type=None) takes 2 or 3 arguments");
@@ -373,27 +395,8 @@ static PyObject *opener_feed(Opener *self, PyObject *const *args, Py_ssize_t nar
         PyErr_SetString(PyExc_TypeError, "feed: data must be bytes, out a list, plaintext_type a type");
         return NULL;
     }
-    Py_ssize_t p = 0, pos = self->pos, plain = 0, p0;
-    unsigned long long seq = self->seq, seq0 = seq;
-    PyObject *stop = NULL;
-    int ok = walk(self, (const unsigned char *)PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), &p, &seq, &pos,
-                  self->d, out, ptype, &plain, &stop, 1);
-    if (stop != NULL) {
-        /* not read here: the record layer reads it again from its start */
-        p -= PyBytes_GET_SIZE(stop) + 5 + TAG_LEN;
-        seq--;
-        Py_DECREF(stop);
-    }
-    p0 = pos - self->pos;     /* the bytes of the records read */
-    self->records += (Py_ssize_t)(seq - seq0);
-    self->decrypted += p0;
-    self->plain += plain;
-    self->fed += p;
-    self->seq = seq;
-    self->pos = pos;
-    if (!ok)
-        return NULL;
-    return PyLong_FromSsize_t(p);
+    Py_ssize_t p = feed_core(self, data, out, ptype);
+    return p < 0 ? NULL : PyLong_FromSsize_t(p);
 }
 
 /* detach(): (seq, pos, records, decrypted bytes, plaintext bytes, bytes fed) of the direction
@@ -577,6 +580,173 @@ done:
     return result;
 }
 
+/* Entry(stage, direct, stats): where a capture's reassembly hands a TLS connection's bytes
+ * (``entry.data(conn, d, data, file, packet, ts)``, ``entry.gap(...)``), in front of its TLS
+ * stage (kwire_cli/capture/transforms.py ``TlsStage``): what ``TlsStage.data`` does, in C, for
+ * bytes whose direction's record state an opener holds (``direct``, the TlsConnection's list):
+ * ``stats.tls_bytes`` counts every byte; the plaintext of each whole record an opener reads goes to
+ * ``stage.next.data`` (``stats.tls_plaintext`` counts it), and the rest, if any, and any other
+ * bytes, to ``stage.rest(conn, d, side, data, file, packet, ts)``; gaps go to ``stage.gap``. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *stage, *direct, *stats;
+} Entry;
+
+static PyObject *s_is_request, *s_tls_bytes, *s_tls_plaintext, *s_next, *s_data, *s_rest, *s_gap;
+
+static void entry_dealloc(Entry *self) {
+    Py_CLEAR(self->stage);
+    Py_CLEAR(self->direct);
+    Py_CLEAR(self->stats);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int entry_init(Entry *self, PyObject *args, PyObject *kw) {
+    PyObject *stage, *direct, *stats;
+    static char *kwlist[] = {"stage", "direct", "stats", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!O", kwlist, &stage, &PyList_Type, &direct, &stats))
+        return -1;
+    if (PyList_GET_SIZE(direct) != 2) {
+        PyErr_SetString(PyExc_ValueError, "direct is a list of two");
+        return -1;
+    }
+    Py_INCREF(stage);
+    Py_XSETREF(self->stage, stage);
+    Py_INCREF(direct);
+    Py_XSETREF(self->direct, direct);
+    Py_INCREF(stats);
+    Py_XSETREF(self->stats, stats);
+    return 0;
+}
+
+/* obj.name += n */
+static int add_to(PyObject *obj, PyObject *name, Py_ssize_t n) {
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL)
+        return -1;
+    PyObject *k = PyLong_FromSsize_t(n);
+    PyObject *sum = k == NULL ? NULL : PyNumber_Add(v, k);
+    Py_DECREF(v);
+    Py_XDECREF(k);
+    if (sum == NULL)
+        return -1;
+    int r = PyObject_SetAttr(obj, name, sum);
+    Py_DECREF(sum);
+    return r;
+}
+
+static PyObject *entry_data(Entry *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "data(conn, d, data, file, packet, ts) takes 6 arguments");
+        return NULL;
+    }
+    PyObject *conn = args[0], *d = args[1], *data = args[2];
+    if (self->stage == NULL) {
+        PyErr_SetString(PyExc_ValueError, "the entry has no stage");
+        return NULL;
+    }
+    PyObject *req = PyObject_GetAttr(d, s_is_request);
+    if (req == NULL)
+        return NULL;
+    int is_req = PyObject_IsTrue(req);
+    Py_DECREF(req);
+    if (is_req < 0)
+        return NULL;
+    int side = is_req ? 0 : 1;
+    PyObject *f = PyList_GET_ITEM(self->direct, side);
+    Py_ssize_t n = PyObject_Length(data);
+    if (n < 0 || add_to(self->stats, s_tls_bytes, n) < 0)
+        return NULL;
+    if (f == Py_None || Py_TYPE(f) != &OpenerType || !PyBytes_CheckExact(data) || ((Opener *)f)->d == NULL) {
+        PyObject *sd = PyLong_FromLong(side);
+        if (sd == NULL)
+            return NULL;
+        PyObject *call[8] = {self->stage, conn, d, sd, data, args[3], args[4], args[5]};
+        PyObject *r = PyObject_VectorcallMethod(s_rest, call, 8 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        Py_DECREF(sd);
+        return r;
+    }
+    PyObject *pts = PyList_New(0);
+    if (pts == NULL)
+        return NULL;
+    Py_INCREF(f);       /* (a stage called below may change ``direct``) */
+    Py_ssize_t p = feed_core((Opener *)f, data, pts, NULL);
+    Py_DECREF(f);
+    if (p < 0)
+        goto error;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(pts); i++) {
+        PyObject *pt = PyList_GET_ITEM(pts, i);
+        if (add_to(self->stats, s_tls_plaintext, PyBytes_GET_SIZE(pt)) < 0)
+            goto error;
+        PyObject *nxt = PyObject_GetAttr(self->stage, s_next);     /* read each time, as TlsStage.data */
+        if (nxt == NULL)
+            goto error;
+        PyObject *call[7] = {nxt, conn, d, pt, args[3], args[4], args[5]};
+        PyObject *r = PyObject_VectorcallMethod(s_data, call, 7 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        Py_DECREF(nxt);
+        if (r == NULL)
+            goto error;
+        Py_DECREF(r);
+    }
+    Py_DECREF(pts);
+    if (p == n)
+        Py_RETURN_NONE;
+    {
+        PyObject *rest = PyBytes_FromStringAndSize(PyBytes_AS_STRING(data) + p, n - p);
+        PyObject *sd = PyLong_FromLong(side);
+        if (rest == NULL || sd == NULL) {
+            Py_XDECREF(rest);
+            Py_XDECREF(sd);
+            return NULL;
+        }
+        PyObject *call[8] = {self->stage, conn, d, sd, rest, args[3], args[4], args[5]};
+        PyObject *r = PyObject_VectorcallMethod(s_rest, call, 8 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        Py_DECREF(rest);
+        Py_DECREF(sd);
+        return r;
+    }
+error:
+    Py_DECREF(pts);
+    return NULL;
+}
+
+static PyObject *entry_gap(Entry *self, PyObject *args, PyObject *kw) {
+    if (self->stage == NULL) {
+        PyErr_SetString(PyExc_ValueError, "the entry has no stage");
+        return NULL;
+    }
+    PyObject *m = PyObject_GetAttr(self->stage, s_gap);
+    if (m == NULL)
+        return NULL;
+    PyObject *r = PyObject_Call(m, args, kw);
+    Py_DECREF(m);
+    return r;
+}
+
+static PyMethodDef entry_methods[] = {
+    {"data", (PyCFunction)(void (*)(void))entry_data, METH_FASTCALL,
+     "data(conn, d, data, file, packet, ts): the next in-order bytes of a direction"},
+    {"gap", (PyCFunction)(void (*)(void))entry_gap, METH_VARARGS | METH_KEYWORDS, "gap(...): as stage.gap"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyObject *entry_repr(PyObject *self) {
+    (void)self;
+    return PyUnicode_FromString("<Entry>");
+}
+
+static PyTypeObject EntryType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kwire_cli.tls._records13.Entry",
+    .tp_basicsize = sizeof(Entry),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Entry(stage, direct, stats): a capture's TLS stage's data path, in C",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)entry_init,
+    .tp_dealloc = (destructor)entry_dealloc,
+    .tp_methods = entry_methods,
+    .tp_repr = entry_repr,
+};
+
 static PyMethodDef module_methods[] = {
     {"derive", (PyCFunction)(void (*)(void))derive, METH_FASTCALL,
      "derive(cipher, hash, secret, key_info, iv_info) -> (Opener, key, iv) of a TLS 1.3 traffic secret"},
@@ -681,7 +851,16 @@ PyMODINIT_FUNC PyInit__records13(void) {
         PyErr_SetString(PyExc_ImportError, "libcrypto.so.3 (OpenSSL 3) not found");
         return NULL;
     }
-    if (PyType_Ready(&OpenerType) < 0)
+    if (PyType_Ready(&OpenerType) < 0 || PyType_Ready(&EntryType) < 0)
+        return NULL;
+    s_is_request = PyUnicode_InternFromString("is_request");
+    s_tls_bytes = PyUnicode_InternFromString("tls_bytes");
+    s_tls_plaintext = PyUnicode_InternFromString("tls_plaintext");
+    s_next = PyUnicode_InternFromString("next");
+    s_data = PyUnicode_InternFromString("data");
+    s_rest = PyUnicode_InternFromString("rest");
+    s_gap = PyUnicode_InternFromString("gap");
+    if (!s_is_request || !s_tls_bytes || !s_tls_plaintext || !s_next || !s_data || !s_rest || !s_gap)
         return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL)
@@ -689,6 +868,12 @@ PyMODINIT_FUNC PyInit__records13(void) {
     Py_INCREF(&OpenerType);
     if (PyModule_AddObject(m, "Opener", (PyObject *)&OpenerType) < 0) {
         Py_DECREF(&OpenerType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&EntryType);
+    if (PyModule_AddObject(m, "Entry", (PyObject *)&EntryType) < 0) {
+        Py_DECREF(&EntryType);
         Py_DECREF(m);
         return NULL;
     }

@@ -197,7 +197,7 @@ def native_complete(mod: Any) -> bool:
     """``mod`` (a build of ``_records13``) has every call the record layer makes: a build older
     than the sources (one not rebuilt after an update) is not used, the Python path is."""
     opener = getattr(mod, "Opener", None)
-    return callable(getattr(mod, "derive", None)) and all(
+    return callable(getattr(mod, "derive", None)) and callable(getattr(mod, "Entry", None)) and all(
         callable(getattr(opener, name, None)) for name in ("open", "opens", "records", "attach", "feed", "detach"))
 
 
@@ -206,6 +206,17 @@ _native = _load_native()
 #: libcrypto.so.3 on the machine, or KWIRE_NO_SPEEDUPS=1. Tests set it to None for the Python path
 #: (``cipher13`` then derives the keys in Python too).
 native_opener = _native.Opener if _native is not None else None
+
+
+def native_entry(stage: Any, direct: list[Any], stats: Any) -> Any:
+    """``_records13.Entry(stage, direct, stats)``: a capture's TLS stage's data path in C, for the
+    bytes whose direction's record state a native opener holds (``TlsConnection.direct``); None
+    without ``native_opener``."""
+    if native_opener is None:
+        return None
+    return _native.Entry(stage, direct, stats)
+
+
 _NATIVE_NAMES = {(GCM, 16, 16): "aes-128-gcm", (GCM, 32, 16): "aes-256-gcm", (CHACHA, 32, 16): "chacha20-poly1305"}
 
 
