@@ -19,7 +19,8 @@ Each command is a subprocess writing its rows to files on the same disk; for eac
 and the CPU seconds of all its processes (the JVM, the Python driver and workers: user + system
 time of every process of its tree, read from /proc every 0.1 s while it runs; processes that start
 and end between two samples, such as the chmod processes of Hadoop's local file system, are counted
-from the CPU their parents reaped: ``unseen`` in ``cpu_by_process``):
+from the CPU their parents reaped: ``unseen`` in ``cpu_by_process``; ``system_cpu_s``: the
+kernel's part of the processes seen, most of it writing the rows' files into the page cache):
 
     pcap x1        taskset -c 0 python -m kwire_cli pcap FILES --format jsonl > OUT
                    (one process on one core: the single-process baseline)
@@ -75,7 +76,7 @@ TICK = os.sysconf("SC_CLK_TCK")
 def _tree_cpu(root: int, seen: dict[int, list], names: dict[int, str], sample: int) -> None:
     """Record, for ``root`` and its descendants: [own CPU seconds (user + system), CPU seconds of
     their children they waited for (reaped), parent pid, number of the last sample they were seen
-    in] in ``seen``, their command names in ``names``."""
+    in, own system CPU seconds] in ``seen``, their command names in ``names``."""
     children: dict[int, list[int]] = {}
     stat: dict[int, tuple[float, float, int]] = {}
     comm: dict[int, str] = {}
@@ -91,15 +92,16 @@ def _tree_cpu(root: int, seen: dict[int, list], names: dict[int, str], sample: i
         pid = int(d)
         children.setdefault(int(fields[1]), []).append(pid)
         stat[pid] = ((int(fields[11]) + int(fields[12])) / TICK, (int(fields[13]) + int(fields[14])) / TICK,
-                     int(fields[1]))
+                     int(fields[1]), int(fields[12]) / TICK)
         comm[pid] = s[s.index(b"(") + 1:s.rindex(b")")].decode(errors="replace")
     todo = [root]
     while todo:
         p = todo.pop()
         if p in stat:
-            own, reaped, parent = stat[p]
+            own, reaped, parent, system = stat[p]
             old = seen.get(p)
-            seen[p] = [max(old[0], own) if old else own, max(old[1], reaped) if old else reaped, parent, sample]
+            seen[p] = [max(old[0], own) if old else own, max(old[1], reaped) if old else reaped, parent, sample,
+                       max(old[4], system) if old else system]
             names[p] = "command" if p == root else ("java" if comm[p] == "java" else
                                                     "python" if comm[p].startswith("python") else "other")
         todo += children.get(p, [])
@@ -110,10 +112,10 @@ def unseen_cpu(seen: dict[int, list]) -> float:
     processes, ...): what each process's reaped children used beyond the children seen to end
     before its last sample."""
     ended: dict[int, float] = {}
-    for own, reaped, parent, last in seen.values():
+    for own, reaped, parent, last, _ in seen.values():
         if parent in seen and last < seen[parent][3]:
             ended[parent] = ended.get(parent, 0.0) + own + reaped
-    return sum(max(0.0, reaped - ended.get(p, 0.0)) for p, (_, reaped, _, _) in seen.items())
+    return sum(max(0.0, reaped - ended.get(p, 0.0)) for p, (_, reaped, _, _, _) in seen.items())
 
 
 def run(cmds: list[list[str]], outs: list[str | None], env=None, executors_of: int | None = None) -> dict:
@@ -163,6 +165,7 @@ def run(cmds: list[list[str]], outs: list[str | None], env=None, executors_of: i
         by[names[p]] = by.get(names[p], 0.0) + v[0]
     return {"wall_s": round(wall, 2), "cpu_s": round(sum(by.values()), 2),
             "cpu_by_process": {k: round(v, 2) for k, v in sorted(by.items())},
+            "system_cpu_s": round(sum(v[4] for v in seen.values()), 2),
             "load_before_after": [round(load0, 2), round(os.getloadavg()[0], 2)]}
 
 
