@@ -115,7 +115,7 @@ def test_records_of_every_kind_open_as_in_python(name):
     iv = int.from_bytes(ivb, "big")
     aead = cls(key)
     opener = NATIVE(name, key, ivb)
-    assert opener.max_len == (MAX_RECORD if name.startswith("chacha") else 2048)
+    assert opener.max_len == (MAX_RECORD if name.startswith("chacha") else 4096)
     kinds = [b"x" * 300 + b"\x17", b"\x17", b"", b"hello" + b"\x17" + b"\x00" * 7, b"\x00" * 5,
              b"\x14\x00\x00\x04abcd\x16", b"\x01\x00\x15", rng.randbytes(16384) + b"\x17", b"y\x17",
              b"\x04\x00\x00\x03abc\x16", b"\x04\x00\x00\x01a\x04\x00\x00\x00\x16",     # NewSessionTickets
@@ -128,7 +128,7 @@ def test_records_of_every_kind_open_as_in_python(name):
         for _ in range(rng.randint(1, 8)):
             what = rng.random()
             if what < 0.6:
-                size = rng.choice([rng.randint(0, 400), rng.randint(2000, 2100)])   # about max_len too
+                size = rng.choice([rng.randint(0, 400), rng.randint(4000, 4200)])   # about max_len too
                 parts.append(record(aead, iv, seq, rng.randbytes(size) + b"\x17"))
             elif what < 0.8:
                 parts.append(record(aead, iv, seq, rng.choice(kinds)))
@@ -327,9 +327,9 @@ def test_captures_whole_and_damaged_give_the_same_items_native_or_not(name, monk
 
 
 def test_a_session_of_long_and_short_records_gives_the_same_items_native_or_not(monkeypatch):
-    """Records over the native opener's limit (AES-GCM over 2 KiB) go through the Python path
+    """Records over the native opener's limit (AES-GCM over 4 KiB) go through the Python path
     in the middle of runs of short ones: the same items and counters, whole and damaged."""
-    s = session("1.3", None, sizes=(300, 40000, 1, 7, 20000, 50, 3, 9000, 16384, 2, 2100, 2030) + (5,) * 40,
+    s = session("1.3", None, sizes=(300, 40000, 1, 7, 20000, 50, 3, 9000, 16384, 2, 4200, 4060, 2100) + (5,) * 40,
                 seed=3)
     keylog = KeyLog()
     assert keylog.add_text(s["keylog"]) == []

@@ -226,7 +226,7 @@ class Aead13(RecordCipher):
     ``native``: an opener of ``native_opener`` (OpenSSL's EVP through ``_records13``) when there
     is one for the suite, else None. With one, ``decrypt`` opens bodies of up to ``native_max``
     bytes through it and the record layer hands it whole runs of application data records
-    (``records``, which stops before a longer one); longer records (AES-GCM over 2 KiB, where the
+    (``records``, which stops before a longer one); longer records (AES-GCM over 4 KiB, where the
     library ``cryptography`` bundles is faster) and every record without an opener go through
     ``open(nonce, body, header)``, the AEAD's own decrypt (raises ``InvalidTag``; made at its
     first use when there is an opener), ``iv`` being the IV as an integer: the record layer's
