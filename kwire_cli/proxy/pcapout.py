@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
-import importlib
 import ipaddress
 import os
 import stat
@@ -17,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import BinaryIO
 
+from kwire_cli import speedups
 from kwire_cli.proxy.directio import DirectAppender, open_direct
 
 LINKTYPE_RAW = 101
@@ -43,18 +43,9 @@ def _py_sum(data: bytes | memoryview) -> tuple[int, bool]:
     return n % 0xFFFF, n != 0
 
 
-def _load_sum() -> Callable[[bytes | memoryview], tuple[int, bool]]:
-    """_pcapsum.c's ``word_sum`` (the same in C, a few times faster), unless not built or
-    KWIRE_NO_SPEEDUPS=1."""
-    if os.environ.get("KWIRE_NO_SPEEDUPS", "") in ("", "0"):
-        try:
-            return importlib.import_module("kwire_cli.proxy._pcapsum").word_sum
-        except ImportError:
-            pass
-    return _py_sum
-
-
-_sum = _load_sum()
+_NATIVE_SUM = speedups.load("kwire_cli.proxy._pcapsum")
+#: _pcapsum.c's ``word_sum`` (the same in C, a few times faster), unless not built or KWIRE_NO_SPEEDUPS=1
+_sum: Callable[[bytes | memoryview], tuple[int, bool]] = _py_sum if _NATIVE_SUM is None else _NATIVE_SUM.word_sum
 
 
 def _fold(s: int, nonzero: bool) -> int:

@@ -14,8 +14,6 @@ Every object here holds key material: none has a repr that shows it.
 from __future__ import annotations
 
 import hmac as _stdlib_hmac
-import importlib
-import os
 import struct
 from typing import Any
 
@@ -25,6 +23,8 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESCCM, AESGCM, ChaCha20Poly1305
 from cryptography.hazmat.primitives.hmac import HMAC
 from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
+
+from kwire_cli import speedups
 
 from .suites import CBC, CCM, CHACHA, GCM, Suite
 
@@ -183,16 +183,6 @@ class RecordCipher:
         return "<%s>" % type(self).__name__
 
 
-def _load_native() -> Any:
-    if os.environ.get("KWIRE_NO_SPEEDUPS", "") not in ("", "0"):
-        return None
-    try:
-        mod = importlib.import_module("kwire_cli.tls._records13")
-    except ImportError:
-        return None
-    return mod if native_complete(mod) else None
-
-
 def native_complete(mod: Any) -> bool:
     """``mod`` (a build of ``_records13``) has every call the record layer makes: a build older
     than the sources (one not rebuilt after an update) is not used, the Python path is."""
@@ -201,7 +191,7 @@ def native_complete(mod: Any) -> bool:
         callable(getattr(opener, name, None)) for name in ("open", "opens", "records", "attach", "feed", "detach"))
 
 
-_native = _load_native()
+_native: Any = speedups.load("kwire_cli.tls._records13", native_complete)
 #: ``_records13.Opener`` (the record loop in C over OpenSSL's libcrypto), or None: not built, no
 #: libcrypto.so.3 on the machine, or KWIRE_NO_SPEEDUPS=1. Tests set it to None for the Python path
 #: (``cipher13`` then derives the keys in Python too).
