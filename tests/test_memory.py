@@ -75,3 +75,30 @@ def test_keep_malloc_reuses_large_blocks_instead_of_mapping_them_again():
     assert r.returncode == 0, r.stdout + r.stderr
     if r.stdout.strip() == "not built":
         pytest.skip("kwire_cli/memory/_arenas.c is not built")
+
+
+CHUNKS = """
+import resource
+from kwire_cli import memory
+if not memory.keep_malloc(mmap=4 << 20, trim=32 << 20, top_pad=None):  # the proxy's forwarding process
+    print("not built")
+    raise SystemExit(0)
+def faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+held = [bytes(256 << 10) for _ in range(8)]  # socket chunks of 256 KiB, freed as they are forwarded
+del held
+before = faults()
+for _ in range(400):  # 100 MiB more through blocks freed before: no fresh pages
+    held = [bytes(256 << 10), bytes(256 << 10)]
+    del held
+assert faults() - before < 200, faults() - before  # a fresh 256 KiB block is 64 pages
+print(faults() - before)
+"""
+
+
+def test_keep_malloc_with_the_proxys_thresholds_reuses_socket_sized_chunks():
+    r = subprocess.run([sys.executable, "-c", CHUNKS], capture_output=True, text=True,
+                       env=dict(os.environ, KWIRE_NO_SPEEDUPS="0"), timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    if r.stdout.strip() == "not built":
+        pytest.skip("kwire_cli/memory/_arenas.c is not built")

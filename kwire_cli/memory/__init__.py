@@ -27,8 +27,11 @@ def keep_arenas(n: int = KEEP) -> bool:
     return True
 
 
-def keep_malloc() -> bool:
+def keep_malloc(mmap: int = 256 << 20, trim: int = 256 << 20, top_pad: int | None = 16 << 20) -> bool:
     """glibc's malloc keeps freed large blocks and the heap's top for reuse in this process (and the
-    processes it forks); whether it does (not with another C library)."""
+    processes it forks): blocks under ``mmap`` bytes come from the heap, not a mapping of their own;
+    the heap's top is given back only past ``trim`` bytes free; each growth takes ``top_pad`` more
+    (None: glibc's own). Fixed, where glibc's thresholds would grow only after a large block was
+    freed, one at a time. Whether it does (not with another C library)."""
     arenas = _native()
-    return bool(arenas is not None and arenas.keep_malloc())
+    return bool(arenas is not None and arenas.keep_malloc(mmap, trim, -1 if top_pad is None else top_pad))

@@ -7,9 +7,11 @@
  * every page of a fresh mapping is a page fault (on a VM, memory given back may have to come back
  * from the host). keep(n) installs an arena allocator that keeps up to n freed arenas and hands them
  * out again before mapping new ones: the process keeps the memory it needed at its peak, no more.
- * keep_malloc() does the same for glibc's malloc (large buffers: a file's read chunk, a Kafka
- * frame's bytes, output text): no mapping of its own for a large block, no trimming of the heap's
- * top, up to 256 MiB each (mallopt; does nothing with another C library).
+ * keep_malloc(mmap, trim, top_pad) does the same for glibc's malloc (large buffers: a file's read
+ * chunk, a Kafka frame's bytes, output text): blocks under `mmap` bytes from the heap (no mapping
+ * of their own), the heap's top given back only past `trim` bytes free, `top_pad` bytes more taken
+ * at each growth (a negative value leaves a setting as it is; mallopt; does nothing with another
+ * C library).
  * Optional: without it kwire runs the same, with the faults. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -70,14 +72,20 @@ static PyObject *keep(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
-static PyObject *keep_malloc(PyObject *self, PyObject *noargs) {
+static PyObject *keep_malloc(PyObject *self, PyObject *args) {
+    int mmap_max, trim, top_pad;
     (void)self;
-    (void)noargs;
+    if (!PyArg_ParseTuple(args, "iii", &mmap_max, &trim, &top_pad))
+        return NULL;
 #ifdef __GLIBC__
     /* fixed thresholds (glibc's own grow only after a large block was freed, one at a time) */
-    if (mallopt(M_MMAP_THRESHOLD, 256 << 20) && mallopt(M_TRIM_THRESHOLD, 256 << 20) &&
-        mallopt(M_TOP_PAD, 16 << 20))
+    if ((mmap_max < 0 || mallopt(M_MMAP_THRESHOLD, mmap_max)) && (trim < 0 || mallopt(M_TRIM_THRESHOLD, trim)) &&
+        (top_pad < 0 || mallopt(M_TOP_PAD, top_pad)))
         Py_RETURN_TRUE;
+#else
+    (void)mmap_max;
+    (void)trim;
+    (void)top_pad;
 #endif
     Py_RETURN_FALSE;
 }
@@ -90,8 +98,9 @@ static PyObject *stats(PyObject *self, PyObject *noargs) {
 
 static PyMethodDef methods[] = {
     {"keep", keep, METH_O, "keep(n): up to n freed arenas kept for reuse (0: none; the allocator stays)."},
-    {"keep_malloc", keep_malloc, METH_NOARGS,
-     "keep_malloc() -> bool: glibc's malloc keeps freed blocks and the heap's top for reuse (False: not glibc)."},
+    {"keep_malloc", keep_malloc, METH_VARARGS,
+     "keep_malloc(mmap, trim, top_pad) -> bool: glibc's malloc keeps freed blocks and the heap's top for reuse "
+     "(False: not glibc)."},
     {"stats", stats, METH_NOARGS, "stats() -> (arenas kept now, arenas handed out again, arenas mapped)"},
     {NULL, NULL, 0, NULL},
 };
