@@ -34,4 +34,7 @@ def keep_malloc(mmap: int = 256 << 20, trim: int = 256 << 20, top_pad: int | Non
     (None: glibc's own). Fixed, where glibc's thresholds would grow only after a large block was
     freed, one at a time. Whether it does (not with another C library)."""
     arenas = _native()
-    return bool(arenas is not None and arenas.keep_malloc(mmap, trim, -1 if top_pad is None else top_pad))
+    try:
+        return bool(arenas is not None and arenas.keep_malloc(mmap, trim, -1 if top_pad is None else top_pad))
+    except TypeError:  # a build older than its sources (no thresholds): nothing changes
+        return False
