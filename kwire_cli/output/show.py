@@ -51,16 +51,20 @@ def print_rows(rows: Iterator[Row], printer: RowPrinter, conv: Conversation, sta
     printer.writer.start()
     t0 = None
     r: Row | None = None
-    while True:
-        # the row before is let go of first: a frame's tree can be hundreds of MB, and two of them
-        # alive at once (a for loop's variable holds one while the next decodes) double the peak
-        r = None
-        r = next(rows, None)
-        if r is None:
-            break
-        if t0 is None:  # times count from the capture's first Kafka frame, whether --filter shows it or not
-            t0 = conv.first_ts
-        printer.add(r, t0)
+    try:
+        while True:
+            # the row before is let go of first: a frame's tree can be hundreds of MB, and two of them
+            # alive at once (a for loop's variable holds one while the next decodes) double the peak
+            r = None
+            r = next(rows, None)
+            if r is None:
+                break
+            if t0 is None:  # times count from the capture's first Kafka frame, whether --filter shows it or not
+                t0 = conv.first_ts
+            printer.add(r, t0)
+    except BaseException:
+        printer.writer.flush()  # the rows written before the error are out, as the writers hold some
+        raise
     result = printer.summary.to_dict(stats.to_dict(), conv.damage, conv.notes, conv.damage_kinds)
     if filtered:
         result["shown"] = printer.shown

@@ -18,6 +18,7 @@ from kwire_cli.capture.rows import json_ordered
 from kwire_cli.errors import InputError
 from kwire_cli.render.safe import escape, json_text
 
+from .gather import Gathered
 from .table import Clock, Layout, table_cells, table_headings
 
 if TYPE_CHECKING:
@@ -128,12 +129,13 @@ class JsonLinesWriter(RowWriter):
 
     def __init__(self, out: IO[bytes]) -> None:
         from kwire_cli.render.jsonlines import line_writer
-        self.out = out
+        self.out = Gathered(out)
         self.write_line = line_writer()
 
     def row(self, row: Row, _t0: float | None) -> None:
-        self.write_line(json_ordered(row), self.out.write)
-        self.out.write(b"\n")
+        write = self.out.write
+        self.write_line(json_ordered(row), write)
+        write(b"\n")
 
     def finish(self, _summary: dict[str, Any]) -> None:
         self.out.flush()
@@ -150,7 +152,7 @@ class JsonWriter(RowWriter):
 
     def __init__(self, out: IO[bytes], live: bool = False) -> None:
         from kwire_cli.render.jsonlines import line_writer
-        self.out = out
+        self.out = Gathered(out)
         self.live = live
         self.write_line = line_writer()
         self.first = True
