@@ -173,18 +173,9 @@ class FastRecords:
         native opener that held them (as ``_app13_done`` counts)."""
         seq, pos, k, nbytes, plain, fed = self.direct[s.d].detach()
         self.direct[s.d] = None
-        c = s.c
-        c.fed += fed
+        s.c.fed += fed
         s.pos = pos
-        if k:
-            s.seq = seq
-            c.records += k
-            c.decrypted += nbytes
-            s.enc_records += k
-            s.fails = 0
-            if plain:
-                s.broken = False
-                c.plaintext += plain
+        self._app13_done(s, seq, seq - k, nbytes, plain)
 
     @staticmethod
     def _app13_done(s: Side, seq: int, seq0: int, nbytes: int, plain: int) -> None:

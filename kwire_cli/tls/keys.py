@@ -242,19 +242,6 @@ class Aead13(RecordCipher):
                 return
         self.open = _aead(suite, key).decrypt
 
-    @classmethod
-    def of_opener(cls, suite: Suite, opener: Any, key: bytes, iv: bytes) -> Aead13:
-        """An ``Aead13`` around a native opener already keyed with ``key`` and ``iv``."""
-        self = cls.__new__(cls)
-        self.iv = int.from_bytes(iv, "big")
-        self.overhead = suite.tag_len + 1
-        self.native = opener
-        self.native_max = opener.max_len
-        self._suite = suite
-        self._key = key
-        self.open = None
-        return self
-
     def decrypt(self, seq: int, ctype: int, version: int, body: bytes | memoryview) -> bytes:
         n = len(body)
         header = bytes((ctype, version >> 8, version & 0xFF, n >> 8, n & 0xFF))
@@ -409,7 +396,7 @@ def cipher13(suite: Suite, secret: bytes) -> RecordCipher:
             args = _NATIVE13[suite.id] = (name, suite.prf) + _infos13(suite.key_len) if name is not None else ()
         if args:
             opener, key, iv = _native.derive(args[0], args[1], secret, args[2], args[3])
-            # as Aead13.of_opener, inline (four times a connection)
+            # an Aead13 around the opener the call keyed, made without __init__ (four times a connection)
             c = _new(Aead13)
             c.iv = int.from_bytes(iv, "big")
             c.overhead = suite.tag_len + 1
