@@ -50,22 +50,10 @@ class TlsStage:
         self.max_frame = max_frame
 
     def data(self, conn: Any, d: Any, data: Any, file: str, packet: int | None, ts: float | None) -> None:
-        st = self.stats
-        st.tls_bytes += len(data)
-        side = 0 if d.is_request else 1
-        f = self.direct[side]
-        if f is not None and data.__class__ is bytes:
-            # TLS 1.3 application data read natively (``TlsConnection.direct``): the plaintext
-            # of the whole records at the start of ``data``, the rest, if any, through ``feed``
-            pts: list[bytes] = []
-            p = f.feed(data, pts)
-            for pt in pts:
-                st.tls_plaintext += len(pt)
-                self.next.data(conn, d, pt, file, packet, ts)
-            if p == len(data):
-                return
-            data = data[p:]
-        self.rest(conn, d, side, data, file, packet, ts)
+        # (with a native opener the bytes come through ``entry()`` instead: the same in C, the
+        # records a native opener holds read without a Python call, the rest through ``rest``)
+        self.stats.tls_bytes += len(data)
+        self.rest(conn, d, 0 if d.is_request else 1, data, file, packet, ts)
 
     def rest(self, conn: Any, d: Any, side: int, data: Any, file: str, packet: int | None, ts: float | None) -> None:
         """``data`` through the TLS connection (its bytes counted already)."""

@@ -48,13 +48,8 @@ from .suites import (
     CLIENT_HELLO,
     CLIENT_KEY_EXCHANGE,
     ENCRYPTED_EXTENSIONS,
-    EXT_ALPN,
-    EXT_KEY_SHARE,
-    EXT_PRE_SHARED_KEY,
-    EXT_SUPPORTED_VERSIONS,
     FINISHED,
     HANDSHAKE_NAMES,
-    HELLO_RETRY_RANDOM,
     NEW_SESSION_TICKET,
     SERVER_HELLO,
     SUITES,
@@ -280,13 +275,11 @@ class Handshake:
     def _server_hello(self, s: Side, body: bytes, start: int, out: list[Item]) -> None:
         sh = parse_server_hello(body)
         ch = self.ch
-        if sh.random == HELLO_RETRY_RANDOM:     # (sh.hello_retry)
+        if sh.hello_retry:
             self._hello_retry = True
             return
         self.sh = sh
-        exts = sh.extensions
-        sv = exts.get(EXT_SUPPORTED_VERSIONS)   # (sh.version, inline)
-        version = int.from_bytes(sv, "big") if sv is not None and len(sv) == 2 else sh.legacy_version
+        version = sh.version
         self.version = version
         suite = SUITES.get(sh.cipher_suite)
         self.suite = suite
@@ -295,8 +288,8 @@ class Handshake:
             self.client_direction = client
         cr = ch.random if ch is not None else b""
         if version == TLS13:
-            resumed = EXT_PRE_SHARED_KEY in exts        # (sh.psk_accepted, sh.key_share)
-            kx = ("PSK+(EC)DHE" if EXT_KEY_SHARE in exts else "PSK") if resumed else "(EC)DHE"
+            resumed = sh.psk_accepted
+            kx = ("PSK+(EC)DHE" if sh.key_share else "PSK") if resumed else "(EC)DHE"
             ems = etm = False
         else:
             resumed = bool(ch is not None and ch.session_id and ch.session_id == sh.session_id)
@@ -305,13 +298,11 @@ class Handshake:
             etm = bool(ch is not None and ch.encrypt_then_mac and sh.encrypt_then_mac
                        and suite is not None and suite.cipher == CBC)
         decryptable = suite is not None and version in (TLS12, TLS13) and suite.tls13 == (version == TLS13)
-        info = HandshakeInfo(version_name(version), version, suite.name if suite is not None else suite_name(
-                             sh.cipher_suite), sh.cipher_suite, resumed, cr.hex(), kx, ch.sni if ch else None,
-                             tuple(sh.alpn) if EXT_ALPN in exts else (), ems, etm, self._hello_retry, decryptable)
+        info = HandshakeInfo(version_name(version), version, suite_name(sh.cipher_suite), sh.cipher_suite,
+                             resumed, cr.hex(), kx, ch.sni if ch else None, tuple(sh.alpn),
+                             ems, etm, self._hello_retry, decryptable)
         self.info = info
-        label = self.label
-        out.append(TlsEvent(HANDSHAKE, label + ": " + info.describe() if label else info.describe(), s.d, start, 0,
-                            False, info))
+        out.append(TlsEvent(HANDSHAKE, "%s%s" % (self.prefix(), info.describe()), s.d, start, 0, False, info))
         if self._transcript is not None:
             if version == TLS12 and suite is not None:
                 # only the PRF hash's transcript is needed from here (extended master secret)
