@@ -218,7 +218,9 @@ def test_gc_tuned_restores_the_collector():
         assert frozen > 0
         with gc_tuned():
             assert gc.get_threshold() == GC_TUNED
-        assert gc.get_freeze_count() == frozen
+        # neither unfrozen (0) nor frozen again (more): a frozen object freed meanwhile, by this
+        # thread or another of the test process, lowers the count by one
+        assert 0 < gc.get_freeze_count() <= frozen
     assert gc.get_threshold() == before
     assert gc.get_freeze_count() == 0
 
